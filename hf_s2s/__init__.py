@@ -1,0 +1,44 @@
+"""hf_s2s: classic sequence-to-sequence models as first-class Hugging Face transformers models.
+
+Importing the package registers both model families with ``AutoConfig``, ``AutoModel`` and
+``AutoModelForSeq2SeqLM`` (``model_type`` "rnn_seq2seq" and "transformer_seq2seq"); importing it again is
+harmless.
+"""
+
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+
+from .configuration_rnn_seq2seq import RNNSeq2SeqConfig
+from .configuration_transformer_seq2seq import TransformerSeq2SeqConfig
+from .modeling_rnn_seq2seq import RNNSeq2SeqForConditionalGeneration, RNNSeq2SeqModel
+from .modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration, TransformerSeq2SeqModel
+
+__version__ = "0.1.0"
+
+_FAMILIES = (
+    (RNNSeq2SeqConfig, RNNSeq2SeqModel, RNNSeq2SeqForConditionalGeneration),
+    (TransformerSeq2SeqConfig, TransformerSeq2SeqModel, TransformerSeq2SeqForConditionalGeneration),
+)
+
+
+def _register() -> None:
+    for config_cls, base_cls, lm_cls in _FAMILIES:
+        AutoConfig.register(config_cls.model_type, config_cls, exist_ok=True)
+        AutoModel.register(config_cls, base_cls, exist_ok=True)
+        AutoModelForSeq2SeqLM.register(config_cls, lm_cls, exist_ok=True)
+        # save_pretrained writes `auto_map` into config.json and copies the code files, so a saved folder
+        # loads with trust_remote_code=True where hf_s2s is not installed.
+        config_cls.register_for_auto_class()
+        base_cls.register_for_auto_class("AutoModel")
+        lm_cls.register_for_auto_class("AutoModelForSeq2SeqLM")
+
+
+_register()
+
+__all__ = [
+    "RNNSeq2SeqConfig",
+    "RNNSeq2SeqModel",
+    "RNNSeq2SeqForConditionalGeneration",
+    "TransformerSeq2SeqConfig",
+    "TransformerSeq2SeqModel",
+    "TransformerSeq2SeqForConditionalGeneration",
+]

@@ -1,0 +1,59 @@
+"""Pieces shared by the hf_s2s modeling files: the label shift, the token-sum loss and input checks.
+
+Copied beside the modeling files into every saved model folder (``save_pretrained`` follows single-dot
+relative imports), so it must import nothing from hf_s2s.
+"""
+
+import torch
+import torch.nn.functional as F
+
+
+def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
+    """Teacher forcing inputs from labels: prepend the start token, drop the last label, -100 -> pad.
+
+    labels: (batch, tgt_len) -> (batch, tgt_len)
+    """
+    shifted = labels.new_empty(labels.shape)
+    shifted[:, 1:] = labels[:, :-1]
+    shifted[:, 0] = decoder_start_token_id
+    return shifted.masked_fill(shifted == -100, pad_token_id)
+
+
+def seq2seq_loss(
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    num_items_in_batch: int | torch.Tensor | None = None,
+    label_smoothing: float = 0.0,
+) -> torch.Tensor:
+    """Token-level cross-entropy over positions whose label is not -100.
+
+    logits: (batch, tgt_len, vocab); labels: (batch, tgt_len). With ``num_items_in_batch`` (what Trainer
+    passes: the number of label tokens in the whole accumulated, all-process batch) the summed loss is divided
+    by it, so gradient accumulation and several processes give the same gradient as one big batch; without it,
+    the mean over this batch's label tokens.
+    """
+    loss = F.cross_entropy(
+        logits.float().reshape(-1, logits.size(-1)),
+        labels.reshape(-1).to(logits.device),
+        ignore_index=-100,
+        reduction="sum",
+        label_smoothing=label_smoothing,
+    )
+    if num_items_in_batch is None:
+        num_items_in_batch = (labels != -100).sum()
+    if torch.is_tensor(num_items_in_batch):
+        num_items_in_batch = num_items_in_batch.to(loss.device)
+    return loss / num_items_in_batch
+
+
+def check_token_ids(input_ids: torch.Tensor | None, vocab_size: int, name: str) -> None:
+    """Raise a clear error for ids outside [0, vocab_size) instead of a bare index error from the embedding."""
+    if input_ids is None or input_ids.numel() == 0:
+        return
+    low, high = int(input_ids.min()), int(input_ids.max())
+    if low < 0 or high >= vocab_size:
+        bad = low if low < 0 else high
+        raise ValueError(
+            f"`{name}` holds token id {bad}, outside the model's vocabulary [0, {vocab_size}); "
+            "check that the tokenizer matches the model (vocab_size in its config)"
+        )

@@ -1,0 +1,74 @@
+"""Helpers shared by the model tests: a fresh process where hf_s2s cannot be imported, and training on the
+synthetic reversal task through the real Seq2SeqTrainer."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import torch
+from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
+
+from hf_s2s.synthetic import EOS_ID, PAD_ID, PaddingCollator, reversal_dataset
+
+# Prepended to every script run by `run_without_hf_s2s`: hf_s2s is made unimportable (a None entry in
+# sys.modules makes `import hf_s2s` raise ImportError), and the script proves it before doing anything.
+_BLOCK_HF_S2S = """
+import sys
+sys.modules["hf_s2s"] = None
+try:
+    import hf_s2s  # noqa: F401
+except ImportError:
+    pass
+else:
+    raise SystemExit("hf_s2s is importable in the fresh process")
+"""
+
+
+def run_without_hf_s2s(script: str, cwd: Path, timeout: int = 300):
+    """Run ``script`` in a new Python process where hf_s2s cannot be imported, offline, with its own HF_HOME
+    (so the remote code is copied there afresh). The script must print one JSON document as its last line of
+    stdout; it is returned parsed."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(Path(cwd) / "fresh_hf_home"), TOKENIZERS_PARALLELISM="false")
+    completed = subprocess.run(
+        [sys.executable, "-c", _BLOCK_HF_S2S + textwrap.dedent(script)],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+    )
+    if completed.returncode != 0:
+        raise AssertionError(f"fresh process failed:\n{completed.stderr[-4000:]}")
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def train_reversal(model, output_dir, num_symbols=8, max_len=6, num_train=3000, epochs=8, batch_size=32,
+                   learning_rate=3e-3, seed=0):
+    """Train ``model`` on the reversal task with Seq2SeqTrainer and return exact match of greedy generation
+    (predict_with_generate) on held-out sequences."""
+    train = reversal_dataset(num_train, num_symbols=num_symbols, max_len=max_len, seed=seed)
+    held_out = reversal_dataset(200, num_symbols=num_symbols, max_len=max_len, seed=seed + 1)
+    seen = {tuple(x) for x in train["input_ids"]}
+    held_out = held_out.filter(lambda ex: tuple(ex["input_ids"]) not in seen)
+
+    def exact_match(prediction):
+        predictions, labels = prediction.predictions, prediction.label_ids
+        hits = 0
+        for pred, label in zip(predictions, labels, strict=True):
+            label = [t for t in label.tolist() if t != -100]
+            pred = [t for t in pred.tolist()[1:] if t not in (PAD_ID, -100)]  # drop the decoder start token
+            pred = pred[: pred.index(EOS_ID) + 1] if EOS_ID in pred else pred
+            hits += pred == label
+        return {"exact_match": hits / len(labels)}
+
+    args = Seq2SeqTrainingArguments(
+        output_dir=str(output_dir), num_train_epochs=epochs, per_device_train_batch_size=batch_size,
+        per_device_eval_batch_size=64, learning_rate=learning_rate, warmup_steps=30, lr_scheduler_type="linear",
+        predict_with_generate=True, generation_max_length=max_len + 3, eval_strategy="no", save_strategy="no",
+        report_to=[], use_cpu=True, seed=seed, disable_tqdm=True, logging_strategy="no",
+    )
+    torch.manual_seed(seed)
+    trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=train, eval_dataset=held_out,
+                             data_collator=PaddingCollator(PAD_ID), compute_metrics=exact_match)
+    trainer.train()
+    return trainer.evaluate()["eval_exact_match"]
