@@ -1,11 +1,110 @@
-"""Placeholder: TransformerSeq2SeqConfig is being written (see the issue for this family)."""
+"""Configuration of the Transformer encoder-decoder (Vaswani et al. 2017, arXiv:1706.03762).
+
+One typed config object flows into every module of ``modeling_transformer_seq2seq``; the defaults below are
+the only defaults (a small reference size: 3+3 layers, d_model 256, 8 heads, FFN 512). Field names follow
+transformers' Marian/BART configs where a counterpart exists, so that ``generate`` and the cache classes find
+what they look for (``decoder_layers``, ``decoder_attention_heads``, ``d_model``, ...).
+"""
 
 from transformers import PreTrainedConfig
 
+from .config_checks import (
+    check_choice,
+    check_dropout,
+    check_positive,
+    check_token_id,
+    reject_unknown_kwargs,
+)
+
+ACTIVATIONS = ("relu", "gelu")
+NORM_POSITIONS = ("pre", "post")
+POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
+
 
 class TransformerSeq2SeqConfig(PreTrainedConfig):
+    """Configuration for ``TransformerSeq2SeqModel`` / ``TransformerSeq2SeqForConditionalGeneration``.
+
+    Every size is validated here: a wrong value raises ``ValueError`` naming the field, the value and what is
+    allowed, and an unknown keyword (a typo) is an error rather than a silently ignored attribute.
+    """
+
     model_type = "transformer_seq2seq"
-    is_encoder_decoder: bool = True
+    keys_to_ignore_at_inference = ["past_key_values"]
+    # Generic names transformers (cache, generate, Trainer) reads, mapped onto this config's fields.
+    attribute_map = {
+        "hidden_size": "d_model",
+        "num_attention_heads": "decoder_attention_heads",
+        "num_hidden_layers": "decoder_layers",
+    }
+
+    vocab_size: int = 1000  # source vocabulary size (also the target's unless decoder_vocab_size is set)
+    decoder_vocab_size: int | None = None  # target vocabulary size; None = same as vocab_size
+    d_model: int = 256  # width of embeddings and every residual stream
+    encoder_layers: int = 3  # number of encoder layers
+    decoder_layers: int = 3  # number of decoder layers (generate and the caches read this)
+    encoder_attention_heads: int = 8  # heads in encoder self-attention; must divide d_model
+    decoder_attention_heads: int = 8  # heads in decoder self- and cross-attention; must divide d_model
+    encoder_ffn_dim: int = 512  # hidden width of the encoder position-wise feed-forward block
+    decoder_ffn_dim: int = 512  # hidden width of the decoder position-wise feed-forward block
+    activation_function: str = "relu"  # feed-forward nonlinearity: "relu" (the paper) or "gelu"
+    dropout: float = 0.1  # dropout on embeddings and on each sublayer output before the residual add
+    attention_dropout: float = 0.0  # dropout on attention probabilities
+    activation_dropout: float = 0.0  # dropout after the feed-forward nonlinearity
+    norm_position: str = "pre"  # LayerNorm before each sublayer ("pre", + final LayerNorm) or after ("post", paper)
+    position_embedding_type: str = "sinusoidal"  # "sinusoidal" (any length) or "learned" (<= max_position_embeddings)
+    max_position_embeddings: int = 512  # positions a learned table holds; sinusoidal tables grow past it
+    scale_embedding: bool = True  # multiply token embeddings by sqrt(d_model) (paper section 3.4)
+    share_encoder_decoder_embeddings: bool = True  # one token embedding for source and target (needs one vocab)
+    tie_word_embeddings: bool = True  # output projection shares the decoder input embedding's weight
+    init_std: float = 0.02  # std of the normal init of linear and embedding weights
+    use_cache: bool = True  # return the decoder key/value cache (used by generate)
+    pad_token_id: int | None = 0  # padding id (package tokenizer convention: <pad> = 0)
+    bos_token_id: int | None = 1  # <s>
+    eos_token_id: int | None = 2  # </s>
+    decoder_start_token_id: int | None = 1  # first decoder input; <s> by the package's convention
+    is_encoder_decoder: bool = True  # tells transformers (generate, Trainer) this is a seq2seq model
+
+    def __post_init__(self, **kwargs):
+        reject_unknown_kwargs(type(self).__name__, kwargs, TransformerSeq2SeqConfig.__annotations__)
+        if self.decoder_vocab_size is None:
+            self.decoder_vocab_size = self.vocab_size
+        for name in (
+            "vocab_size",
+            "decoder_vocab_size",
+            "d_model",
+            "encoder_layers",
+            "decoder_layers",
+            "encoder_attention_heads",
+            "decoder_attention_heads",
+            "encoder_ffn_dim",
+            "decoder_ffn_dim",
+            "max_position_embeddings",
+        ):
+            check_positive(name, getattr(self, name))
+        for name in ("encoder_attention_heads", "decoder_attention_heads"):
+            if self.d_model % getattr(self, name):
+                raise ValueError(
+                    f"`d_model` ({self.d_model}) must be divisible by `{name}` ({getattr(self, name)}); "
+                    f"allowed head counts for d_model={self.d_model}: "
+                    f"{[h for h in range(1, min(self.d_model, 64) + 1) if self.d_model % h == 0]}"
+                )
+        check_choice("activation_function", self.activation_function, ACTIVATIONS)
+        check_choice("norm_position", self.norm_position, NORM_POSITIONS)
+        check_choice("position_embedding_type", self.position_embedding_type, POSITION_EMBEDDING_TYPES)
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
+            check_dropout(name, getattr(self, name))
+        if not (isinstance(self.init_std, int | float) and self.init_std > 0):
+            raise ValueError(f"`init_std` must be a positive float, got {self.init_std!r}")
+        if self.share_encoder_decoder_embeddings and self.decoder_vocab_size != self.vocab_size:
+            raise ValueError(
+                f"`share_encoder_decoder_embeddings=True` needs one vocabulary, but `vocab_size` is {self.vocab_size} "
+                f"and `decoder_vocab_size` is {self.decoder_vocab_size}; allowed: equal sizes, or "
+                "share_encoder_decoder_embeddings=False"
+            )
+        check_token_id("pad_token_id", self.pad_token_id, min(self.vocab_size, self.decoder_vocab_size))
+        for name in ("bos_token_id", "eos_token_id", "decoder_start_token_id"):
+            check_token_id(name, getattr(self, name), self.decoder_vocab_size, optional=True)
+        super().__post_init__(**kwargs)
 
 
 __all__ = ["TransformerSeq2SeqConfig"]

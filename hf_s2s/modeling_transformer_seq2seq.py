@@ -1,21 +1,698 @@
-"""Placeholder: the TransformerSeq2Seq models are being written (see the issue for this family)."""
+"""Transformer encoder-decoder, Vaswani et al. 2017 "Attention Is All You Need" (arXiv:1706.03762).
 
+Reads top-down like the data flows: position embeddings, attention, feed-forward, encoder layer, decoder
+layer, encoder, decoder, pretrained base, base model, model with the language-modeling head.
+
+Shape letters: B batch, H heads, T_src source length, T_tgt target length (this call), T_past decoder tokens
+already in the cache, D d_model, d_h head size (D / H), V vocabulary size.
+
+Decoding follows transformers' encoder-decoder cache convention: an ``EncoderDecoderCache`` whose
+self-attention half gets one key/value per decoded token and whose cross-attention half holds the projected
+encoder keys/values, computed on the first decoding step and read back on every later one.
+"""
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    BaseModelOutputWithPastAndCrossAttentions,
+    Seq2SeqLMOutput,
+    Seq2SeqModelOutput,
+)
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .configuration_transformer_seq2seq import TransformerSeq2SeqConfig
+from .modeling_common import check_token_ids, seq2seq_loss, shift_tokens_right
+
+# Default max_length of the generation config a new model gets (generate's own default, 20, cuts sentences).
+DEFAULT_GENERATION_MAX_LENGTH = 128
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Positions
+# ----------------------------------------------------------------------------------------------------------
+
+
+def sinusoidal_positions(positions: torch.Tensor, dim: int) -> torch.Tensor:
+    """Sinusoidal position encodings, Vaswani et al. 2017 section 3.5:
+    PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(pos / 10000^(2i/D)).
+
+    Sines fill the first half of the vector and cosines the second (fairseq / Marian layout, same information).
+    Computed on the fly, so any length works and nothing needs saving. positions: (T,) -> (T, D), float32.
+    """
+    half = dim // 2
+    inv_freq = torch.exp(
+        torch.arange(half, dtype=torch.float32, device=positions.device) * (-math.log(10000.0) / half)
+    )  # (D/2,)
+    angles = positions.float()[:, None] * inv_freq[None, :]  # (T, D/2)
+    table = torch.cat([angles.sin(), angles.cos()], dim=-1)  # (T, 2 * (D/2))
+    return F.pad(table, (0, dim - 2 * half))  # odd D: one zero column
+
+
+class TransformerSeq2SeqPositionalEmbedding(nn.Module):
+    """Absolute position embeddings, ``config.position_embedding_type``: "sinusoidal" (fixed, any length) or
+    "learned" (a trained table of ``max_position_embeddings`` rows; a longer sequence is an error)."""
+
+    def __init__(self, config: TransformerSeq2SeqConfig):
+        super().__init__()
+        self.dim = config.d_model
+        self.max_positions = config.max_position_embeddings
+        self.learned = config.position_embedding_type == "learned"
+        self.weight_table = nn.Embedding(self.max_positions, self.dim) if self.learned else None
+
+    def forward(self, seq_len: int, past_length: int | torch.Tensor, device: torch.device) -> torch.Tensor:
+        """Embeddings of positions past_length .. past_length + seq_len - 1 -> (seq_len, D)."""
+        positions = torch.arange(seq_len, device=device) + past_length  # (T,)
+        if not self.learned:
+            return sinusoidal_positions(positions, self.dim)
+        if not torch.compiler.is_compiling() and int(past_length) + seq_len > self.max_positions:
+            raise ValueError(
+                f"sequence needs positions up to {int(past_length) + seq_len - 1}, but position_embedding_type="
+                f"'learned' holds only max_position_embeddings={self.max_positions} positions (0..{self.max_positions - 1}); "
+                "truncate the input, raise max_position_embeddings, or use position_embedding_type='sinusoidal'"
+            )
+        return self.weight_table(positions)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Attention
+# ----------------------------------------------------------------------------------------------------------
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scaled dot-product attention, Vaswani et al. 2017 eq. 1: softmax(Q K^T / sqrt(d_k)) V.
+
+    query: (B, H, T_q, d_h); key, value: (B, H, T_k, d_h); attention_mask: additive, 0 where allowed and the
+    dtype's minimum where masked, (B, 1, T_q, T_k). Returns output (B, T_q, H, d_h) and weights (B, H, T_q, T_k).
+    """
+    scores = torch.matmul(query, key.transpose(2, 3)) * scaling  # (B, H, T_q, T_k)
+    if attention_mask is not None:
+        # Clamp: score + dtype min overflows to -inf in half precision, and a row of -inf (an all-padding source)
+        # would make softmax NaN; a row of equal minima gives uniform weights instead.
+        scores = (scores + attention_mask[:, :, :, : key.shape[-2]]).clamp_min(torch.finfo(scores.dtype).min)
+    weights = scores.softmax(dim=-1, dtype=torch.float32).to(query.dtype)
+    weights = F.dropout(weights, p=dropout, training=module.training)
+    output = torch.matmul(weights, value).transpose(1, 2).contiguous()  # (B, T_q, H, d_h)
+    return output, weights
+
+
+class TransformerSeq2SeqAttention(nn.Module):
+    """Multi-head attention, Vaswani et al. 2017 (arXiv:1706.03762) section 3.2.2:
+    MultiHead(Q, K, V) = Concat(head_1, ..., head_H) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V),
+    with Attention the scaled dot product of eq. 1.
+
+    Self-attention projects Q, K and V with one fused matrix (``qkv_proj``). Cross-attention projects Q from the
+    decoder (``q_proj``) and K, V from the encoder output with one fused matrix (``kv_proj``); with a cache those
+    encoder K/V are computed on the first decoding step, stored in the cross-attention cache, and read back on
+    every later step. The kernel comes from ``ALL_ATTENTION_FUNCTIONS`` ("sdpa" by default, or "eager", which
+    also returns the attention weights).
+    """
+
+    def __init__(
+        self,
+        config: TransformerSeq2SeqConfig,
+        num_heads: int,
+        is_cross_attention: bool = False,
+        is_causal: bool = False,
+        layer_idx: int | None = None,
+    ):
+        super().__init__()
+        self.config = config
+        self.num_heads = num_heads
+        self.head_dim = config.d_model // num_heads
+        self.scaling = self.head_dim**-0.5
+        self.dropout = config.attention_dropout
+        self.is_cross_attention = is_cross_attention
+        self.is_causal = is_causal  # read by the sdpa kernel when the mask is left implicit
+        self.layer_idx = layer_idx  # which cache layer this attention writes
+        d_model = config.d_model
+        if is_cross_attention:
+            self.q_proj = nn.Linear(d_model, d_model)
+            self.kv_proj = nn.Linear(d_model, 2 * d_model)
+        else:
+            self.qkv_proj = nn.Linear(d_model, 3 * d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+
+    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) -> (B, H, T, d_h)"""
+        return x.view(*x.shape[:2], self.num_heads, self.head_dim).transpose(1, 2)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        past_key_values: EncoderDecoderCache | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """hidden_states: (B, T_q, D) queries (and keys/values for self-attention); encoder_hidden_states:
+        (B, T_src, D), given for cross-attention; attention_mask: as built by ``masking_utils`` for the kernel.
+        Returns output (B, T_q, D) and weights (B, H, T_q, T_k) under "eager", else None."""
+        if not self.is_cross_attention:
+            query, key, value = (self._split_heads(x) for x in self.qkv_proj(hidden_states).chunk(3, dim=-1))
+            if past_key_values is not None:
+                # append this step's K/V; returns all of them, (B, H, T_past + T_q, d_h)
+                key, value = past_key_values.self_attention_cache.update(key, value, self.layer_idx)
+        else:
+            query = self._split_heads(self.q_proj(hidden_states))  # (B, H, T_q, d_h)
+            if past_key_values is not None and past_key_values.is_updated.get(self.layer_idx):
+                cached = past_key_values.cross_attention_cache.layers[self.layer_idx]
+                key, value = cached.keys, cached.values  # (B, H, T_src, d_h), stored on the first step
+            else:
+                key, value = (self._split_heads(x) for x in self.kv_proj(encoder_hidden_states).chunk(2, dim=-1))
+                if past_key_values is not None:
+                    key, value = past_key_values.cross_attention_cache.update(key, value, self.layer_idx)
+                    past_key_values.is_updated[self.layer_idx] = True
+
+        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        output, weights = attention_interface(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=self.dropout if self.training else 0.0,
+            scaling=self.scaling,
+        )  # (B, T_q, H, d_h)
+        output = self.out_proj(output.reshape(*hidden_states.shape[:2], -1))  # (B, T_q, D)
+        return output, weights
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Layers
+# ----------------------------------------------------------------------------------------------------------
+
+
+class TransformerSeq2SeqFeedForward(nn.Module):
+    """Position-wise feed-forward network, Vaswani et al. 2017 eq. 2: FFN(x) = act(x W_1 + b_1) W_2 + b_2."""
+
+    def __init__(self, config: TransformerSeq2SeqConfig, ffn_dim: int):
+        super().__init__()
+        self.fc1 = nn.Linear(config.d_model, ffn_dim)
+        self.fc2 = nn.Linear(ffn_dim, config.d_model)
+        self.activation = nn.ReLU() if config.activation_function == "relu" else nn.GELU()
+        self.activation_dropout = config.activation_dropout
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) -> (B, T, D)"""
+        hidden_states = self.activation(self.fc1(hidden_states))  # (B, T, ffn_dim)
+        hidden_states = F.dropout(hidden_states, p=self.activation_dropout, training=self.training)
+        return self.fc2(hidden_states)
+
+
+class TransformerSeq2SeqEncoderLayer(GradientCheckpointingLayer):
+    """Self-attention then feed-forward, each as ``x + Dropout(Sublayer(x))`` with LayerNorm before the sublayer
+    (``norm_position="pre"``) or after the residual add (``"post"``, the paper's ``LayerNorm(x + Sublayer(x))``)."""
+
+    def __init__(self, config: TransformerSeq2SeqConfig):
+        super().__init__()
+        self.pre_norm = config.norm_position == "pre"
+        self.dropout = config.dropout
+        self.self_attn = TransformerSeq2SeqAttention(config, config.encoder_attention_heads)
+        self.self_attn_layer_norm = nn.LayerNorm(config.d_model)
+        self.ffn = TransformerSeq2SeqFeedForward(config, config.encoder_ffn_dim)
+        self.final_layer_norm = nn.LayerNorm(config.d_model)
+
+    def forward(
+        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """hidden_states: (B, T_src, D) -> (B, T_src, D), self-attention weights (B, H, T_src, T_src) or None."""
+        residual = hidden_states
+        hidden_states = self.self_attn_layer_norm(hidden_states) if self.pre_norm else hidden_states
+        hidden_states, attn_weights = self.self_attn(hidden_states, attention_mask=attention_mask)
+        hidden_states = residual + F.dropout(hidden_states, p=self.dropout, training=self.training)
+        hidden_states = hidden_states if self.pre_norm else self.self_attn_layer_norm(hidden_states)
+
+        residual = hidden_states
+        hidden_states = self.final_layer_norm(hidden_states) if self.pre_norm else hidden_states
+        hidden_states = self.ffn(hidden_states)
+        hidden_states = residual + F.dropout(hidden_states, p=self.dropout, training=self.training)
+        hidden_states = hidden_states if self.pre_norm else self.final_layer_norm(hidden_states)
+        return hidden_states, attn_weights
+
+
+class TransformerSeq2SeqDecoderLayer(GradientCheckpointingLayer):
+    """Masked self-attention, cross-attention over the encoder output, then feed-forward; residuals and LayerNorm
+    placed as in ``TransformerSeq2SeqEncoderLayer``."""
+
+    def __init__(self, config: TransformerSeq2SeqConfig, layer_idx: int):
+        super().__init__()
+        self.pre_norm = config.norm_position == "pre"
+        self.dropout = config.dropout
+        heads = config.decoder_attention_heads
+        self.self_attn = TransformerSeq2SeqAttention(config, heads, is_causal=True, layer_idx=layer_idx)
+        self.self_attn_layer_norm = nn.LayerNorm(config.d_model)
+        self.encoder_attn = TransformerSeq2SeqAttention(config, heads, is_cross_attention=True, layer_idx=layer_idx)
+        self.encoder_attn_layer_norm = nn.LayerNorm(config.d_model)
+        self.ffn = TransformerSeq2SeqFeedForward(config, config.decoder_ffn_dim)
+        self.final_layer_norm = nn.LayerNorm(config.d_model)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        encoder_hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: EncoderDecoderCache | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """hidden_states: (B, T_tgt, D); encoder_hidden_states: (B, T_src, D). Returns (B, T_tgt, D), self-attention
+        weights (B, H, T_tgt, T_past + T_tgt) and cross-attention weights (B, H, T_tgt, T_src), None unless eager."""
+        residual = hidden_states
+        hidden_states = self.self_attn_layer_norm(hidden_states) if self.pre_norm else hidden_states
+        hidden_states, self_weights = self.self_attn(
+            hidden_states, attention_mask=attention_mask, past_key_values=past_key_values
+        )
+        hidden_states = residual + F.dropout(hidden_states, p=self.dropout, training=self.training)
+        hidden_states = hidden_states if self.pre_norm else self.self_attn_layer_norm(hidden_states)
+
+        residual = hidden_states
+        hidden_states = self.encoder_attn_layer_norm(hidden_states) if self.pre_norm else hidden_states
+        hidden_states, cross_weights = self.encoder_attn(
+            hidden_states,
+            attention_mask=encoder_attention_mask,
+            encoder_hidden_states=encoder_hidden_states,
+            past_key_values=past_key_values,
+        )
+        hidden_states = residual + F.dropout(hidden_states, p=self.dropout, training=self.training)
+        hidden_states = hidden_states if self.pre_norm else self.encoder_attn_layer_norm(hidden_states)
+
+        residual = hidden_states
+        hidden_states = self.final_layer_norm(hidden_states) if self.pre_norm else hidden_states
+        hidden_states = self.ffn(hidden_states)
+        hidden_states = residual + F.dropout(hidden_states, p=self.dropout, training=self.training)
+        hidden_states = hidden_states if self.pre_norm else self.final_layer_norm(hidden_states)
+        return hidden_states, self_weights, cross_weights
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Encoder and decoder
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _check_attentions_available(config: TransformerSeq2SeqConfig, output_attentions: bool) -> None:
+    if output_attentions and config._attn_implementation != "eager":
+        raise ValueError(
+            f"output_attentions=True needs attn_implementation='eager' (this model uses "
+            f"'{config._attn_implementation}', whose kernel returns no weights); load with "
+            "attn_implementation='eager' or call model.set_attn_implementation('eager')"
+        )
+
+
+class TransformerSeq2SeqEncoder(nn.Module):
+    """Token embeddings (x sqrt(D) when ``scale_embedding``) + positions, dropout, ``encoder_layers`` layers, and a
+    final LayerNorm under pre-LN. Also what ``get_encoder()`` returns to ``generate``.
+
+    When source and target share one vocabulary (``share_encoder_decoder_embeddings``) this module's
+    ``embed_tokens`` is the one shared table; the decoder reads it through the parent model.
+    """
+
+    main_input_name = "input_ids"
+
+    def __init__(self, config: TransformerSeq2SeqConfig):
+        super().__init__()
+        self.config = config
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_token_id)
+        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.embed_positions = TransformerSeq2SeqPositionalEmbedding(config)
+        self.dropout = config.dropout
+        self.layers = nn.ModuleList([TransformerSeq2SeqEncoderLayer(config) for _ in range(config.encoder_layers)])
+        self.layer_norm = nn.LayerNorm(config.d_model) if config.norm_position == "pre" else None
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+        **kwargs,
+    ) -> BaseModelOutput:
+        """input_ids: (B, T_src) source ids, or inputs_embeds: (B, T_src, D) unscaled token embeddings;
+        attention_mask: (B, T_src), 1 for real tokens and 0 for padding. Returns last_hidden_state (B, T_src, D)."""
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("the encoder needs exactly one of `input_ids` and `inputs_embeds`")
+        _check_attentions_available(self.config, output_attentions)
+        if inputs_embeds is None:
+            check_token_ids(input_ids, self.config.vocab_size, "input_ids")
+            inputs_embeds = self.embed_tokens(input_ids)  # (B, T_src, D)
+        seq_len = inputs_embeds.shape[1]
+        positions = self.embed_positions(seq_len, 0, inputs_embeds.device)  # (T_src, D)
+        hidden_states = inputs_embeds * self.embed_scale + positions.to(inputs_embeds.dtype)
+        hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
+
+        mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask)
+        all_hidden_states, all_attentions = [], []
+        for layer in self.layers:
+            all_hidden_states.append(hidden_states)
+            hidden_states, weights = layer(hidden_states, mask)
+            all_attentions.append(weights)
+        if self.layer_norm is not None:
+            hidden_states = self.layer_norm(hidden_states)
+        all_hidden_states.append(hidden_states)
+        return BaseModelOutput(
+            last_hidden_state=hidden_states,
+            hidden_states=tuple(all_hidden_states) if output_hidden_states else None,
+            attentions=tuple(all_attentions) if output_attentions else None,
+        )
+
+
+class TransformerSeq2SeqDecoder(nn.Module):
+    """Target embeddings (looked up by the parent model, so they can be the encoder's shared table) x sqrt(D) +
+    positions continuing after the cached tokens, dropout, ``decoder_layers`` layers, final LayerNorm under pre-LN.
+    Owns ``embed_tokens`` only when the target vocabulary is separate."""
+
+    def __init__(self, config: TransformerSeq2SeqConfig):
+        super().__init__()
+        self.config = config
+        self.embed_tokens = (
+            None
+            if config.share_encoder_decoder_embeddings
+            else nn.Embedding(config.decoder_vocab_size, config.d_model, padding_idx=config.pad_token_id)
+        )
+        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.embed_positions = TransformerSeq2SeqPositionalEmbedding(config)
+        self.dropout = config.dropout
+        self.layers = nn.ModuleList(
+            [TransformerSeq2SeqDecoderLayer(config, layer_idx=i) for i in range(config.decoder_layers)]
+        )
+        self.layer_norm = nn.LayerNorm(config.d_model) if config.norm_position == "pre" else None
+
+    def forward(
+        self,
+        inputs_embeds: torch.Tensor,
+        encoder_hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: EncoderDecoderCache | None = None,
+        use_cache: bool = False,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        """inputs_embeds: (B, T_tgt, D) unscaled target token embeddings; encoder_hidden_states: (B, T_src, D);
+        attention_mask: (B, T_past + T_tgt) target padding (or a ready 4D mask from generate);
+        encoder_attention_mask: (B, T_src) source padding. Returns last_hidden_state (B, T_tgt, D) and the cache."""
+        _check_attentions_available(self.config, output_attentions)
+        if use_cache and past_key_values is None:
+            past_key_values = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
+        if past_key_values is not None and not isinstance(past_key_values, EncoderDecoderCache):
+            raise ValueError(
+                f"past_key_values must be an EncoderDecoderCache (self- and cross-attention halves), "
+                f"got {type(past_key_values).__name__}"
+            )
+        batch_size, seq_len = inputs_embeds.shape[:2]
+        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0  # int, or tensor (static)
+        positions = self.embed_positions(seq_len, past_length, inputs_embeds.device)  # (T_tgt, D)
+        hidden_states = inputs_embeds * self.embed_scale + positions.to(inputs_embeds.dtype)
+        hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
+
+        if attention_mask is None and past_key_values is None:
+            # no padding and no cache: the kernel's plain causal mask is enough
+            self_attn_mask = create_causal_mask(
+                config=self.config, inputs_embeds=hidden_states, attention_mask=None, past_key_values=None
+            )
+        else:
+            if attention_mask is None:
+                attention_mask = torch.ones(
+                    batch_size, int(past_length) + seq_len, dtype=torch.long, device=inputs_embeds.device
+                )
+            self_attn_mask = create_causal_mask(
+                config=self.config,
+                inputs_embeds=hidden_states,
+                attention_mask=attention_mask,
+                past_key_values=past_key_values.self_attention_cache if past_key_values is not None else None,
+            )
+        cross_attn_mask = create_bidirectional_mask(
+            config=self.config,
+            inputs_embeds=hidden_states,
+            attention_mask=encoder_attention_mask,
+            encoder_hidden_states=encoder_hidden_states,
+        )
+
+        all_hidden_states, all_self_attentions, all_cross_attentions = [], [], []
+        for layer in self.layers:
+            all_hidden_states.append(hidden_states)
+            hidden_states, self_weights, cross_weights = layer(
+                hidden_states,
+                encoder_hidden_states,  # positional: reentrant gradient checkpointing only tracks positional tensors
+                attention_mask=self_attn_mask,
+                encoder_attention_mask=cross_attn_mask,
+                past_key_values=past_key_values,
+            )
+            all_self_attentions.append(self_weights)
+            all_cross_attentions.append(cross_weights)
+        if self.layer_norm is not None:
+            hidden_states = self.layer_norm(hidden_states)
+        all_hidden_states.append(hidden_states)
+        return BaseModelOutputWithPastAndCrossAttentions(
+            last_hidden_state=hidden_states,
+            past_key_values=past_key_values if use_cache else None,
+            hidden_states=tuple(all_hidden_states) if output_hidden_states else None,
+            attentions=tuple(all_self_attentions) if output_attentions else None,
+            cross_attentions=tuple(all_cross_attentions) if output_attentions else None,
+        )
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Pretrained models
+# ----------------------------------------------------------------------------------------------------------
 
 
 class TransformerSeq2SeqPreTrainedModel(PreTrainedModel):
     config: TransformerSeq2SeqConfig
     base_model_prefix = "model"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+    _no_split_modules = ["TransformerSeq2SeqEncoderLayer", "TransformerSeq2SeqDecoderLayer"]
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        """Normal(0, init_std) linear weights, zero biases, unit LayerNorms. Token embeddings get
+        Normal(0, D^-0.5) when scaled by sqrt(D) (so scaled embeddings have unit variance, as in fairseq) and
+        Normal(0, init_std) otherwise; the padding row is zero. ``transformers.initialization`` skips tensors
+        loaded from a checkpoint."""
+        std = self.config.init_std
+        if isinstance(module, nn.Linear):
+            init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            token_std = self.config.d_model**-0.5 if self.config.scale_embedding else std
+            is_token_table = module.padding_idx is not None
+            init.normal_(module.weight, mean=0.0, std=token_std if is_token_table else std)
+            # slicing drops the "already loaded" flag, so check it here
+            if is_token_table and not getattr(module.weight, "_is_hf_initialized", False):
+                init.zeros_(module.weight[module.padding_idx])
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """As transformers' save_pretrained; when the classes are registered for remote code, config.json's
+        ``auto_map`` names both auto classes (transformers writes only the saved class's own one), so
+        ``AutoModel`` and ``AutoModelForSeq2SeqLM`` both load the folder with ``trust_remote_code=True``."""
+        if self._auto_class is not None:
+            module = type(self).__module__.rsplit(".", 1)[-1]
+            auto_map = dict(getattr(self.config, "auto_map", None) or {})
+            auto_map.setdefault("AutoModel", f"{module}.TransformerSeq2SeqModel")
+            auto_map.setdefault("AutoModelForSeq2SeqLM", f"{module}.TransformerSeq2SeqForConditionalGeneration")
+            self.config.auto_map = auto_map
+        return super().save_pretrained(save_directory, *args, **kwargs)
 
 
 class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
-    pass
+    """The bare encoder-decoder, returning the decoder's last hidden states (``Seq2SeqModelOutput``)."""
+
+    def __init__(self, config: TransformerSeq2SeqConfig):
+        super().__init__(config)
+        self.encoder = TransformerSeq2SeqEncoder(config)
+        self.decoder = TransformerSeq2SeqDecoder(config)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.encoder.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.encoder.embed_tokens = value
+
+    def get_decoder_input_embeddings(self) -> nn.Embedding:
+        """The target token table: the encoder's when the vocabulary is shared."""
+        return self.decoder.embed_tokens if self.decoder.embed_tokens is not None else self.encoder.embed_tokens
+
+    def get_encoder(self, *args, **kwargs) -> TransformerSeq2SeqEncoder:
+        return self.encoder
+
+    def get_decoder(self, *args, **kwargs) -> TransformerSeq2SeqDecoder:
+        return self.decoder
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple | None = None,
+        past_key_values: EncoderDecoderCache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> Seq2SeqModelOutput:
+        """input_ids: (B, T_src); attention_mask: (B, T_src) source padding; decoder_input_ids: (B, T_tgt) (only the
+        new tokens when ``past_key_values`` holds earlier ones); encoder_outputs: reused encoder result (generate
+        runs the encoder once). Returns last_hidden_state (B, T_tgt, D), the cache and encoder outputs."""
+        use_cache = self.config.use_cache if use_cache is None else use_cache
+        output_attentions = bool(output_attentions)
+        output_hidden_states = bool(output_hidden_states)
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                inputs_embeds=inputs_embeds,
+                output_attentions=output_attentions,
+                output_hidden_states=output_hidden_states,
+            )
+        elif not isinstance(encoder_outputs, BaseModelOutput):
+            encoder_outputs = BaseModelOutput(*encoder_outputs)
+
+        if (decoder_input_ids is None) == (decoder_inputs_embeds is None):
+            raise ValueError("the decoder needs exactly one of `decoder_input_ids` and `decoder_inputs_embeds` (or labels)")
+        if decoder_inputs_embeds is None:
+            check_token_ids(decoder_input_ids, self.config.decoder_vocab_size, "decoder_input_ids")
+            decoder_inputs_embeds = self.get_decoder_input_embeddings()(decoder_input_ids)  # (B, T_tgt, D)
+        decoder_outputs = self.decoder(
+            inputs_embeds=decoder_inputs_embeds,
+            encoder_hidden_states=encoder_outputs.last_hidden_state,
+            attention_mask=decoder_attention_mask,
+            encoder_attention_mask=attention_mask,
+            past_key_values=past_key_values,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        return Seq2SeqModelOutput(
+            last_hidden_state=decoder_outputs.last_hidden_state,
+            past_key_values=decoder_outputs.past_key_values,
+            decoder_hidden_states=decoder_outputs.hidden_states,
+            decoder_attentions=decoder_outputs.attentions,
+            cross_attentions=decoder_outputs.cross_attentions,
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+            encoder_hidden_states=encoder_outputs.hidden_states,
+            encoder_attentions=encoder_outputs.attentions,
+        )
 
 
 class TransformerSeq2SeqForConditionalGeneration(TransformerSeq2SeqPreTrainedModel, GenerationMixin):
-    pass
+    """The encoder-decoder with a linear output projection to target-vocabulary logits (tied to the target
+    embedding when ``tie_word_embeddings``), the token-level cross-entropy loss, and ``generate``."""
+
+    def __init__(self, config: TransformerSeq2SeqConfig):
+        super().__init__(config)
+        self.model = TransformerSeq2SeqModel(config)
+        self.lm_head = nn.Linear(config.d_model, config.decoder_vocab_size, bias=False)
+        target_table = "encoder" if config.share_encoder_decoder_embeddings else "decoder"
+        # applies only when config.tie_word_embeddings is True (transformers checks it)
+        self._tied_weights_keys = {"lm_head.weight": f"model.{target_table}.embed_tokens.weight"}
+        # We compute the loss ourselves on unshifted labels; "ForConditionalGeneration" (what the class name
+        # would select) would shift the labels a second time.
+        self.loss_type = "ForMaskedLM"
+        self.post_init()
+        if self.generation_config.max_length in (None, 20):  # unset, or transformers' generic default
+            self.generation_config.max_length = DEFAULT_GENERATION_MAX_LENGTH
+
+    def get_encoder(self, *args, **kwargs) -> TransformerSeq2SeqEncoder:
+        return self.model.encoder
+
+    def get_decoder(self, *args, **kwargs) -> TransformerSeq2SeqDecoder:
+        return self.model.decoder
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        self.lm_head = new_embeddings
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        """labels: (B, T_tgt) with -100 on padding -> teacher-forcing decoder inputs (B, T_tgt)."""
+        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        num_items_in_batch: int | torch.Tensor | None = None,
+        **kwargs,
+    ) -> Seq2SeqLMOutput:
+        """As ``TransformerSeq2SeqModel.forward``, plus labels: (B, T_tgt) target ids with -100 where no loss is
+        taken; without decoder inputs they are shifted right into them. ``num_items_in_batch`` (from Trainer): the
+        label-token count of the whole accumulated batch, which the summed loss is divided by. Returns logits
+        (B, T_tgt, V_tgt) and the loss."""
+        if labels is not None:
+            check_token_ids(labels.masked_fill(labels == -100, 0), self.config.decoder_vocab_size, "labels")
+            use_cache = False
+            if decoder_input_ids is None and decoder_inputs_embeds is None:
+                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+            encoder_outputs=encoder_outputs,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        logits = self.lm_head(outputs.last_hidden_state)  # (B, T_tgt, V_tgt)
+        loss = seq2seq_loss(logits, labels, num_items_in_batch) if labels is not None else None
+        return Seq2SeqLMOutput(
+            loss=loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            decoder_hidden_states=outputs.decoder_hidden_states,
+            decoder_attentions=outputs.decoder_attentions,
+            cross_attentions=outputs.cross_attentions,
+            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
+            encoder_hidden_states=outputs.encoder_hidden_states,
+            encoder_attentions=outputs.encoder_attentions,
+        )
 
 
-__all__ = ["TransformerSeq2SeqPreTrainedModel", "TransformerSeq2SeqModel", "TransformerSeq2SeqForConditionalGeneration"]
+__all__ = [
+    "TransformerSeq2SeqPreTrainedModel",
+    "TransformerSeq2SeqModel",
+    "TransformerSeq2SeqForConditionalGeneration",
+]
