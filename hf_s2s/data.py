@@ -1,0 +1,488 @@
+"""Parallel corpora as 🤗 datasets, and their tokenization for seq2seq training.
+
+Every loader returns a ``DatasetDict`` (or, with ``streaming=True``, an ``IterableDatasetDict``) whose splits
+are among ``train`` / ``validation`` / ``test`` and hold one column, ``translation``:
+``{"translation": {src_lang: "...", tgt_lang: "..."}}`` — the layout of transformers' translation examples.
+
+Sources: a folder of line-aligned text files ``{prefix}.{lang}[.gz]`` (:func:`load_text_folder`, the Multi30k
+layout), JSON lines with a ``translation`` field (:func:`load_jsonl`), tab-separated ``source<TAB>target``
+files (:func:`load_tsv`), or a Hub dataset (:func:`load_hub`); :func:`load_multi30k` finds Multi30k on its
+own. Pairs where either side is empty are skipped and counted in a warning; anything else that is wrong
+(missing file, misaligned files, unknown language) is an error that names the file and what was expected.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from datasets import Dataset, DatasetDict, IterableDataset, IterableDatasetDict, load_dataset
+
+logger = logging.getLogger(__name__)
+
+SPLITS = ("train", "validation", "test")
+# File prefixes tried in order for each split of a text folder when the caller names none; Multi30k's
+# files are train / val / test_2016_flickr.
+DEFAULT_SPLIT_PREFIXES: dict[str, tuple[str, ...]] = {
+    "train": ("train",),
+    "validation": ("validation", "valid", "val", "dev"),
+    "test": ("test", "test_2016_flickr", "newstest"),
+}
+DATA_DIR_ENV = "HF_S2S_DATA_DIR"
+MULTI30K_HUB_NAME = "bentrevett/multi30k"
+# The shared corpora sit beside the project's root: <root>/../shared/data/multi30k.
+SHARED_MULTI30K = Path("..") / "shared" / "data" / "multi30k"
+_PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+AnyDatasetDict = DatasetDict | IterableDatasetDict
+PathLike = str | os.PathLike
+
+
+# --------------------------------------------------------------------------------------------- helpers
+
+
+def _open_text(path: Path):
+    """Text lines of a plain or gzip file (decided by the ``.gz`` suffix), UTF-8."""
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8", newline="")
+    return open(path, encoding="utf-8", newline="")
+
+
+def _lines(path: Path) -> Iterator[str]:
+    with _open_text(path) as handle:
+        for line in handle:
+            yield line.rstrip("\r\n")
+
+
+def _is_empty(text: str | None) -> bool:
+    return text is None or not text.strip()
+
+
+def _log_skipped(split: str, skipped: int, total: int, where: str) -> None:
+    if skipped:
+        logger.warning(
+            "skipped %d of %d pairs in split '%s' (%s) where the source or the target is empty",
+            skipped, total, split, where,
+        )
+
+
+def _aligned_pairs(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]]:
+    """Pairs of lines of two line-aligned files; raises ValueError naming both files and both line counts
+    when one file ends before the other (it reads on to count the rest)."""
+    src_lines, tgt_lines = _lines(src_path), _lines(tgt_path)
+    count = 0
+    for src in src_lines:
+        tgt = next(tgt_lines, None)
+        if tgt is None:
+            src_count, tgt_count = count + 1 + sum(1 for _ in src_lines), count
+            break
+        count += 1
+        yield src, tgt
+    else:
+        extra = sum(1 for _ in tgt_lines)
+        if not extra:
+            return
+        src_count, tgt_count = count, count + extra
+    raise ValueError(
+        f"source and target files are not line-aligned: {src_path} has {src_count} lines but "
+        f"{tgt_path} has {tgt_count} lines"
+    )
+
+
+def _pairs_to_split(
+    pairs: Callable[[], Iterator[tuple[str, str]]], src_lang: str, tgt_lang: str, split: str, where: str,
+    streaming: bool,
+) -> Dataset | IterableDataset:
+    """Build one split from a pair generator, skipping (and counting) pairs with an empty side."""
+
+    def examples() -> Iterator[dict]:
+        total = skipped = 0
+        for src, tgt in pairs():
+            total += 1
+            if _is_empty(src) or _is_empty(tgt):
+                skipped += 1
+                continue
+            yield {"translation": {src_lang: src, tgt_lang: tgt}}
+        _log_skipped(split, skipped, total, where)
+
+    if streaming:
+        # No caching: the generator is re-run on every pass, so edited files are always read afresh.
+        return IterableDataset.from_generator(examples)
+    # In memory, not Dataset.from_generator, whose cache is keyed by the file *names* and would serve a
+    # stale corpus after a file changed.
+    rows = list(examples())
+    return Dataset.from_dict({"translation": [row["translation"] for row in rows]})
+
+
+def _make_dict(splits: Mapping[str, Dataset | IterableDataset], streaming: bool) -> AnyDatasetDict:
+    return IterableDatasetDict(splits) if streaming else DatasetDict(splits)
+
+
+def _check_split_names(splits: Mapping[str, Any]) -> None:
+    unknown = sorted(set(splits) - set(SPLITS))
+    if unknown:
+        raise ValueError(f"unknown split name(s) {unknown}; allowed: {list(SPLITS)}")
+
+
+# --------------------------------------------------------------------------------------------- text folder
+
+
+def _find_file(data_dir: Path, prefix: str, lang: str) -> Path | None:
+    for name in (f"{prefix}.{lang}", f"{prefix}.{lang}.gz"):
+        if (data_dir / name).is_file():
+            return data_dir / name
+    return None
+
+
+def folder_languages(data_dir: PathLike) -> list[str]:
+    """Language codes present in a text folder: the ``lang`` of every ``{prefix}.{lang}[.gz]`` file."""
+    langs = set()
+    for path in Path(data_dir).iterdir():
+        name = path.name.removesuffix(".gz")
+        if path.is_file() and "." in name:
+            langs.add(name.rsplit(".", 1)[1])
+    return sorted(langs)
+
+
+def load_text_folder(
+    data_dir: PathLike,
+    src_lang: str,
+    tgt_lang: str,
+    split_prefixes: Mapping[str, str] | None = None,
+    streaming: bool = False,
+) -> AnyDatasetDict:
+    """Load line-aligned files ``{prefix}.{lang}`` or ``{prefix}.{lang}.gz`` from ``data_dir``.
+
+    ``split_prefixes`` maps split names (train / validation / test) to file prefixes, e.g.
+    ``{"test": "test_2017_mscoco"}``; a split it names must exist. Splits it leaves out are discovered
+    from :data:`DEFAULT_SPLIT_PREFIXES` (Multi30k: train, val, test_2016_flickr) and skipped when absent.
+    """
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
+        raise FileNotFoundError(f"corpus folder {data_dir} does not exist (expected files like train.{src_lang}.gz)")
+    split_prefixes = dict(split_prefixes or {})
+    _check_split_names(split_prefixes)
+    available = folder_languages(data_dir)
+    for role, lang in (("source", src_lang), ("target", tgt_lang)):
+        if lang not in available:
+            raise ValueError(
+                f"{role} language {lang!r} has no files in {data_dir}; languages available there: {available}"
+            )
+
+    splits: dict[str, Dataset | IterableDataset] = {}
+    for split in SPLITS:
+        if split in split_prefixes:
+            prefix = split_prefixes[split]
+        else:
+            prefix = next((p for p in DEFAULT_SPLIT_PREFIXES[split] if _find_file(data_dir, p, src_lang)), None)
+            if prefix is None:
+                continue
+        paths = []
+        for lang in (src_lang, tgt_lang):
+            path = _find_file(data_dir, prefix, lang)
+            if path is None:
+                raise FileNotFoundError(
+                    f"missing file for split '{split}', language {lang!r}: expected {data_dir / f'{prefix}.{lang}'} "
+                    f"or {data_dir / f'{prefix}.{lang}.gz'}"
+                )
+            paths.append(path)
+        src_path, tgt_path = paths
+        splits[split] = _pairs_to_split(
+            lambda s=src_path, t=tgt_path: _aligned_pairs(s, t), src_lang, tgt_lang, split,
+            f"{src_path.name} / {tgt_path.name}", streaming,
+        )
+    if not splits:
+        expected = ", ".join(f"{p}.{src_lang}[.gz]" for p in sum(DEFAULT_SPLIT_PREFIXES.values(), ()))
+        raise FileNotFoundError(f"no split found in {data_dir}: expected files named like {expected}")
+    return _make_dict(splits, streaming)
+
+
+# --------------------------------------------------------------------------------------------- jsonl / tsv
+
+
+def _as_split_files(data_files: PathLike | Mapping[str, PathLike]) -> dict[str, Path]:
+    """A single file is the train split; a mapping names the split of each file. Every file must exist."""
+    files = {"train": data_files} if isinstance(data_files, str | os.PathLike) else dict(data_files)
+    _check_split_names(files)
+    files = {split: Path(path) for split, path in files.items()}
+    for split, path in files.items():
+        if not path.is_file():
+            raise FileNotFoundError(f"missing file for split '{split}': {path} does not exist")
+    return files
+
+
+def load_jsonl(
+    data_files: PathLike | Mapping[str, PathLike], src_lang: str, tgt_lang: str, streaming: bool = False
+) -> AnyDatasetDict:
+    """JSON lines, one ``{"translation": {src_lang: ..., tgt_lang: ...}}`` object per line (the format of
+    transformers' ``run_translation.py``). Other fields are dropped."""
+    files = _as_split_files(data_files)
+    splits = {}
+    for split, path in files.items():
+        split_ds = load_dataset("json", data_files={split: str(path)}, split=split, streaming=streaming)
+        features = split_ds.features
+        if features is None:  # streaming without known features: read the first example to learn the keys
+            first = next(iter(split_ds), None)
+            keys = sorted((first or {}).get("translation") or {})
+            has_translation = first is not None and "translation" in first
+        else:
+            has_translation = "translation" in features
+            keys = sorted(features["translation"]) if has_translation else []
+        if not has_translation:
+            raise ValueError(f"{path} has no 'translation' field (expected lines like "
+                             f'{{"translation": {{"{src_lang}": "...", "{tgt_lang}": "..."}}}})')
+        for role, lang in (("source", src_lang), ("target", tgt_lang)):
+            if lang not in keys:
+                raise ValueError(f"{role} language {lang!r} is not in the translations of {path}; languages there: {keys}")
+        splits[split] = _pairs_to_split(
+            lambda d=split_ds: ((ex["translation"][src_lang], ex["translation"][tgt_lang]) for ex in d),
+            src_lang, tgt_lang, split, str(path), streaming,
+        )
+    return _make_dict(splits, streaming)
+
+
+def _tsv_pairs(path: Path) -> Iterator[tuple[str, str]]:
+    for number, line in enumerate(_lines(path), start=1):
+        fields = line.split("\t")
+        if len(fields) != 2:
+            if not line.strip():
+                yield "", ""
+                continue
+            raise ValueError(f"{path}, line {number}: expected 2 tab-separated fields (source, target), got {len(fields)}")
+        yield fields[0], fields[1]
+
+
+def load_tsv(
+    data_files: PathLike | Mapping[str, PathLike], src_lang: str, tgt_lang: str, streaming: bool = False
+) -> AnyDatasetDict:
+    """Tab-separated ``source<TAB>target`` lines (plain or ``.gz``); no header, no quoting."""
+    files = _as_split_files(data_files)
+    splits = {
+        split: _pairs_to_split(lambda p=path: _tsv_pairs(p), src_lang, tgt_lang, split, str(path), streaming)
+        for split, path in files.items()
+    }
+    return _make_dict(splits, streaming)
+
+
+# --------------------------------------------------------------------------------------------- Hub
+
+
+def load_hub(
+    name: str,
+    src_lang: str,
+    tgt_lang: str,
+    config_name: str | None = None,
+    streaming: bool = False,
+    revision: str | None = None,
+) -> AnyDatasetDict:
+    """A Hub dataset, e.g. ``("wmt16", "de", "en", config_name="de-en")`` (a ``translation`` column) or
+    ``("bentrevett/multi30k", "de", "en")`` (one column per language); needs the network. Splits are renamed
+    to train / validation / test where they have other usual names (valid, val, dev)."""
+    loaded = load_dataset(name, config_name, streaming=streaming, revision=revision)
+    renames = {alias: split for split, aliases in DEFAULT_SPLIT_PREFIXES.items() for alias in aliases}
+    splits = {}
+    for split_name, split_ds in loaded.items():
+        split = renames.get(split_name, split_name)
+        columns = split_ds.column_names or list(next(iter(split_ds)))
+        if "translation" in columns:
+            get = lambda ex: (ex["translation"].get(src_lang), ex["translation"].get(tgt_lang))  # noqa: E731
+            example = next(iter(split_ds))["translation"]
+            available = sorted(example)
+        else:
+            get = lambda ex: (ex[src_lang], ex[tgt_lang])  # noqa: E731
+            available = sorted(columns)
+        for role, lang in (("source", src_lang), ("target", tgt_lang)):
+            if lang not in available:
+                raise ValueError(f"{role} language {lang!r} is not in {name} ({split_name}); available: {available}")
+        splits[split] = _pairs_to_split(
+            lambda d=split_ds, g=get: (g(ex) for ex in d), src_lang, tgt_lang, split, name, streaming
+        )
+    return _make_dict(splits, streaming)
+
+
+# --------------------------------------------------------------------------------------------- Multi30k
+
+
+def shared_data_candidates() -> list[Path]:
+    """Where the shared Multi30k copy may be: beside the project root (found from this file), then beside
+    the current directory."""
+    return [_PROJECT_ROOT / SHARED_MULTI30K, Path.cwd() / SHARED_MULTI30K]
+
+
+def resolve_data_dir(data_dir: PathLike | None = None, search_shared: bool = True) -> Path | None:
+    """The Multi30k folder to use: ``data_dir`` if given, else ``$HF_S2S_DATA_DIR``, else the shared copy
+    (:func:`shared_data_candidates`, unless ``search_shared=False``), else None (then load from the Hub).
+
+    A folder given explicitly (argument or environment variable) that does not exist is an error, not a
+    reason to look elsewhere.
+    """
+    for given, origin in ((data_dir, "data_dir"), (os.environ.get(DATA_DIR_ENV) or None, f"${DATA_DIR_ENV}")):
+        if given is not None:
+            path = Path(given).expanduser()
+            if not path.is_dir():
+                raise FileNotFoundError(
+                    f"{origin} points to {path}, which is not a folder; pass --data_dir (or set {DATA_DIR_ENV}) "
+                    f"to a folder holding train.de.gz, train.en.gz, val.*, test_2016_flickr.*"
+                )
+            return path
+    if search_shared:
+        for candidate in shared_data_candidates():
+            if candidate.is_dir():
+                return candidate.resolve()
+    return None
+
+
+def load_multi30k(
+    src_lang: str = "de",
+    tgt_lang: str = "en",
+    data_dir: PathLike | None = None,
+    streaming: bool = False,
+    search_shared: bool = True,
+    hub_name: str | None = MULTI30K_HUB_NAME,
+) -> AnyDatasetDict:
+    """Multi30k task 1 from the first place that has it: ``data_dir``, ``$HF_S2S_DATA_DIR``, the shared copy
+    (``../shared/data/multi30k``), the Hub (``hub_name``; None to never try). Test split: test_2016_flickr."""
+    resolved = resolve_data_dir(data_dir, search_shared=search_shared)
+    if resolved is not None:
+        logger.info("loading Multi30k from %s", resolved)
+        return load_text_folder(resolved, src_lang, tgt_lang, streaming=streaming)
+    tried = [str(p) for p in shared_data_candidates()] if search_shared else []
+    hub_error = "not tried (hub_name=None)"
+    if hub_name is not None:
+        try:
+            return load_hub(hub_name, src_lang, tgt_lang, streaming=streaming)
+        except Exception as error:  # offline, unknown name, ...: reported below with what to do
+            hub_error = f"{type(error).__name__}: {error}"
+    raise FileNotFoundError(
+        f"Multi30k not found. Pass --data_dir DIR (data_dir=DIR) or set {DATA_DIR_ENV}=DIR, where DIR holds "
+        f"train.{src_lang}.gz, train.{tgt_lang}.gz, val.*, test_2016_flickr.*. Looked for the shared copy in: "
+        f"{tried or 'nowhere (search_shared=False)'}; loading {hub_name!r} from the Hub: {hub_error}"
+    )
+
+
+def load_parallel_corpus(
+    source: PathLike | None,
+    src_lang: str,
+    tgt_lang: str,
+    config_name: str | None = None,
+    split_prefixes: Mapping[str, str] | None = None,
+    streaming: bool = False,
+) -> AnyDatasetDict:
+    """One entry point for scripts: a folder -> :func:`load_text_folder`; a ``.jsonl``/``.json`` file ->
+    :func:`load_jsonl`; a ``.tsv`` file -> :func:`load_tsv` (both as the train split); None -> Multi30k by
+    :func:`load_multi30k`; anything else is taken as a Hub dataset name (with ``config_name``)."""
+    if source is None:
+        return load_multi30k(src_lang, tgt_lang, streaming=streaming)
+    path = Path(source)
+    if path.is_dir():
+        return load_text_folder(path, src_lang, tgt_lang, split_prefixes, streaming)
+    suffixes = [s for s in path.suffixes if s != ".gz"]
+    if suffixes and suffixes[-1] in (".jsonl", ".json"):
+        return load_jsonl(path, src_lang, tgt_lang, streaming)
+    if suffixes and suffixes[-1] == ".tsv":
+        return load_tsv(path, src_lang, tgt_lang, streaming)
+    if path.exists():
+        raise ValueError(f"{source}: not a folder, a .jsonl/.json file or a .tsv file")
+    if path.is_absolute() or str(source).startswith((".", "~")):
+        raise FileNotFoundError(f"{source} does not exist (expected a corpus folder or a .jsonl/.json/.tsv file)")
+    return load_hub(str(source), src_lang, tgt_lang, config_name=config_name, streaming=streaming)
+
+
+# --------------------------------------------------------------------------------------------- preprocessing
+
+
+@dataclass
+class TruncationStats:
+    """How many examples of a split were cut to the length limits (None when unknown: a streamed split)."""
+
+    examples: int | None
+    source_truncated: int | None
+    target_truncated: int | None
+
+
+def _truncate(ids: list[int], max_length: int | None, eos_id: int) -> tuple[list[int], bool]:
+    """Keep the first ``max_length - 1`` tokens and the final ``</s>`` (what the tokenizer's own truncation
+    does with a post-processor)."""
+    if max_length is None or len(ids) <= max_length:
+        return ids, False
+    return ids[: max_length - 1] + [eos_id], True
+
+
+def tokenize_translation(
+    dataset: AnyDatasetDict,
+    tokenizer: Any,
+    src_lang: str,
+    tgt_lang: str,
+    max_source_length: int | None = 128,
+    max_target_length: int | None = 128,
+    target_tokenizer: Any = None,
+    num_proc: int | None = None,
+) -> tuple[AnyDatasetDict, dict[str, TruncationStats]]:
+    """Tokenize a translation (Iterable)DatasetDict into ``input_ids``, ``attention_mask`` and ``labels``.
+
+    Sources go through ``tokenizer``, targets through ``target_tokenizer(text_target=...)`` (default:
+    ``tokenizer``, a joint vocabulary). Sequences longer than the limits keep their first tokens and their
+    final ``</s>``; how many were cut is returned per split and logged as a warning.
+    """
+    target_tokenizer = tokenizer if target_tokenizer is None else target_tokenizer
+    for name, value in (("max_source_length", max_source_length), ("max_target_length", max_target_length)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 2):
+            raise ValueError(f"`{name}` must be None or an integer >= 2 (room for one token and </s>), got {value!r}")
+
+    def encode(batch: dict[str, list]) -> dict[str, list]:
+        sources = [pair[src_lang] for pair in batch["translation"]]
+        targets = [pair[tgt_lang] for pair in batch["translation"]]
+        source_ids = tokenizer(sources)["input_ids"]
+        target_ids = target_tokenizer(text_target=targets)["input_ids"]
+        out: dict[str, list] = {"input_ids": [], "attention_mask": [], "labels": [], "_src_cut": [], "_tgt_cut": []}
+        for src, tgt in zip(source_ids, target_ids, strict=True):
+            src, src_cut = _truncate(src, max_source_length, tokenizer.eos_token_id)
+            tgt, tgt_cut = _truncate(tgt, max_target_length, target_tokenizer.eos_token_id)
+            out["input_ids"].append(src)
+            out["attention_mask"].append([1] * len(src))
+            out["labels"].append(tgt)
+            out["_src_cut"].append(src_cut)
+            out["_tgt_cut"].append(tgt_cut)
+        return out
+
+    tokenized, stats = {}, {}
+    for split, split_ds in dataset.items():
+        if isinstance(split_ds, IterableDataset):
+            mapped = split_ds.map(encode, batched=True, remove_columns=["translation"])
+            tokenized[split] = mapped.remove_columns(["_src_cut", "_tgt_cut"])
+            stats[split] = TruncationStats(None, None, None)
+            continue
+        mapped = split_ds.map(encode, batched=True, remove_columns=split_ds.column_names, num_proc=num_proc,
+                              desc=f"tokenizing {split}")
+        stats[split] = TruncationStats(len(mapped), sum(mapped["_src_cut"]), sum(mapped["_tgt_cut"]))
+        tokenized[split] = mapped.remove_columns(["_src_cut", "_tgt_cut"])
+        if stats[split].source_truncated or stats[split].target_truncated:
+            logger.warning(
+                "split '%s': truncated %d of %d sources to max_source_length=%s and %d targets to "
+                "max_target_length=%s", split, stats[split].source_truncated, len(mapped), max_source_length,
+                stats[split].target_truncated, max_target_length,
+            )
+    streaming = isinstance(dataset, IterableDatasetDict)
+    return _make_dict(tokenized, streaming), stats
+
+
+__all__ = [
+    "DATA_DIR_ENV",
+    "DEFAULT_SPLIT_PREFIXES",
+    "TruncationStats",
+    "folder_languages",
+    "load_hub",
+    "load_jsonl",
+    "load_multi30k",
+    "load_parallel_corpus",
+    "load_text_folder",
+    "load_tsv",
+    "resolve_data_dir",
+    "shared_data_candidates",
+    "tokenize_translation",
+]

@@ -1,0 +1,286 @@
+"""Subword tokenizers for translation: train BPE or Unigram on a corpus with 🤗 tokenizers, wrap them as
+``PreTrainedTokenizerFast`` (so ``save_pretrained`` / ``AutoTokenizer.from_pretrained`` and
+``tokenizer(text, text_target=...)`` work), and check a tokenizer against a model config before training.
+
+Conventions every tokenizer trained here follows:
+- special tokens ``<pad>``, ``<s>``, ``</s>``, ``<unk>`` at ids 0, 1, 2, 3 (as in :mod:`hf_s2s.synthetic`);
+- every encoded sequence ends with ``</s>`` (post-processor ``$A </s>``); no ``<s>`` is prepended, the
+  decoder start token is the model config's business;
+- text is normalized by the tokenizer itself (:func:`normalize_text`: NFKC, every run of whitespace to one
+  space, no leading/trailing space), so ``decode(encode(s), skip_special_tokens=True) == normalize_text(s)``;
+- spaces survive through a Metaspace pre-tokenizer and its matching decoder, and characters never seen in
+  training survive through byte fallback (``<0x00>`` ... ``<0xFF>`` tokens, as in SentencePiece/Llama)
+  instead of turning into ``<unk>``.
+
+Joint or separate vocabularies: :func:`train_translation_tokenizers` returns a :class:`TranslationTokenizers`
+pair. With a joint vocabulary both members are the same object and the pair saves as one ordinary tokenizer
+folder; with separate vocabularies it saves ``source/`` and ``target/`` subfolders, the encoder's vocabulary
+is ``len(pair.source)`` and the decoder's ``len(pair.target)``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
+
+from .synthetic import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+
+logger = logging.getLogger(__name__)
+
+PAD_TOKEN, BOS_TOKEN, EOS_TOKEN, UNK_TOKEN = "<pad>", "<s>", "</s>", "<unk>"
+# Order = ids: the trainers give special tokens the first ids in the order listed.
+SPECIAL_TOKENS = (PAD_TOKEN, BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
+assert (PAD_ID, BOS_ID, EOS_ID, UNK_ID) == (0, 1, 2, 3)
+BYTE_TOKENS = tuple(f"<0x{byte:02X}>" for byte in range(256))
+MODEL_TYPES = ("bpe", "unigram")
+METASPACE = "▁"  # U+2581, the SentencePiece word-boundary marker
+
+
+def build_normalizer() -> normalizers.Normalizer:
+    """NFKC, then every run of whitespace (tabs, newlines, non-breaking spaces...) to one space, then strip."""
+    return normalizers.Sequence([normalizers.NFKC(), normalizers.Replace(Regex(r"\s+"), " "), normalizers.Strip()])
+
+
+_NORMALIZER = build_normalizer()
+
+
+def normalize_text(text: str) -> str:
+    """The normalization every tokenizer trained here applies; decoding gives back exactly this text."""
+    return _NORMALIZER.normalize_str(text)
+
+
+def _empty_tokenizer(model_type: str, byte_fallback: bool) -> Tokenizer:
+    if model_type == "bpe":
+        tokenizer = Tokenizer(models.BPE(unk_token=UNK_TOKEN, byte_fallback=byte_fallback))
+    else:
+        tokenizer = Tokenizer(models.Unigram())
+    tokenizer.normalizer = build_normalizer()
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement=METASPACE, prepend_scheme="always")
+    # ByteFallback first turns runs of <0x..> tokens back into characters; no Fuse step, because the Metaspace
+    # decoder only drops the leading space of the *first* token and Fuse would glue all tokens into one.
+    tokenizer.decoder = decoders.Sequence(
+        [decoders.ByteFallback(), decoders.Metaspace(replacement=METASPACE, prepend_scheme="always")]
+    )
+    return tokenizer
+
+
+def _add_byte_fallback(tokenizer: Tokenizer, model_type: str) -> None:
+    """Rebuild the trained model with the 256 byte tokens appended to its vocabulary and byte fallback on.
+
+    The trainers cannot add them as ordinary (non-special) tokens themselves; as special tokens they would be
+    dropped by ``decode(skip_special_tokens=True)``.
+    """
+    state = json.loads(tokenizer.to_str())["model"]
+    if model_type == "bpe":
+        vocab: dict[str, int] = state["vocab"]
+        for token in BYTE_TOKENS:
+            vocab.setdefault(token, len(vocab))
+        merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in state["merges"]]
+        tokenizer.model = models.BPE(vocab=vocab, merges=merges, unk_token=UNK_TOKEN, byte_fallback=True)
+    else:
+        pieces: list[tuple[str, float]] = [tuple(p) for p in state["vocab"]]
+        known = {piece for piece, _ in pieces}
+        # Lowest score: a byte token is only used where no trained piece covers the character.
+        floor = min(score for _, score in pieces) - 10.0
+        pieces += [(token, floor) for token in BYTE_TOKENS if token not in known]
+        tokenizer.model = models.Unigram(pieces, unk_id=UNK_ID, byte_fallback=True)
+
+
+def train_tokenizer(
+    texts: Iterable[str],
+    vocab_size: int,
+    model_type: str = "bpe",
+    byte_fallback: bool = True,
+    min_frequency: int = 2,
+) -> PreTrainedTokenizerFast:
+    """Train one subword tokenizer on ``texts`` and wrap it as a ``PreTrainedTokenizerFast``.
+
+    ``vocab_size`` is the final size, special and byte tokens included (``len(tokenizer) <= vocab_size``; a
+    small corpus may give fewer). ``model_type`` is "bpe" or "unigram".
+    """
+    if model_type not in MODEL_TYPES:
+        raise ValueError(f"`model_type` must be one of {list(MODEL_TYPES)}, got {model_type!r}")
+    reserved = len(SPECIAL_TOKENS) + (len(BYTE_TOKENS) if byte_fallback else 0)
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size <= reserved:
+        raise ValueError(
+            f"`vocab_size` must be an integer > {reserved} (the special tokens"
+            f"{' and the 256 byte-fallback tokens' if byte_fallback else ''}), got {vocab_size!r}"
+        )
+    tokenizer = _empty_tokenizer(model_type, byte_fallback)
+    trained_size = vocab_size - (len(BYTE_TOKENS) if byte_fallback else 0)
+    if model_type == "bpe":
+        trainer = trainers.BpeTrainer(
+            vocab_size=trained_size, min_frequency=min_frequency, special_tokens=list(SPECIAL_TOKENS),
+            show_progress=False,
+        )
+    else:
+        trainer = trainers.UnigramTrainer(
+            vocab_size=trained_size, special_tokens=list(SPECIAL_TOKENS), unk_token=UNK_TOKEN, show_progress=False
+        )
+    tokenizer.train_from_iterator(texts, trainer=trainer)
+    if byte_fallback:
+        _add_byte_fallback(tokenizer, model_type)
+    for token_id, token in enumerate(SPECIAL_TOKENS):
+        if tokenizer.token_to_id(token) != token_id:
+            raise RuntimeError(f"trained tokenizer put {token} at id {tokenizer.token_to_id(token)}, not {token_id}")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"$A {EOS_TOKEN}", pair=f"$A {EOS_TOKEN} $B {EOS_TOKEN}", special_tokens=[(EOS_TOKEN, EOS_ID)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        pad_token=PAD_TOKEN,
+        bos_token=BOS_TOKEN,
+        eos_token=EOS_TOKEN,
+        unk_token=UNK_TOKEN,
+        # Spaces are exactly what the Metaspace decoder gives back; "a ." must not become "a.".
+        clean_up_tokenization_spaces=False,
+    )
+
+
+@dataclass
+class TranslationTokenizers:
+    """The tokenizer(s) of a translation model: ``source`` encodes the encoder input, ``target`` the labels
+    and decodes generated ids. With a joint vocabulary they are the same object."""
+
+    source: PreTrainedTokenizerBase
+    target: PreTrainedTokenizerBase
+
+    @property
+    def is_joint(self) -> bool:
+        return self.source is self.target
+
+    def save_pretrained(self, save_directory: str | Path) -> None:
+        """Joint: one tokenizer folder (loads with ``AutoTokenizer.from_pretrained(save_directory)``).
+        Separate: ``save_directory/source`` and ``save_directory/target``, each an ordinary tokenizer folder."""
+        save_directory = Path(save_directory)
+        if self.is_joint:
+            self.source.save_pretrained(save_directory)
+        else:
+            self.source.save_pretrained(save_directory / "source")
+            self.target.save_pretrained(save_directory / "target")
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path, **kwargs: Any) -> TranslationTokenizers:
+        """Load what :meth:`save_pretrained` wrote (``kwargs`` go to ``AutoTokenizer.from_pretrained``)."""
+        directory = Path(directory)
+        if (directory / "tokenizer.json").is_file() or (directory / "tokenizer_config.json").is_file():
+            joint = AutoTokenizer.from_pretrained(directory, **kwargs)
+            return cls(joint, joint)
+        if (directory / "source").is_dir() and (directory / "target").is_dir():
+            return cls(
+                AutoTokenizer.from_pretrained(directory / "source", **kwargs),
+                AutoTokenizer.from_pretrained(directory / "target", **kwargs),
+            )
+        raise FileNotFoundError(
+            f"no tokenizer in {directory}: expected tokenizer.json (joint vocabulary) or the subfolders "
+            f"source/ and target/ (separate vocabularies)"
+        )
+
+
+def _split_texts(split: Iterable[dict], lang: str) -> Iterator[str]:
+    for example in split:
+        yield example["translation"][lang]
+
+
+def train_translation_tokenizers(
+    dataset: Any,
+    src_lang: str,
+    tgt_lang: str,
+    vocab_size: int,
+    model_type: str = "bpe",
+    joint: bool = True,
+    target_vocab_size: int | None = None,
+    byte_fallback: bool = True,
+    min_frequency: int = 2,
+) -> TranslationTokenizers:
+    """Train on the ``train`` split of a translation (Iterable)DatasetDict, or on a single split.
+
+    ``joint=True``: one vocabulary of ``vocab_size`` over source and target text. ``joint=False``: a source
+    tokenizer of ``vocab_size`` and a target tokenizer of ``target_vocab_size`` (default ``vocab_size``).
+    """
+    if hasattr(dataset, "keys"):
+        if "train" not in dataset:
+            raise ValueError(f"the dataset has no 'train' split to train a tokenizer on; splits: {list(dataset)}")
+        dataset = dataset["train"]
+    if target_vocab_size is not None and joint:
+        raise ValueError("`target_vocab_size` is only for joint=False (separate vocabularies)")
+    kwargs = dict(model_type=model_type, byte_fallback=byte_fallback, min_frequency=min_frequency)
+    if joint:
+
+        def both_sides() -> Iterator[str]:
+            for example in dataset:
+                yield example["translation"][src_lang]
+                yield example["translation"][tgt_lang]
+
+        shared = train_tokenizer(both_sides(), vocab_size, **kwargs)
+        return TranslationTokenizers(shared, shared)
+    source = train_tokenizer(_split_texts(dataset, src_lang), vocab_size, **kwargs)
+    target = train_tokenizer(_split_texts(dataset, tgt_lang), target_vocab_size or vocab_size, **kwargs)
+    return TranslationTokenizers(source, target)
+
+
+def check_tokenizer_fits_config(
+    tokenizer: PreTrainedTokenizerBase, config: Any, target_tokenizer: PreTrainedTokenizerBase | None = None
+) -> None:
+    """Raise ``ValueError`` (listing every mismatch) unless the tokenizer(s) fit the model config.
+
+    Reads ``config.vocab_size``, optional ``config.decoder_vocab_size`` (a separate decoder vocabulary;
+    defaults to ``vocab_size``), ``pad_token_id``, ``eos_token_id``, optional ``bos_token_id`` and
+    ``decoder_start_token_id``. ``target_tokenizer`` is the decoder-side tokenizer for separate vocabularies
+    (default: ``tokenizer``). ``decoder_start_token_id`` must be the target tokenizer's ``<s>`` or ``<pad>``.
+    """
+    target_tokenizer = tokenizer if target_tokenizer is None else target_tokenizer
+    problems = []
+    vocab_size = getattr(config, "vocab_size", None)
+    decoder_vocab_size = getattr(config, "decoder_vocab_size", None) or vocab_size
+    if vocab_size is None:
+        problems.append("the config has no `vocab_size`")
+    else:
+        if len(tokenizer) > vocab_size:
+            problems.append(f"the source tokenizer has {len(tokenizer)} tokens but config.vocab_size is {vocab_size}")
+        if len(target_tokenizer) > decoder_vocab_size:
+            field = "decoder_vocab_size" if getattr(config, "decoder_vocab_size", None) else "vocab_size"
+            problems.append(
+                f"the target tokenizer has {len(target_tokenizer)} tokens but config.{field} is {decoder_vocab_size}"
+            )
+    for field, required in (("pad_token_id", True), ("eos_token_id", True), ("bos_token_id", False)):
+        expected = getattr(target_tokenizer, field)
+        value = getattr(config, field, None)
+        if value is None and not required:
+            continue
+        if value != expected:
+            problems.append(f"config.{field} is {value!r} but the tokenizer's is {expected!r}")
+    if tokenizer is not target_tokenizer:
+        for field in ("pad_token_id", "eos_token_id"):
+            if getattr(tokenizer, field) != getattr(target_tokenizer, field):
+                problems.append(
+                    f"source and target tokenizers disagree on {field}: "
+                    f"{getattr(tokenizer, field)} vs {getattr(target_tokenizer, field)}"
+                )
+    start = getattr(config, "decoder_start_token_id", None)
+    allowed_start = {target_tokenizer.bos_token_id, target_tokenizer.pad_token_id} - {None}
+    if start not in allowed_start:
+        problems.append(
+            f"config.decoder_start_token_id is {start!r}; it must be the tokenizer's <s> or <pad> id, "
+            f"one of {sorted(allowed_start)}"
+        )
+    if problems:
+        raise ValueError("tokenizer does not fit the model config: " + "; ".join(problems))
+
+
+__all__ = [
+    "SPECIAL_TOKENS",
+    "TranslationTokenizers",
+    "build_normalizer",
+    "check_tokenizer_fits_config",
+    "normalize_text",
+    "train_tokenizer",
+    "train_translation_tokenizers",
+]
