@@ -1,11 +1,129 @@
-"""Placeholder: RNNSeq2SeqConfig is being written (see the issue for this family)."""
+"""Configuration of the RNN encoder-decoder family (GRU/LSTM, Bahdanau or Luong attention, or none).
+
+Copied into every saved model folder: it imports only single-dot siblings, never ``hf_s2s``.
+"""
+
+from dataclasses import fields
 
 from transformers import PreTrainedConfig
 
+from .config_checks import (
+    check_choice,
+    check_dropout,
+    check_positive,
+    check_probability,
+    check_token_id,
+    reject_unknown_kwargs,
+)
+
+CELL_TYPES = ("gru", "lstm")
+ATTENTION_TYPES = ("bahdanau", "luong_dot", "luong_general", "luong_concat", "none")
+DECODER_INITS = ("bridge", "last", "zero")
+
 
 class RNNSeq2SeqConfig(PreTrainedConfig):
+    r"""Recurrent encoder-decoder: a (bi)directional GRU/LSTM encoder, a GRU/LSTM decoder and one of
+    ``attention_type``:
+
+    - ``"bahdanau"``: additive attention queried with the decoder state before the step (arXiv:1409.0473);
+    - ``"luong_dot"`` / ``"luong_general"`` / ``"luong_concat"``: Luong et al. 2015 (arXiv:1508.04025) scores on
+      the current decoder state, attentional state ``tanh(W_c [c_t; h_t])``, optional input feeding;
+    - ``"none"``: Cho et al. 2014 (arXiv:1406.1078), the final encoder state is the context of every step.
+
+    Example:
+        ```python
+        >>> from hf_s2s import RNNSeq2SeqConfig, RNNSeq2SeqForConditionalGeneration
+        >>> config = RNNSeq2SeqConfig(vocab_size=8000, cell_type="lstm", attention_type="luong_general")
+        >>> model = RNNSeq2SeqForConditionalGeneration(config)
+        ```
+    """
+
     model_type = "rnn_seq2seq"
+    keys_to_ignore_at_inference = ["past_key_values"]
+
+    vocab_size: int = 32000  # source vocabulary size; also the target's unless decoder_vocab_size is set
+    decoder_vocab_size: int | None = None  # target vocabulary size; None = same (shared) vocabulary as the source
+    encoder_embedding_size: int = 256  # size of a source token embedding
+    decoder_embedding_size: int = 256  # size of a target token embedding
+    encoder_hidden_size: int = 256  # encoder RNN state size per direction (outputs are 2x this if bidirectional)
+    decoder_hidden_size: int = 512  # decoder RNN state size, also the size of the attentional/readout vector
+    attention_size: int = 512  # size of the additive score's tanh layer (bahdanau, luong_concat)
+    encoder_layers: int = 1  # stacked encoder RNN layers
+    decoder_layers: int = 1  # stacked decoder RNN layers
+    bidirectional: bool = True  # run the encoder in both directions and concatenate the two states
+    cell_type: str = "gru"  # recurrent cell of encoder and decoder: "gru" or "lstm"
+    attention_type: str = "bahdanau"  # one of ATTENTION_TYPES
+    input_feeding: bool | None = None  # Luong input feeding (previous attentional vector joins the input); None = on for Luong
+    decoder_init: str = "bridge"  # decoder initial state: "bridge" (tanh projection), "last" (final state) or "zero"
+    dropout: float = 0.1  # dropout on embeddings, between RNN layers and on the readout vector
+    teacher_forcing_ratio: float = 1.0  # training only: probability of feeding the gold token (< 1 = scheduled sampling)
+    init_std: float = 0.1  # std of the normal init of embeddings (matrices use Xavier, recurrent matrices orthogonal)
+    tie_word_embeddings: bool = False  # share the target embedding with the output projection
+    use_cache: bool = True  # generate() carries the recurrent state in a cache instead of re-running the prefix
     is_encoder_decoder: bool = True
+    pad_token_id: int | None = 0
+    bos_token_id: int | None = 1
+    eos_token_id: int | None = 2
+    decoder_start_token_id: int | None = 1
+
+    def __post_init__(self, **kwargs):
+        reject_unknown_kwargs(type(self).__name__, kwargs, [f.name for f in fields(self)])
+        for name in (
+            "vocab_size", "encoder_embedding_size", "decoder_embedding_size", "encoder_hidden_size",
+            "decoder_hidden_size", "attention_size", "encoder_layers", "decoder_layers",
+        ):
+            check_positive(name, getattr(self, name))
+        if self.decoder_vocab_size is not None:
+            check_positive("decoder_vocab_size", self.decoder_vocab_size)
+        check_choice("cell_type", self.cell_type, CELL_TYPES)
+        check_choice("attention_type", self.attention_type, ATTENTION_TYPES)
+        check_choice("decoder_init", self.decoder_init, DECODER_INITS)
+        check_dropout("dropout", self.dropout)
+        check_probability("teacher_forcing_ratio", self.teacher_forcing_ratio)
+        if self.input_feeding and not self.attention_type.startswith("luong"):
+            raise ValueError(
+                f"`input_feeding` applies to the Luong attention types only "
+                f"{[a for a in ATTENTION_TYPES if a.startswith('luong')]}, got attention_type={self.attention_type!r}"
+            )
+        memory_size = self.encoder_output_size
+        if self.attention_type == "luong_dot" and memory_size != self.decoder_hidden_size:
+            raise ValueError(
+                "`attention_type`='luong_dot' scores h_t . h_s, so `decoder_hidden_size` must equal the encoder "
+                f"output size (encoder_hidden_size x {2 if self.bidirectional else 1} directions = {memory_size}), "
+                f"got decoder_hidden_size={self.decoder_hidden_size}; use 'luong_general' for different sizes"
+            )
+        if self.decoder_init == "last" and memory_size != self.decoder_hidden_size:
+            raise ValueError(
+                "`decoder_init`='last' copies the final encoder state, so `decoder_hidden_size` must equal the "
+                f"encoder output size ({memory_size}), got {self.decoder_hidden_size}; allowed with other sizes: "
+                "'bridge', 'zero'"
+            )
+        if self.tie_word_embeddings and self.decoder_embedding_size != self.decoder_hidden_size:
+            raise ValueError(
+                "`tie_word_embeddings`=True shares the target embedding with the output projection, which reads the "
+                f"decoder_hidden_size ({self.decoder_hidden_size}) readout vector, so `decoder_embedding_size` "
+                f"({self.decoder_embedding_size}) must equal it"
+            )
+        target_vocab = self.target_vocab_size
+        check_token_id("pad_token_id", self.pad_token_id, min(self.vocab_size, target_vocab), optional=True)
+        for name in ("bos_token_id", "eos_token_id", "decoder_start_token_id"):
+            check_token_id(name, getattr(self, name), target_vocab, optional=True)
+        super().__post_init__(**kwargs)
+
+    @property
+    def encoder_output_size(self) -> int:
+        """Size of one encoder memory vector h_i (both directions concatenated)."""
+        return self.encoder_hidden_size * (2 if self.bidirectional else 1)
+
+    @property
+    def target_vocab_size(self) -> int:
+        return self.decoder_vocab_size if self.decoder_vocab_size is not None else self.vocab_size
+
+    @property
+    def uses_input_feeding(self) -> bool:
+        if self.input_feeding is None:
+            return self.attention_type.startswith("luong")
+        return self.input_feeding
 
 
 __all__ = ["RNNSeq2SeqConfig"]

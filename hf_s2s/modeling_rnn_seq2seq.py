@@ -1,21 +1,469 @@
-"""Placeholder: the RNNSeq2Seq models are being written (see the issue for this family)."""
+"""RNN encoder-decoder: a packed (bi)directional GRU/LSTM encoder, a bridge to the decoder's initial state, a
+GRU/LSTM decoder with Bahdanau, Luong or no attention, and its decoder cache for ``generate()``.
 
-from transformers import GenerationMixin, PreTrainedModel
+Data flow: RNNSeq2SeqCache (the decoder state) -> encoder -> decoder -> pretrained base -> RNNSeq2SeqModel ->
+RNNSeq2SeqForConditionalGeneration. The attention modules live in attention_rnn_seq2seq.py. Copied into saved
+model folders: imports only single-dot siblings, never ``hf_s2s``.
 
+Shapes: B batch (x beams in generate), S source length, T target length, L decoder layers, E encoder output
+size (2 x encoder_hidden_size if bidirectional), H decoder_hidden_size, D embedding size, V target vocabulary.
+"""
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from transformers import Cache, GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
+
+from .attention_rnn_seq2seq import attend, build_attention
 from .configuration_rnn_seq2seq import RNNSeq2SeqConfig
+from .modeling_common import check_token_ids, seq2seq_loss, shift_tokens_right
+
+_RNN_CLASSES = {"gru": nn.GRU, "lstm": nn.LSTM}
+
+
+def source_mask_from_inputs(
+    input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None, pad_token_id: int | None, shape
+) -> torch.Tensor:
+    """The source mask (B, S) bool, True on real tokens. Without ``attention_mask`` it is inferred from the pad
+    id (padding must never enter the recurrence), else all ones. Only right padding is supported (packing takes
+    each row's prefix), so a mask that is not a prefix of ones is an error."""
+    if attention_mask is not None:
+        mask = attention_mask.bool()
+    elif input_ids is not None and pad_token_id is not None:
+        mask = input_ids.ne(pad_token_id)
+    else:
+        return torch.ones(shape, dtype=torch.bool)
+    lengths = mask.sum(dim=1)  # (B,)
+    prefix = torch.arange(mask.shape[1], device=mask.device)[None, :] < lengths[:, None]  # (B, S)
+    if not torch.equal(prefix, mask):
+        raise ValueError(
+            "RNNSeq2Seq needs right-padded sources: every attention_mask row must be ones then zeros "
+            "(set the tokenizer's padding_side='right')"
+        )
+    return mask
+
+
+class RNNSeq2SeqCache(Cache):
+    """The decoder state carried through ``generate()``: batch-first tensors, reordered together for beam search.
+
+    hidden, cell (B, L, H) (cell only for LSTM); input_feed (B, H) the previous attentional vector (Luong input
+    feeding); memory (B, S, E) and source_mask (B, S) from the encoder; keys (B, S, A): the source-side half of the
+    attention score (e.g. W_h h_i), computed ONCE per source when the cache is filled; context (B, E) the fixed
+    context of the attention-free model. ``seen_tokens`` counts decoder inputs consumed.
+    """
+
+    is_compileable = False
+    _TENSORS = ("hidden", "cell", "input_feed", "memory", "source_mask", "keys", "context")
+
+    def __init__(self):
+        super().__init__(layers=[])
+        self.reset()
+
+    def reset(self):
+        for name in self._TENSORS:
+            setattr(self, name, None)
+        self.seen_tokens = 0
+
+    @property
+    def is_initialized(self) -> bool:
+        return self.hidden is not None
+
+    @property
+    def is_croppable(self) -> bool:
+        return False  # a recurrent state cannot be rolled back (no assisted decoding)
+
+    @property
+    def batch_size(self) -> int:
+        return self.hidden.shape[0] if self.hidden is not None else -1
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.seen_tokens
+
+    def _map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        for name in self._TENSORS:
+            tensor = getattr(self, name)
+            if tensor is not None:
+                setattr(self, name, fn(tensor))
+
+    def reorder_cache(self, beam_idx: torch.LongTensor):
+        """Beam search: row i of the new state is row beam_idx[i] of the old one."""
+        self._map(lambda t: t.index_select(0, beam_idx.to(t.device)))
+
+    def batch_repeat_interleave(self, repeats: int):
+        self._map(lambda t: t.repeat_interleave(repeats, dim=0))
+
+    def batch_select_indices(self, indices: torch.Tensor):
+        self._map(lambda t: t[indices.to(t.device)])
+
+    def crop(self, tokens_to_remove: int):
+        raise NotImplementedError("RNNSeq2SeqCache holds a recurrent state and cannot be cropped")
+
+    def __repr__(self):
+        return f"RNNSeq2SeqCache(seen_tokens={self.seen_tokens}, batch_size={self.batch_size})"
+
+
+def _run_rnn(rnn: nn.Module, inputs: torch.Tensor, state: RNNSeq2SeqCache) -> torch.Tensor:
+    """One call of the decoder RNN over inputs (B, T, D_in) from ``state``; updates state.hidden/cell in place.
+    Returns the top layer's outputs (B, T, H)."""
+    hidden = state.hidden.transpose(0, 1).contiguous()  # (L, B, H)
+    if state.cell is not None:
+        outputs, (hidden, cell) = rnn(inputs, (hidden, state.cell.transpose(0, 1).contiguous()))
+        state.cell = cell.transpose(0, 1)  # (B, L, H)
+    else:
+        outputs, hidden = rnn(inputs, hidden)
+    state.hidden = hidden.transpose(0, 1)  # (B, L, H)
+    return outputs
+
+
+class RNNSeq2SeqEncoder(nn.Module):
+    """Embedding + (bi)directional multi-layer GRU/LSTM over packed sequences: padding never enters the recurrence.
+    Returns the memory h_1..h_S (B, S, E) as ``last_hidden_state``, zero on padding."""
+
+    main_input_name = "input_ids"
+
+    def __init__(self, config: RNNSeq2SeqConfig):
+        super().__init__()
+        self.config = config
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.encoder_embedding_size, config.pad_token_id)
+        self.dropout = nn.Dropout(config.dropout)
+        self.rnn = _RNN_CLASSES[config.cell_type](
+            config.encoder_embedding_size, config.encoder_hidden_size, num_layers=config.encoder_layers,
+            batch_first=True, bidirectional=config.bidirectional,
+            dropout=config.dropout if config.encoder_layers > 1 else 0.0,
+        )
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs) -> BaseModelOutput:
+        """input_ids, attention_mask: (B, S), right-padded."""
+        check_token_ids(input_ids, self.config.vocab_size, "input_ids")
+        mask = source_mask_from_inputs(input_ids, attention_mask, self.config.pad_token_id, input_ids.shape)
+        if input_ids.shape[1] == 0:  # zero-length sources: one masked pad position keeps the shapes valid
+            input_ids = input_ids.new_full((input_ids.shape[0], 1), self.config.pad_token_id or 0)
+            mask = mask.new_zeros(input_ids.shape)
+        embeds = self.dropout(self.embed_tokens(input_ids))  # (B, S, D)
+        lengths = mask.sum(dim=1).clamp(min=1).cpu()  # packing needs >= 1 step; empty rows are zeroed below
+        packed = pack_padded_sequence(embeds, lengths, batch_first=True, enforce_sorted=False)
+        outputs, _ = self.rnn(packed)
+        memory, _ = pad_packed_sequence(outputs, batch_first=True, total_length=input_ids.shape[1])  # (B, S, E)
+        memory = memory * mask[:, :, None].to(memory.dtype)
+        return BaseModelOutput(last_hidden_state=memory)
+
+
+class RNNSeq2SeqDecoder(nn.Module):
+    """GRU/LSTM decoder. Per step t, with y_{t-1} the previous target token and c_t the context:
+
+    - bahdanau: c_t = attn(s_{t-1}, h), s_t = RNN([y_{t-1}; c_t], s_{t-1})               (arXiv:1409.0473)
+    - luong_*:  h_t = RNN([y_{t-1}; h~_{t-1}], h_{t-1}) (input feeding) or RNN(y_{t-1}, h_{t-1}),
+                c_t = attn(h_t, h), h~_t = tanh(W_c [c_t; h_t])                             (arXiv:1508.04025)
+    - none:     c = final encoder state, h_t = RNN([y_{t-1}; c], h_{t-1})                   (arXiv:1406.1078)
+
+    The readout tanh(W_c [c_t; s_t]) (H) feeds the output layer; for Luong it is the attentional state h~_t.
+    When no step depends on the previous step's output (Luong without input feeding, none) the whole target
+    runs through the RNN in one cuDNN-style call; otherwise one call per step.
+    """
+
+    def __init__(self, config: RNNSeq2SeqConfig):
+        super().__init__()
+        self.config = config
+        memory_size, hidden_size = config.encoder_output_size, config.decoder_hidden_size
+        self.attention_type = config.attention_type
+        self.input_feeding = config.uses_input_feeding
+        self.embed_tokens = nn.Embedding(config.target_vocab_size, config.decoder_embedding_size, config.pad_token_id)
+        self.dropout = nn.Dropout(config.dropout)
+        context_in_input = config.attention_type in ("bahdanau", "none")
+        rnn_input_size = (
+            config.decoder_embedding_size
+            + (memory_size if context_in_input else 0)
+            + (hidden_size if self.input_feeding else 0)
+        )
+        self.rnn = _RNN_CLASSES[config.cell_type](
+            rnn_input_size, hidden_size, num_layers=config.decoder_layers, batch_first=True,
+            dropout=config.dropout if config.decoder_layers > 1 else 0.0,
+        )
+        self.attention = build_attention(config.attention_type, hidden_size, memory_size, config.attention_size)
+        self.readout = nn.Linear(memory_size + hidden_size, hidden_size)  # W_c over [c_t; s_t]
+        # decoder_init="bridge": s_0 = tanh(W_b [h_fwd_final; h_bwd_final]), one slice of W_b per decoder layer
+        self.bridge = (
+            nn.Linear(memory_size, config.decoder_layers * hidden_size) if config.decoder_init == "bridge" else None
+        )
+
+    @property
+    def steps_depend_on_outputs(self) -> bool:
+        """True when step t needs step t-1's output (Bahdanau query s_{t-1}, input feeding): loop over steps."""
+        return self.attention_type == "bahdanau" or self.input_feeding
+
+    def init_state(self, memory: torch.Tensor, source_mask: torch.Tensor, cache: RNNSeq2SeqCache) -> RNNSeq2SeqCache:
+        """Fill ``cache`` from the encoder: memory (B, S, E), source_mask (B, S) bool."""
+        batch, hidden_size, layers = memory.shape[0], self.config.decoder_hidden_size, self.config.decoder_layers
+        lengths = source_mask.sum(dim=1)  # (B,)
+        last = (lengths - 1).clamp(min=0)
+        rows = torch.arange(batch, device=memory.device)
+        if self.config.bidirectional:  # forward direction ends at the last token, backward at the first
+            half = self.config.encoder_hidden_size
+            final = torch.cat([memory[rows, last, :half], memory[:, 0, half:]], dim=-1)  # (B, E)
+        else:
+            final = memory[rows, last]  # (B, E)
+        if self.config.decoder_init == "bridge":
+            hidden = torch.tanh(self.bridge(final)).view(batch, layers, hidden_size)  # (B, L, H)
+        elif self.config.decoder_init == "last":
+            hidden = final[:, None, :].expand(batch, layers, hidden_size).contiguous()  # (B, L, H)
+        else:
+            hidden = memory.new_zeros(batch, layers, hidden_size)
+        cache.hidden = hidden
+        cache.cell = torch.zeros_like(hidden) if self.config.cell_type == "lstm" else None
+        cache.input_feed = memory.new_zeros(batch, hidden_size) if self.input_feeding else None
+        cache.memory, cache.source_mask = memory, source_mask
+        # Source-side half of the score, computed once per source here and read back at every step.
+        cache.keys = self.attention.project_keys(memory) if self.attention is not None else None  # (B, S, A)
+        cache.context = final if self.attention is None else None
+        cache.seen_tokens = 0
+        return cache
+
+    def _attend(self, query: torch.Tensor, state: RNNSeq2SeqCache) -> tuple[torch.Tensor, torch.Tensor]:
+        """query (B, T, H) -> context (B, T, E), weights (B, T, S)."""
+        return attend(self.attention.score(query, state.keys), state.memory, state.source_mask)
+
+    def _run(self, embeds: torch.Tensor, state: RNNSeq2SeqCache) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """embeds (B, T, D) -> readout (B, T, H), weights (B, T, S) or None. T must be 1 when
+        ``steps_depend_on_outputs``. Advances ``state``."""
+        if self.attention is None:
+            context = state.context[:, None, :].expand(-1, embeds.shape[1], -1)  # (B, T, E)
+            outputs = _run_rnn(self.rnn, torch.cat([embeds, context], dim=-1), state)  # (B, T, H)
+            weights = None
+        elif self.attention_type == "bahdanau":
+            context, weights = self._attend(state.hidden[:, -1:], state)  # query s_{t-1}: (B, 1, H)
+            outputs = _run_rnn(self.rnn, torch.cat([embeds, context], dim=-1), state)  # (B, 1, H)
+        else:
+            inputs = torch.cat([embeds, state.input_feed[:, None]], dim=-1) if self.input_feeding else embeds
+            outputs = _run_rnn(self.rnn, inputs, state)  # h_t: (B, T, H)
+            context, weights = self._attend(outputs, state)
+        readout = torch.tanh(self.readout(torch.cat([context, outputs], dim=-1)))  # (B, T, H)
+        if self.input_feeding:
+            state.input_feed = readout[:, -1]
+        return readout, weights
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        state: RNNSeq2SeqCache,
+        next_token_fn: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        teacher_forcing_ratio: float = 1.0,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """input_ids (B, T) -> readout (B, T, H), attention weights (B, T, S) or None; advances ``state``.
+
+        Scheduled sampling: with ``next_token_fn`` (readout (B, 1, H) -> token ids (B, 1)), each example's input at
+        step t > 0 is the model's own previous prediction with probability 1 - ``teacher_forcing_ratio``.
+        """
+        embeds = self.dropout(self.embed_tokens(input_ids))  # (B, T, D)
+        if next_token_fn is None and not self.steps_depend_on_outputs:
+            readout, weights = self._run(embeds, state)
+        else:
+            readouts, all_weights = [], []
+            for t in range(input_ids.shape[1]):
+                step = embeds[:, t : t + 1]  # (B, 1, D)
+                if next_token_fn is not None and t > 0:
+                    predicted = self.dropout(self.embed_tokens(next_token_fn(readouts[-1])))  # (B, 1, D)
+                    sample = torch.rand(step.shape[0], 1, 1, device=step.device) >= teacher_forcing_ratio
+                    step = torch.where(sample, predicted, step)
+                readout, weights = self._run(step, state)
+                readouts.append(readout)
+                all_weights.append(weights)
+            readout = torch.cat(readouts, dim=1)  # (B, T, H)
+            weights = torch.cat(all_weights, dim=1) if self.attention is not None else None  # (B, T, S)
+        state.seen_tokens += input_ids.shape[1]
+        return self.dropout(readout), weights
 
 
 class RNNSeq2SeqPreTrainedModel(PreTrainedModel):
     config: RNNSeq2SeqConfig
     base_model_prefix = "model"
+    main_input_name = "input_ids"
+    _is_stateful = True  # the recurrent state cannot be rolled back: generate() refuses assisted decoding
+    _supports_attention_backend = False
+
+    @classmethod
+    def _supports_default_dynamic_cache(cls) -> bool:
+        return False  # forward creates its own RNNSeq2SeqCache; generate must not hand it an EncoderDecoderCache
+
+    def _init_weights(self, module: nn.Module):
+        """Every parameter, GRU/LSTM included (transformers' default skips nn.GRU); ``init`` skips loaded tensors."""
+        if isinstance(module, nn.Embedding):
+            init.normal_(module.weight, mean=0.0, std=self.config.init_std)
+            if module.padding_idx is not None and not getattr(module.weight, "_is_hf_initialized", False):
+                init.zeros_(module.weight[module.padding_idx])
+        elif isinstance(module, nn.Linear):
+            init.xavier_uniform_(module.weight)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.GRU | nn.LSTM):
+            for name, param in module.named_parameters():
+                if name.startswith("weight_ih"):
+                    init.xavier_uniform_(param)
+                elif name.startswith("weight_hh"):
+                    init.orthogonal_(param)
+                else:
+                    init.zeros_(param)
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """Also writes an ``AutoModel`` entry into config.json's auto_map (transformers registers one auto class
+        per model class), so the base model loads from the folder with trust_remote_code too."""
+        if getattr(self, "_auto_class", None) is not None:
+            module = type(self).__module__.rsplit(".", 1)[-1]
+            self.config.auto_map = {**(self.config.auto_map or {}), "AutoModel": f"{module}.RNNSeq2SeqModel"}
+        return super().save_pretrained(save_directory, *args, **kwargs)
 
 
 class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
-    pass
+    """Encoder + decoder; ``last_hidden_state`` is the decoder readout (B, T, H) that the output layer reads."""
+
+    def __init__(self, config: RNNSeq2SeqConfig):
+        super().__init__(config)
+        self.encoder = RNNSeq2SeqEncoder(config)
+        self.decoder = RNNSeq2SeqDecoder(config)
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.encoder.embed_tokens
+
+    def set_input_embeddings(self, value):
+        self.encoder.embed_tokens = value
+
+    def get_encoder(self, modality: str | None = None):
+        return self.encoder
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple | None = None,
+        past_key_values: RNNSeq2SeqCache | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        return_dict: bool | None = None,
+        next_token_fn: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        **kwargs,
+    ) -> Seq2SeqModelOutput:
+        """input_ids, attention_mask (B, S); decoder_input_ids (B, T). With an initialised ``past_key_values`` only
+        the new decoder tokens are read and the encoder is not needed. ``next_token_fn``: see the decoder."""
+        if decoder_input_ids is None:
+            raise ValueError("RNNSeq2SeqModel needs `decoder_input_ids` (or `labels` on the generation model)")
+        check_token_ids(decoder_input_ids, self.config.target_vocab_size, "decoder_input_ids")
+        use_cache = use_cache if use_cache is not None else self.config.use_cache
+        output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
+        if past_key_values is not None and not isinstance(past_key_values, RNNSeq2SeqCache):
+            raise TypeError(f"past_key_values must be an RNNSeq2SeqCache, got {type(past_key_values).__name__}")
+
+        state = past_key_values if past_key_values is not None and past_key_values.is_initialized else None
+        if state is None:
+            if encoder_outputs is None:
+                if input_ids is None:
+                    raise ValueError("RNNSeq2SeqModel needs `input_ids` or `encoder_outputs`")
+                encoder_outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask)
+            elif not isinstance(encoder_outputs, BaseModelOutput):
+                encoder_outputs = BaseModelOutput(last_hidden_state=encoder_outputs[0])
+            memory = encoder_outputs.last_hidden_state  # (B, S, E)
+            source_mask = source_mask_from_inputs(
+                input_ids, attention_mask, self.config.pad_token_id, memory.shape[:2]
+            ).to(memory.device)
+            if memory.shape[1] != source_mask.shape[1]:  # zero-length sources: the encoder added one masked step
+                source_mask = source_mask.new_zeros(memory.shape[:2])
+            state = self.decoder.init_state(memory, source_mask, past_key_values or RNNSeq2SeqCache())
+        elif encoder_outputs is None:
+            encoder_outputs = BaseModelOutput(last_hidden_state=state.memory)
+
+        readout, weights = self.decoder(
+            decoder_input_ids, state, next_token_fn=next_token_fn,
+            teacher_forcing_ratio=self.config.teacher_forcing_ratio,
+        )
+        return Seq2SeqModelOutput(
+            last_hidden_state=readout,
+            past_key_values=state if use_cache else None,
+            # one "layer" and one "head" of attention: (B, 1, T, S), as generate() expects
+            cross_attentions=(weights[:, None],) if output_attentions and weights is not None else None,
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+        )
 
 
 class RNNSeq2SeqForConditionalGeneration(RNNSeq2SeqPreTrainedModel, GenerationMixin):
-    pass
+    """RNN encoder-decoder with the output layer, loss and ``generate()`` (greedy, beam, sampling, n-best).
+
+    Alignments: ``generate(..., output_attentions=True, return_dict_in_generate=True)`` gives
+    ``cross_attentions``, a tuple over steps of ``(weights,)`` with weights (B x beams, 1, 1, S).
+    """
+
+    _tied_weights_keys = {"lm_head.weight": "model.decoder.embed_tokens.weight"}
+
+    def __init__(self, config: RNNSeq2SeqConfig):
+        super().__init__(config)
+        self.model = RNNSeq2SeqModel(config)
+        self.lm_head = nn.Linear(config.decoder_hidden_size, config.target_vocab_size, bias=False)
+        self.loss_type = "ForMaskedLM"  # labels are already aligned with the logits: no second shift
+        self.post_init()
+
+    def get_encoder(self, modality: str | None = None):
+        return self.model.encoder
+
+    def get_input_embeddings(self):
+        return self.model.encoder.embed_tokens
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+    def set_output_embeddings(self, value):
+        self.lm_head = value
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple | None = None,
+        past_key_values: RNNSeq2SeqCache | None = None,
+        labels: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> Seq2SeqLMOutput:
+        """labels (B, T), -100 on ignored positions; the loss is the token sum over ``num_items_in_batch``
+        (Trainer passes it) or the token mean."""
+        num_items_in_batch = kwargs.pop("num_items_in_batch", None)
+        if labels is not None:
+            check_token_ids(labels[labels != -100], self.config.target_vocab_size, "labels")
+            use_cache = False
+            if decoder_input_ids is None:
+                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+        next_token_fn = None
+        if self.training and self.config.teacher_forcing_ratio < 1.0:
+            def next_token_fn(readout):  # scheduled sampling feeds back the argmax prediction
+                return self.lm_head(readout).argmax(dim=-1)
+
+        outputs = self.model(
+            input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
+            encoder_outputs=encoder_outputs, past_key_values=past_key_values, use_cache=use_cache,
+            output_attentions=output_attentions, next_token_fn=next_token_fn,
+        )
+        logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
+        loss = seq2seq_loss(logits, labels, num_items_in_batch) if labels is not None else None
+        return Seq2SeqLMOutput(
+            loss=loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            cross_attentions=outputs.cross_attentions,
+            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
+        )
 
 
-__all__ = ["RNNSeq2SeqPreTrainedModel", "RNNSeq2SeqModel", "RNNSeq2SeqForConditionalGeneration"]
+__all__ = [
+    "RNNSeq2SeqCache",
+    "RNNSeq2SeqPreTrainedModel",
+    "RNNSeq2SeqModel",
+    "RNNSeq2SeqForConditionalGeneration",
+]
