@@ -7,7 +7,7 @@ the task's symbols start at ``FIRST_SYMBOL_ID``.
 from dataclasses import dataclass
 
 import torch
-from datasets import Dataset
+from datasets import Dataset, DatasetDict
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 FIRST_SYMBOL_ID = 4
@@ -55,3 +55,83 @@ class PaddingCollator:
                 labels[row, : len(f["labels"])] = torch.tensor(f["labels"])
             batch["labels"] = labels
         return batch
+
+
+# ------------------------------------------------------------------------------------------- text-level tasks
+# The same tasks as text, in the ``translation`` column layout of hf_s2s.data, so a smoke run goes through the
+# real tokenizer training, tokenization and training pipeline. Source language "src", target language "tgt".
+
+SYMBOLS = "abcdefghijklmnopqrstuvwxyz"
+
+# A toy lexicon: source word -> target word. Sentences are subject-verb-object in the source and
+# subject-object-verb in the target, with the adjective after its noun (a reordering rule to learn).
+TOY_LEXICON = {
+    "the": "ka", "a": "mi",
+    "big": "garu", "small": "tini", "red": "roso", "old": "velo",
+    "dog": "hundo", "cat": "kato", "bird": "fogo", "man": "viro", "child": "kindo",
+    "sees": "vidas", "likes": "amas", "follows": "sekvas", "finds": "trovas",
+}
+_DETERMINERS, _ADJECTIVES = ("the", "a"), ("big", "small", "red", "old")
+_NOUNS, _VERBS = ("dog", "cat", "bird", "man", "child"), ("sees", "likes", "follows", "finds")
+
+
+def _text_splits(make_pair, sizes: dict[str, int], seed: int) -> DatasetDict:
+    splits = {}
+    for offset, (split, size) in enumerate(sizes.items()):
+        generator = torch.Generator().manual_seed(seed + 1000 * offset)
+        pairs = [make_pair(generator) for _ in range(size)]
+        splits[split] = Dataset.from_dict({"translation": [{"src": src, "tgt": tgt} for src, tgt in pairs]})
+    return DatasetDict(splits)
+
+
+def text_reversal_corpus(
+    num_train: int = 2000, num_validation: int = 200, num_test: int = 200, num_symbols: int = 10,
+    min_len: int = 3, max_len: int = 8, seed: int = 0,
+) -> DatasetDict:
+    """Space-separated letters ("c a f"); the target is the sequence reversed ("f a c")."""
+    if not 1 <= num_symbols <= len(SYMBOLS):
+        raise ValueError(f"`num_symbols` must be in [1, {len(SYMBOLS)}], got {num_symbols}")
+    if not 1 <= min_len <= max_len:
+        raise ValueError(f"need 1 <= min_len <= max_len, got min_len={min_len}, max_len={max_len}")
+
+    def make_pair(generator):
+        length = int(torch.randint(min_len, max_len + 1, (1,), generator=generator))
+        symbols = [SYMBOLS[i] for i in torch.randint(0, num_symbols, (length,), generator=generator).tolist()]
+        return " ".join(symbols), " ".join(reversed(symbols))
+
+    return _text_splits(make_pair, {"train": num_train, "validation": num_validation, "test": num_test}, seed)
+
+
+def reorder_sentence(source: str) -> str:
+    """The target of a source sentence "det [adj] noun verb det [adj] noun": every word through
+    ``TOY_LEXICON``, adjectives after their noun, the verb last."""
+    words = source.split()
+    verb_at = next(i for i, w in enumerate(words) if w in _VERBS)
+
+    def phrase(part: list[str]) -> list[str]:
+        det, *adjectives, noun = part
+        return [TOY_LEXICON[det], TOY_LEXICON[noun]] + [TOY_LEXICON[a] for a in adjectives]
+
+    return " ".join(phrase(words[:verb_at]) + phrase(words[verb_at + 1 :]) + [TOY_LEXICON[words[verb_at]]])
+
+
+def word_reordering_corpus(
+    num_train: int = 2000, num_validation: int = 200, num_test: int = 200, seed: int = 0
+) -> DatasetDict:
+    """Toy translation with a lexicon and word reordering: "the big dog sees a cat" -> "ka hundo garu mi kato
+    vidas" (see :func:`reorder_sentence`)."""
+
+    def pick(options, generator):
+        return options[int(torch.randint(0, len(options), (1,), generator=generator))]
+
+    def noun_phrase(generator):
+        words = [pick(_DETERMINERS, generator)]
+        if int(torch.randint(0, 2, (1,), generator=generator)):
+            words.append(pick(_ADJECTIVES, generator))
+        return words + [pick(_NOUNS, generator)]
+
+    def make_pair(generator):
+        source = " ".join(noun_phrase(generator) + [pick(_VERBS, generator)] + noun_phrase(generator))
+        return source, reorder_sentence(source)
+
+    return _text_splits(make_pair, {"train": num_train, "validation": num_validation, "test": num_test}, seed)
