@@ -55,7 +55,7 @@ def train_reversal(model, output_dir, num_symbols=8, max_len=6, num_train=3000, 
         predictions, labels = prediction.predictions, prediction.label_ids
         hits = 0
         for pred, label in zip(predictions, labels, strict=True):
-            label = [t for t in label.tolist() if t != -100]
+            label = [t for t in label.tolist() if t not in (PAD_ID, -100)]  # Seq2SeqTrainer pads label_ids with pad
             pred = [t for t in pred.tolist()[1:] if t not in (PAD_ID, -100)]  # drop the decoder start token
             pred = pred[: pred.index(EOS_ID) + 1] if EOS_ID in pred else pred
             hits += pred == label
