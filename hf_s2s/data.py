@@ -2,12 +2,12 @@
 
 Every loader returns a ``DatasetDict`` (or, with ``streaming=True``, an ``IterableDatasetDict``) whose splits
 are among ``train`` / ``validation`` / ``test`` and hold one column, ``translation``:
-``{"translation": {src_lang: "...", tgt_lang: "..."}}`` — the layout of transformers' translation examples.
+``{"translation": {source_lang: "...", target_lang: "..."}}`` — the layout of transformers' translation examples.
 
 Sources: a folder of line-aligned text files ``{prefix}.{lang}[.gz]`` (:func:`load_text_folder`, the Multi30k
 layout), JSON lines with a ``translation`` field (:func:`load_jsonl`), tab-separated ``source<TAB>target``
 files (:func:`load_tsv`), or a Hub dataset (:func:`load_hub`); :func:`load_multi30k` finds Multi30k on its
-own. Pairs where either side is empty are skipped and counted in a warning; anything else that is wrong
+own, and :func:`load_translation_corpus` dispatches on a name or path (what the scripts call). Pairs where either side is empty are skipped and counted in a warning; anything else that is wrong
 (missing file, misaligned files, unknown language) is an error that names the file and what was expected.
 """
 
@@ -95,7 +95,7 @@ def _aligned_pairs(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]]:
 
 
 def _pairs_to_split(
-    pairs: Callable[[], Iterator[tuple[str, str]]], src_lang: str, tgt_lang: str, split: str, where: str,
+    pairs: Callable[[], Iterator[tuple[str, str]]], source_lang: str, target_lang: str, split: str, where: str,
     streaming: bool,
 ) -> Dataset | IterableDataset:
     """Build one split from a pair generator, skipping (and counting) pairs with an empty side."""
@@ -107,7 +107,7 @@ def _pairs_to_split(
             if _is_empty(src) or _is_empty(tgt):
                 skipped += 1
                 continue
-            yield {"translation": {src_lang: src, tgt_lang: tgt}}
+            yield {"translation": {source_lang: src, target_lang: tgt}}
         _log_skipped(split, skipped, total, where)
 
     if streaming:
@@ -151,8 +151,8 @@ def folder_languages(data_dir: PathLike) -> list[str]:
 
 def load_text_folder(
     data_dir: PathLike,
-    src_lang: str,
-    tgt_lang: str,
+    source_lang: str,
+    target_lang: str,
     split_prefixes: Mapping[str, str] | None = None,
     streaming: bool = False,
 ) -> AnyDatasetDict:
@@ -164,11 +164,11 @@ def load_text_folder(
     """
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
-        raise FileNotFoundError(f"corpus folder {data_dir} does not exist (expected files like train.{src_lang}.gz)")
+        raise FileNotFoundError(f"corpus folder {data_dir} does not exist (expected files like train.{source_lang}.gz)")
     split_prefixes = dict(split_prefixes or {})
     _check_split_names(split_prefixes)
     available = folder_languages(data_dir)
-    for role, lang in (("source", src_lang), ("target", tgt_lang)):
+    for role, lang in (("source", source_lang), ("target", target_lang)):
         if lang not in available:
             raise ValueError(
                 f"{role} language {lang!r} has no files in {data_dir}; languages available there: {available}"
@@ -179,11 +179,11 @@ def load_text_folder(
         if split in split_prefixes:
             prefix = split_prefixes[split]
         else:
-            prefix = next((p for p in DEFAULT_SPLIT_PREFIXES[split] if _find_file(data_dir, p, src_lang)), None)
+            prefix = next((p for p in DEFAULT_SPLIT_PREFIXES[split] if _find_file(data_dir, p, source_lang)), None)
             if prefix is None:
                 continue
         paths = []
-        for lang in (src_lang, tgt_lang):
+        for lang in (source_lang, target_lang):
             path = _find_file(data_dir, prefix, lang)
             if path is None:
                 raise FileNotFoundError(
@@ -193,11 +193,11 @@ def load_text_folder(
             paths.append(path)
         src_path, tgt_path = paths
         splits[split] = _pairs_to_split(
-            lambda s=src_path, t=tgt_path: _aligned_pairs(s, t), src_lang, tgt_lang, split,
+            lambda s=src_path, t=tgt_path: _aligned_pairs(s, t), source_lang, target_lang, split,
             f"{src_path.name} / {tgt_path.name}", streaming,
         )
     if not splits:
-        expected = ", ".join(f"{p}.{src_lang}[.gz]" for p in sum(DEFAULT_SPLIT_PREFIXES.values(), ()))
+        expected = ", ".join(f"{p}.{source_lang}[.gz]" for p in sum(DEFAULT_SPLIT_PREFIXES.values(), ()))
         raise FileNotFoundError(f"no split found in {data_dir}: expected files named like {expected}")
     return _make_dict(splits, streaming)
 
@@ -217,9 +217,9 @@ def _as_split_files(data_files: PathLike | Mapping[str, PathLike]) -> dict[str, 
 
 
 def load_jsonl(
-    data_files: PathLike | Mapping[str, PathLike], src_lang: str, tgt_lang: str, streaming: bool = False
+    data_files: PathLike | Mapping[str, PathLike], source_lang: str, target_lang: str, streaming: bool = False
 ) -> AnyDatasetDict:
-    """JSON lines, one ``{"translation": {src_lang: ..., tgt_lang: ...}}`` object per line (the format of
+    """JSON lines, one ``{"translation": {source_lang: ..., target_lang: ...}}`` object per line (the format of
     transformers' ``run_translation.py``). Other fields are dropped."""
     files = _as_split_files(data_files)
     splits = {}
@@ -235,13 +235,13 @@ def load_jsonl(
             keys = sorted(features["translation"]) if has_translation else []
         if not has_translation:
             raise ValueError(f"{path} has no 'translation' field (expected lines like "
-                             f'{{"translation": {{"{src_lang}": "...", "{tgt_lang}": "..."}}}})')
-        for role, lang in (("source", src_lang), ("target", tgt_lang)):
+                             f'{{"translation": {{"{source_lang}": "...", "{target_lang}": "..."}}}})')
+        for role, lang in (("source", source_lang), ("target", target_lang)):
             if lang not in keys:
                 raise ValueError(f"{role} language {lang!r} is not in the translations of {path}; languages there: {keys}")
         splits[split] = _pairs_to_split(
-            lambda d=split_ds: ((ex["translation"][src_lang], ex["translation"][tgt_lang]) for ex in d),
-            src_lang, tgt_lang, split, str(path), streaming,
+            lambda d=split_ds: ((ex["translation"][source_lang], ex["translation"][target_lang]) for ex in d),
+            source_lang, target_lang, split, str(path), streaming,
         )
     return _make_dict(splits, streaming)
 
@@ -258,12 +258,12 @@ def _tsv_pairs(path: Path) -> Iterator[tuple[str, str]]:
 
 
 def load_tsv(
-    data_files: PathLike | Mapping[str, PathLike], src_lang: str, tgt_lang: str, streaming: bool = False
+    data_files: PathLike | Mapping[str, PathLike], source_lang: str, target_lang: str, streaming: bool = False
 ) -> AnyDatasetDict:
     """Tab-separated ``source<TAB>target`` lines (plain or ``.gz``); no header, no quoting."""
     files = _as_split_files(data_files)
     splits = {
-        split: _pairs_to_split(lambda p=path: _tsv_pairs(p), src_lang, tgt_lang, split, str(path), streaming)
+        split: _pairs_to_split(lambda p=path: _tsv_pairs(p), source_lang, target_lang, split, str(path), streaming)
         for split, path in files.items()
     }
     return _make_dict(splits, streaming)
@@ -274,8 +274,8 @@ def load_tsv(
 
 def load_hub(
     name: str,
-    src_lang: str,
-    tgt_lang: str,
+    source_lang: str,
+    target_lang: str,
     config_name: str | None = None,
     streaming: bool = False,
     revision: str | None = None,
@@ -290,17 +290,17 @@ def load_hub(
         split = renames.get(split_name, split_name)
         columns = split_ds.column_names or list(next(iter(split_ds)))
         if "translation" in columns:
-            get = lambda ex: (ex["translation"].get(src_lang), ex["translation"].get(tgt_lang))  # noqa: E731
+            get = lambda ex: (ex["translation"].get(source_lang), ex["translation"].get(target_lang))  # noqa: E731
             example = next(iter(split_ds))["translation"]
             available = sorted(example)
         else:
-            get = lambda ex: (ex[src_lang], ex[tgt_lang])  # noqa: E731
+            get = lambda ex: (ex[source_lang], ex[target_lang])  # noqa: E731
             available = sorted(columns)
-        for role, lang in (("source", src_lang), ("target", tgt_lang)):
+        for role, lang in (("source", source_lang), ("target", target_lang)):
             if lang not in available:
                 raise ValueError(f"{role} language {lang!r} is not in {name} ({split_name}); available: {available}")
         splits[split] = _pairs_to_split(
-            lambda d=split_ds, g=get: (g(ex) for ex in d), src_lang, tgt_lang, split, name, streaming
+            lambda d=split_ds, g=get: (g(ex) for ex in d), source_lang, target_lang, split, name, streaming
         )
     return _make_dict(splits, streaming)
 
@@ -338,8 +338,8 @@ def resolve_data_dir(data_dir: PathLike | None = None, search_shared: bool = Tru
 
 
 def load_multi30k(
-    src_lang: str = "de",
-    tgt_lang: str = "en",
+    source_lang: str = "de",
+    target_lang: str = "en",
     data_dir: PathLike | None = None,
     streaming: bool = False,
     search_shared: bool = True,
@@ -350,47 +350,81 @@ def load_multi30k(
     resolved = resolve_data_dir(data_dir, search_shared=search_shared)
     if resolved is not None:
         logger.info("loading Multi30k from %s", resolved)
-        return load_text_folder(resolved, src_lang, tgt_lang, streaming=streaming)
+        return load_text_folder(resolved, source_lang, target_lang, streaming=streaming)
     tried = [str(p) for p in shared_data_candidates()] if search_shared else []
     hub_error = "not tried (hub_name=None)"
     if hub_name is not None:
         try:
-            return load_hub(hub_name, src_lang, tgt_lang, streaming=streaming)
+            return load_hub(hub_name, source_lang, target_lang, streaming=streaming)
         except Exception as error:  # offline, unknown name, ...: reported below with what to do
             hub_error = f"{type(error).__name__}: {error}"
     raise FileNotFoundError(
         f"Multi30k not found. Pass --data_dir DIR (data_dir=DIR) or set {DATA_DIR_ENV}=DIR, where DIR holds "
-        f"train.{src_lang}.gz, train.{tgt_lang}.gz, val.*, test_2016_flickr.*. Looked for the shared copy in: "
+        f"train.{source_lang}.gz, train.{target_lang}.gz, val.*, test_2016_flickr.*. Looked for the shared copy in: "
         f"{tried or 'nowhere (search_shared=False)'}; loading {hub_name!r} from the Hub: {hub_error}"
     )
 
 
-def load_parallel_corpus(
-    source: PathLike | None,
-    src_lang: str,
-    tgt_lang: str,
-    config_name: str | None = None,
+SYNTHETIC_TASKS = ("synthetic:reversal", "synthetic:reordering")
+
+
+def _expand_split_pattern(pattern: str) -> dict[str, Path]:
+    """``"corpus/{split}.tsv"`` -> the files among corpus/train.tsv, corpus/validation.tsv (or valid, val,
+    dev), corpus/test.tsv that exist, keyed by split; train must exist."""
+    files = {}
+    for split in SPLITS:
+        for name in DEFAULT_SPLIT_PREFIXES[split]:
+            path = Path(pattern.replace("{split}", name))
+            if path.is_file():
+                files[split] = path
+                break
+    if "train" not in files:
+        raise FileNotFoundError(f"no training file for the pattern {pattern!r}: expected {pattern.replace('{split}', 'train')}")
+    return files
+
+
+def load_translation_corpus(
+    dataset: str,
+    source_lang: str,
+    target_lang: str,
+    data_dir: PathLike | None = None,
+    dataset_config: str | None = None,
     split_prefixes: Mapping[str, str] | None = None,
     streaming: bool = False,
 ) -> AnyDatasetDict:
-    """One entry point for scripts: a folder -> :func:`load_text_folder`; a ``.jsonl``/``.json`` file ->
-    :func:`load_jsonl`; a ``.tsv`` file -> :func:`load_tsv` (both as the train split); None -> Multi30k by
-    :func:`load_multi30k`; anything else is taken as a Hub dataset name (with ``config_name``)."""
-    if source is None:
-        return load_multi30k(src_lang, tgt_lang, streaming=streaming)
-    path = Path(source)
+    """One entry point for scripts, dispatching on ``dataset``:
+
+    - ``"multi30k"``: :func:`load_multi30k` (``data_dir``, ``$HF_S2S_DATA_DIR``, shared copy, Hub);
+    - ``"synthetic:reversal"`` / ``"synthetic:reordering"``: the text tasks of :mod:`hf_s2s.synthetic`,
+      with ``source_lang`` / ``target_lang`` as their language codes;
+    - a folder: :func:`load_text_folder` (with ``split_prefixes``);
+    - a ``.jsonl``/``.json`` or ``.tsv`` file (the train split), or a pattern with ``{split}`` such as
+      ``"corpus/{split}.tsv"`` (every split that exists): :func:`load_jsonl` / :func:`load_tsv`;
+    - anything else: a Hub dataset name, :func:`load_hub` with ``dataset_config``.
+    """
+    if dataset == "multi30k":
+        return load_multi30k(source_lang, target_lang, data_dir=data_dir, streaming=streaming)
+    if dataset.startswith("synthetic:"):
+        from . import synthetic
+
+        if dataset not in SYNTHETIC_TASKS:
+            raise ValueError(f"unknown synthetic task {dataset!r}; available: {list(SYNTHETIC_TASKS)}")
+        make = synthetic.text_reversal_corpus if dataset == "synthetic:reversal" else synthetic.word_reordering_corpus
+        corpus = make(source_lang=source_lang, target_lang=target_lang)
+        return IterableDatasetDict({k: v.to_iterable_dataset() for k, v in corpus.items()}) if streaming else corpus
+    path = Path(dataset)
     if path.is_dir():
-        return load_text_folder(path, src_lang, tgt_lang, split_prefixes, streaming)
+        return load_text_folder(path, source_lang, target_lang, split_prefixes, streaming)
     suffixes = [s for s in path.suffixes if s != ".gz"]
-    if suffixes and suffixes[-1] in (".jsonl", ".json"):
-        return load_jsonl(path, src_lang, tgt_lang, streaming)
-    if suffixes and suffixes[-1] == ".tsv":
-        return load_tsv(path, src_lang, tgt_lang, streaming)
+    kind = {".jsonl": load_jsonl, ".json": load_jsonl, ".tsv": load_tsv}.get(suffixes[-1] if suffixes else "")
+    if kind is not None:
+        files = _expand_split_pattern(dataset) if "{split}" in dataset else path
+        return kind(files, source_lang, target_lang, streaming)
     if path.exists():
-        raise ValueError(f"{source}: not a folder, a .jsonl/.json file or a .tsv file")
-    if path.is_absolute() or str(source).startswith((".", "~")):
-        raise FileNotFoundError(f"{source} does not exist (expected a corpus folder or a .jsonl/.json/.tsv file)")
-    return load_hub(str(source), src_lang, tgt_lang, config_name=config_name, streaming=streaming)
+        raise ValueError(f"{dataset}: not a folder, a .jsonl/.json file or a .tsv file")
+    if path.is_absolute() or dataset.startswith((".", "~")):
+        raise FileNotFoundError(f"{dataset} does not exist (expected a corpus folder or a .jsonl/.json/.tsv file)")
+    return load_hub(dataset, source_lang, target_lang, config_name=dataset_config, streaming=streaming)
 
 
 # --------------------------------------------------------------------------------------------- preprocessing
@@ -413,21 +447,23 @@ def _truncate(ids: list[int], max_length: int | None, eos_id: int) -> tuple[list
     return ids[: max_length - 1] + [eos_id], True
 
 
-def tokenize_translation(
+def tokenize_corpus(
     dataset: AnyDatasetDict,
     tokenizer: Any,
-    src_lang: str,
-    tgt_lang: str,
+    source_lang: str,
+    target_lang: str,
     max_source_length: int | None = 128,
     max_target_length: int | None = 128,
     target_tokenizer: Any = None,
     num_proc: int | None = None,
-) -> tuple[AnyDatasetDict, dict[str, TruncationStats]]:
+    return_stats: bool = False,
+) -> AnyDatasetDict | tuple[AnyDatasetDict, dict[str, TruncationStats]]:
     """Tokenize a translation (Iterable)DatasetDict into ``input_ids``, ``attention_mask`` and ``labels``.
 
     Sources go through ``tokenizer``, targets through ``target_tokenizer(text_target=...)`` (default:
     ``tokenizer``, a joint vocabulary). Sequences longer than the limits keep their first tokens and their
-    final ``</s>``; how many were cut is returned per split and logged as a warning.
+    final ``</s>``; how many were cut is logged as a warning, and returned per split with ``return_stats=True``
+    (as ``(tokenized, {split: TruncationStats})``).
     """
     target_tokenizer = tokenizer if target_tokenizer is None else target_tokenizer
     for name, value in (("max_source_length", max_source_length), ("max_target_length", max_target_length)):
@@ -435,8 +471,8 @@ def tokenize_translation(
             raise ValueError(f"`{name}` must be None or an integer >= 2 (room for one token and </s>), got {value!r}")
 
     def encode(batch: dict[str, list]) -> dict[str, list]:
-        sources = [pair[src_lang] for pair in batch["translation"]]
-        targets = [pair[tgt_lang] for pair in batch["translation"]]
+        sources = [pair[source_lang] for pair in batch["translation"]]
+        targets = [pair[target_lang] for pair in batch["translation"]]
         source_ids = tokenizer(sources)["input_ids"]
         target_ids = target_tokenizer(text_target=targets)["input_ids"]
         out: dict[str, list] = {"input_ids": [], "attention_mask": [], "labels": [], "_src_cut": [], "_tgt_cut": []}
@@ -468,7 +504,8 @@ def tokenize_translation(
                 stats[split].target_truncated, max_target_length,
             )
     streaming = isinstance(dataset, IterableDatasetDict)
-    return _make_dict(tokenized, streaming), stats
+    tokenized = _make_dict(tokenized, streaming)
+    return (tokenized, stats) if return_stats else tokenized
 
 
 __all__ = [
@@ -479,10 +516,10 @@ __all__ = [
     "load_hub",
     "load_jsonl",
     "load_multi30k",
-    "load_parallel_corpus",
+    "load_translation_corpus",
     "load_text_folder",
     "load_tsv",
     "resolve_data_dir",
     "shared_data_candidates",
-    "tokenize_translation",
+    "tokenize_corpus",
 ]

@@ -59,7 +59,7 @@ class PaddingCollator:
 
 # ------------------------------------------------------------------------------------------- text-level tasks
 # The same tasks as text, in the ``translation`` column layout of hf_s2s.data, so a smoke run goes through the
-# real tokenizer training, tokenization and training pipeline. Source language "src", target language "tgt".
+# real tokenizer training, tokenization and training pipeline. Language codes default to "src" and "tgt".
 
 SYMBOLS = "abcdefghijklmnopqrstuvwxyz"
 
@@ -75,18 +75,18 @@ _DETERMINERS, _ADJECTIVES = ("the", "a"), ("big", "small", "red", "old")
 _NOUNS, _VERBS = ("dog", "cat", "bird", "man", "child"), ("sees", "likes", "follows", "finds")
 
 
-def _text_splits(make_pair, sizes: dict[str, int], seed: int) -> DatasetDict:
+def _text_splits(make_pair, sizes: dict[str, int], seed: int, source_lang: str, target_lang: str) -> DatasetDict:
     splits = {}
     for offset, (split, size) in enumerate(sizes.items()):
         generator = torch.Generator().manual_seed(seed + 1000 * offset)
         pairs = [make_pair(generator) for _ in range(size)]
-        splits[split] = Dataset.from_dict({"translation": [{"src": src, "tgt": tgt} for src, tgt in pairs]})
+        splits[split] = Dataset.from_dict({"translation": [{source_lang: src, target_lang: tgt} for src, tgt in pairs]})
     return DatasetDict(splits)
 
 
 def text_reversal_corpus(
     num_train: int = 2000, num_validation: int = 200, num_test: int = 200, num_symbols: int = 10,
-    min_len: int = 3, max_len: int = 8, seed: int = 0,
+    min_len: int = 3, max_len: int = 8, seed: int = 0, source_lang: str = "src", target_lang: str = "tgt",
 ) -> DatasetDict:
     """Space-separated letters ("c a f"); the target is the sequence reversed ("f a c")."""
     if not 1 <= num_symbols <= len(SYMBOLS):
@@ -99,7 +99,8 @@ def text_reversal_corpus(
         symbols = [SYMBOLS[i] for i in torch.randint(0, num_symbols, (length,), generator=generator).tolist()]
         return " ".join(symbols), " ".join(reversed(symbols))
 
-    return _text_splits(make_pair, {"train": num_train, "validation": num_validation, "test": num_test}, seed)
+    return _text_splits(make_pair, {"train": num_train, "validation": num_validation, "test": num_test}, seed,
+                        source_lang, target_lang)
 
 
 def reorder_sentence(source: str) -> str:
@@ -116,7 +117,8 @@ def reorder_sentence(source: str) -> str:
 
 
 def word_reordering_corpus(
-    num_train: int = 2000, num_validation: int = 200, num_test: int = 200, seed: int = 0
+    num_train: int = 2000, num_validation: int = 200, num_test: int = 200, seed: int = 0,
+    source_lang: str = "src", target_lang: str = "tgt",
 ) -> DatasetDict:
     """Toy translation with a lexicon and word reordering: "the big dog sees a cat" -> "ka hundo garu mi kato
     vidas" (see :func:`reorder_sentence`)."""
@@ -134,4 +136,5 @@ def word_reordering_corpus(
         source = " ".join(noun_phrase(generator) + [pick(_VERBS, generator)] + noun_phrase(generator))
         return source, reorder_sentence(source)
 
-    return _text_splits(make_pair, {"train": num_train, "validation": num_validation, "test": num_test}, seed)
+    return _text_splits(make_pair, {"train": num_train, "validation": num_validation, "test": num_test}, seed,
+                        source_lang, target_lang)

@@ -93,7 +93,7 @@ def _add_byte_fallback(tokenizer: Tokenizer, model_type: str) -> None:
         tokenizer.model = models.Unigram(pieces, unk_id=UNK_ID, byte_fallback=True)
 
 
-def train_tokenizer(
+def train_tokenizer_from_texts(
     texts: Iterable[str],
     vocab_size: int,
     model_type: str = "bpe",
@@ -191,8 +191,8 @@ def _split_texts(split: Iterable[dict], lang: str) -> Iterator[str]:
 
 def train_translation_tokenizers(
     dataset: Any,
-    src_lang: str,
-    tgt_lang: str,
+    source_lang: str,
+    target_lang: str,
     vocab_size: int,
     model_type: str = "bpe",
     joint: bool = True,
@@ -216,17 +216,64 @@ def train_translation_tokenizers(
 
         def both_sides() -> Iterator[str]:
             for example in dataset:
-                yield example["translation"][src_lang]
-                yield example["translation"][tgt_lang]
+                yield example["translation"][source_lang]
+                yield example["translation"][target_lang]
 
-        shared = train_tokenizer(both_sides(), vocab_size, **kwargs)
+        shared = train_tokenizer_from_texts(both_sides(), vocab_size, **kwargs)
         return TranslationTokenizers(shared, shared)
-    source = train_tokenizer(_split_texts(dataset, src_lang), vocab_size, **kwargs)
-    target = train_tokenizer(_split_texts(dataset, tgt_lang), target_vocab_size or vocab_size, **kwargs)
+    source = train_tokenizer_from_texts(_split_texts(dataset, source_lang), vocab_size, **kwargs)
+    target = train_tokenizer_from_texts(_split_texts(dataset, target_lang), target_vocab_size or vocab_size, **kwargs)
     return TranslationTokenizers(source, target)
 
 
-def check_tokenizer_fits_config(
+def train_tokenizer(
+    dataset: Any,
+    source_lang: str,
+    target_lang: str,
+    vocab_size: int,
+    model_type: str = "bpe",
+    byte_fallback: bool = True,
+    min_frequency: int = 2,
+) -> PreTrainedTokenizerFast:
+    """One tokenizer with a joint source + target vocabulary, trained on a translation split (or the
+    ``train`` split of a DatasetDict). For separate vocabularies use :func:`train_translation_tokenizers`."""
+    return train_translation_tokenizers(
+        dataset, source_lang, target_lang, vocab_size, model_type=model_type, joint=True,
+        byte_fallback=byte_fallback, min_frequency=min_frequency,
+    ).target
+
+
+def load_tokenizer(name_or_path: str | Path, **kwargs: Any) -> PreTrainedTokenizerBase:
+    """``AutoTokenizer.from_pretrained`` of a joint-vocabulary tokenizer folder (or Hub id). A folder of
+    separate vocabularies (``source/``, ``target/``) is an error here: load it with
+    :meth:`TranslationTokenizers.from_pretrained`."""
+    path = Path(name_or_path)
+    if path.is_dir() and not (path / "tokenizer_config.json").is_file() and (path / "source").is_dir():
+        raise ValueError(
+            f"{path} holds separate source/ and target/ tokenizers; load them with "
+            f"TranslationTokenizers.from_pretrained({str(path)!r})"
+        )
+    return AutoTokenizer.from_pretrained(name_or_path, **kwargs)
+
+
+def special_token_ids(
+    tokenizer: PreTrainedTokenizerBase, target_tokenizer: PreTrainedTokenizerBase | None = None
+) -> dict[str, int]:
+    """The model config fields that follow from the (target) tokenizer: pad, bos, eos ids and the decoder
+    start token (``<s>``), plus ``decoder_vocab_size`` when the target vocabulary is separate."""
+    target = tokenizer if target_tokenizer is None else target_tokenizer
+    ids = {
+        "pad_token_id": target.pad_token_id,
+        "bos_token_id": target.bos_token_id,
+        "eos_token_id": target.eos_token_id,
+        "decoder_start_token_id": target.bos_token_id,
+    }
+    if target is not tokenizer:
+        ids["decoder_vocab_size"] = len(target)
+    return ids
+
+
+def check_tokenizer_fits_model(
     tokenizer: PreTrainedTokenizerBase, config: Any, target_tokenizer: PreTrainedTokenizerBase | None = None
 ) -> None:
     """Raise ``ValueError`` (listing every mismatch) unless the tokenizer(s) fit the model config.
@@ -279,8 +326,11 @@ __all__ = [
     "SPECIAL_TOKENS",
     "TranslationTokenizers",
     "build_normalizer",
-    "check_tokenizer_fits_config",
+    "check_tokenizer_fits_model",
+    "load_tokenizer",
     "normalize_text",
+    "special_token_ids",
     "train_tokenizer",
+    "train_tokenizer_from_texts",
     "train_translation_tokenizers",
 ]
