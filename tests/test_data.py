@@ -1,0 +1,287 @@
+"""Corpus loaders, default corpus resolution, bad input, synthetic text tasks and tokenization of a corpus."""
+
+import gzip
+import json
+import logging
+from pathlib import Path
+
+import pytest
+from datasets import DatasetDict, IterableDatasetDict
+
+import hf_s2s
+from hf_s2s import data
+from hf_s2s.synthetic import reorder_sentence, text_reversal_corpus, word_reordering_corpus
+from hf_s2s.tokenization import train_tokenizer
+
+PAIRS = [("Ein Hund läuft.", "A dog runs."), ("Zwei Männer.", "Two men."), ("Ein Kind spielt.", "A child plays.")]
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    text = "".join(line + "\n" for line in lines)
+    if path.suffix == ".gz":
+        with gzip.open(path, "wt", encoding="utf-8") as handle:
+            handle.write(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def write_folder(folder: Path, prefixes=("train", "val", "test_2016_flickr"), gz=False, pairs=PAIRS) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    suffix = ".gz" if gz else ""
+    for prefix in prefixes:
+        write_lines(folder / f"{prefix}.de{suffix}", [de for de, _ in pairs])
+        write_lines(folder / f"{prefix}.en{suffix}", [en for _, en in pairs])
+    return folder
+
+
+def as_pairs(split, source_lang="de", target_lang="en") -> list[tuple[str, str]]:
+    return [(ex["translation"][source_lang], ex["translation"][target_lang]) for ex in split]
+
+
+# ------------------------------------------------------------------------------------------------ loaders
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_text_folder_maps_multi30k_names_to_splits(tmp_path, gz):
+    corpus = data.load_text_folder(write_folder(tmp_path, gz=gz), "de", "en")
+    assert isinstance(corpus, DatasetDict)
+    assert list(corpus) == ["train", "validation", "test"]
+    for split in corpus.values():
+        assert split.column_names == ["translation"]
+        assert as_pairs(split) == PAIRS
+
+
+def test_text_folder_reversed_direction(tmp_path):
+    corpus = data.load_text_folder(write_folder(tmp_path), "en", "de")
+    assert as_pairs(corpus["train"], "en", "de") == [(en, de) for de, en in PAIRS]
+
+
+def test_text_folder_explicit_prefixes(tmp_path):
+    write_folder(tmp_path, prefixes=("train", "valid", "test_2017_mscoco", "test_2016_flickr"))
+    corpus = data.load_text_folder(tmp_path, "de", "en", split_prefixes={"test": "test_2017_mscoco"})
+    assert list(corpus) == ["train", "validation", "test"]
+    with pytest.raises(FileNotFoundError, match=r"split 'test'.*test_2018\.de"):
+        data.load_text_folder(tmp_path, "de", "en", split_prefixes={"test": "test_2018"})
+    with pytest.raises(ValueError, match=r"unknown split name\(s\) \['dev'\]"):
+        data.load_text_folder(tmp_path, "de", "en", split_prefixes={"dev": "val"})
+
+
+def test_text_folder_streaming(tmp_path):
+    corpus = data.load_text_folder(write_folder(tmp_path, gz=True), "de", "en", streaming=True)
+    assert isinstance(corpus, IterableDatasetDict)
+    assert as_pairs(corpus["test"]) == PAIRS
+    assert as_pairs(corpus["test"]) == PAIRS  # a second pass reads the files again
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_jsonl(tmp_path, streaming):
+    path = tmp_path / "train.jsonl"
+    path.write_text("".join(json.dumps({"translation": {"de": de, "en": en}, "id": i}) + "\n"
+                            for i, (de, en) in enumerate(PAIRS)), encoding="utf-8")
+    corpus = data.load_jsonl({"train": path, "test": path}, "de", "en", streaming=streaming)
+    assert isinstance(corpus, IterableDatasetDict if streaming else DatasetDict)
+    assert as_pairs(corpus["train"]) == PAIRS and as_pairs(corpus["test"]) == PAIRS
+    assert list(next(iter(corpus["train"]))) == ["translation"]
+    with pytest.raises(ValueError, match=r"target language 'fr' is not in the translations of .*train\.jsonl; "
+                                         r"languages there: \['de', 'en'\]"):
+        data.load_jsonl(path, "de", "fr", streaming=streaming)
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("name", ["train.tsv", "train.tsv.gz"])
+def test_tsv(tmp_path, streaming, name):
+    path = write_lines(tmp_path / name, [f"{de}\t{en}" for de, en in PAIRS])
+    corpus = data.load_tsv(path, "de", "en", streaming=streaming)
+    assert list(corpus) == ["train"]
+    assert as_pairs(corpus["train"]) == PAIRS
+
+
+def test_tsv_wrong_field_count(tmp_path):
+    path = write_lines(tmp_path / "train.tsv", ["a\tb", "a\tb\tc"])
+    with pytest.raises(ValueError, match=r"train\.tsv, line 2: expected 2 tab-separated fields .* got 3"):
+        data.load_tsv(path, "de", "en")
+
+
+def test_load_translation_corpus_dispatch(tmp_path):
+    folder = write_folder(tmp_path / "folder")
+    assert as_pairs(data.load_translation_corpus(str(folder), "de", "en")["validation"]) == PAIRS
+    for split in ("train", "dev", "test"):
+        write_lines(tmp_path / f"{split}.tsv", [f"{de}\t{en}" for de, en in PAIRS])
+    corpus = data.load_translation_corpus(str(tmp_path / "{split}.tsv"), "de", "en")
+    assert list(corpus) == ["train", "validation", "test"]
+    synthetic = data.load_translation_corpus("synthetic:reordering", "en", "xx")
+    assert set(synthetic["train"][0]["translation"]) == {"en", "xx"}
+    with pytest.raises(ValueError, match=r"unknown synthetic task 'synthetic:copy'"):
+        data.load_translation_corpus("synthetic:copy", "src", "tgt")
+    with pytest.raises(FileNotFoundError, match=r"missing file for split 'train': .*nothing\.jsonl does not exist"):
+        data.load_translation_corpus(str(tmp_path / "nothing.jsonl"), "de", "en")
+
+
+# ------------------------------------------------------------------------------------------------ bad input
+
+
+def test_missing_target_file_names_the_path(tmp_path):
+    write_folder(tmp_path, prefixes=("val",))
+    write_lines(tmp_path / "train.de.gz", ["x"])
+    with pytest.raises(FileNotFoundError, match=r"split 'train', language 'en': expected .*train\.en or .*train\.en\.gz"):
+        data.load_text_folder(tmp_path, "de", "en")
+
+
+def test_missing_folder_and_empty_folder(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"corpus folder .*absent does not exist"):
+        data.load_text_folder(tmp_path / "absent", "de", "en")
+    write_lines(tmp_path / "notes.de", ["x"])
+    write_lines(tmp_path / "notes.en", ["x"])
+    with pytest.raises(FileNotFoundError, match=r"no split found in .*expected files named like train\.de\[\.gz\]"):
+        data.load_text_folder(tmp_path, "de", "en")
+
+
+def test_unknown_language_lists_available(tmp_path):
+    write_folder(tmp_path)
+    with pytest.raises(ValueError, match=r"target language 'fr' has no files in .*available there: \['de', 'en'\]"):
+        data.load_text_folder(tmp_path, "de", "fr")
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("longer", ["source", "target"])
+def test_line_count_mismatch_names_both_files_and_counts(tmp_path, streaming, longer):
+    write_lines(tmp_path / "train.de", ["a", "b", "c", "d"] if longer == "source" else ["a", "b"])
+    write_lines(tmp_path / "train.en.gz", ["a", "b"] if longer == "source" else ["a", "b", "c", "d", "e"])
+    counts = (4, 2) if longer == "source" else (2, 5)
+    pattern = rf"not line-aligned: .*train\.de has {counts[0]} lines but .*train\.en\.gz has {counts[1]} lines"
+    with pytest.raises(ValueError, match=pattern):
+        corpus = data.load_text_folder(tmp_path, "de", "en", streaming=streaming)
+        list(corpus["train"])
+
+
+def test_empty_pairs_are_skipped_and_counted(tmp_path, caplog):
+    write_lines(tmp_path / "train.de", ["Hallo", "", "Welt", "  ", "Ja"])
+    write_lines(tmp_path / "train.en", ["Hello", "Empty source", "", "Blank", "Yes"])
+    with caplog.at_level(logging.WARNING, logger="hf_s2s.data"):
+        corpus = data.load_text_folder(tmp_path, "de", "en")
+    assert as_pairs(corpus["train"]) == [("Hallo", "Hello"), ("Ja", "Yes")]
+    assert "skipped 3 of 5 pairs in split 'train'" in caplog.text
+
+    tsv = write_lines(tmp_path / "pairs.tsv", ["a\tb", "\tb", "", "c\td"])
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="hf_s2s.data"):
+        assert as_pairs(data.load_tsv(tsv, "de", "en")["train"]) == [("a", "b"), ("c", "d")]
+    assert "skipped 2 of 4 pairs" in caplog.text
+
+
+# ------------------------------------------------------------------------------------------------ resolution
+
+
+@pytest.fixture
+def no_env(monkeypatch):
+    monkeypatch.delenv(data.DATA_DIR_ENV, raising=False)
+    return monkeypatch
+
+
+def test_resolution_order(tmp_path, no_env):
+    explicit, from_env = write_folder(tmp_path / "explicit"), write_folder(tmp_path / "env")
+    no_env.setenv(data.DATA_DIR_ENV, str(from_env))
+    assert data.resolve_data_dir(explicit, search_shared=False) == explicit
+    assert data.resolve_data_dir(None, search_shared=False) == from_env
+    no_env.delenv(data.DATA_DIR_ENV)
+    assert data.resolve_data_dir(None, search_shared=False) is None
+
+
+def test_explicit_dir_that_does_not_exist_is_an_error(tmp_path, no_env):
+    with pytest.raises(FileNotFoundError, match=r"data_dir points to .*nowhere, which is not a folder; pass --data_dir"):
+        data.load_multi30k(data_dir=tmp_path / "nowhere")
+    no_env.setenv(data.DATA_DIR_ENV, str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError, match=r"\$HF_S2S_DATA_DIR points to .*nowhere"):
+        data.load_multi30k()
+
+
+def test_nothing_reachable_says_what_to_pass(no_env):
+    # Tests run offline (conftest), so the Hub attempt fails too.
+    with pytest.raises(FileNotFoundError) as error:
+        data.load_multi30k(search_shared=False)
+    message = str(error.value)
+    assert "Pass --data_dir DIR (data_dir=DIR) or set HF_S2S_DATA_DIR=DIR" in message
+    assert "train.de.gz, train.en.gz" in message and "'bentrevett/multi30k' from the Hub:" in message
+    with pytest.raises(FileNotFoundError, match=r"Hub: not tried \(hub_name=None\)"):
+        data.load_multi30k(search_shared=False, hub_name=None)
+
+
+def test_shared_copy_is_found_beside_the_project_root(no_env):
+    project_root = Path(hf_s2s.__file__).resolve().parents[1]
+    expected = (project_root.parent / "shared" / "data" / "multi30k").resolve()
+    assert data.shared_data_candidates()[0].resolve() == expected
+    if not expected.is_dir():
+        pytest.skip(f"no shared Multi30k at {expected}")
+    assert data.resolve_data_dir() == expected
+    corpus = data.load_multi30k("de", "en", streaming=True)
+    first = next(iter(corpus["test"]))["translation"]
+    assert first == {"de": "Ein Mann mit einem orangefarbenen Hut, der etwas anstarrt.",
+                     "en": "A man in an orange hat starring at something."}
+
+
+# ------------------------------------------------------------------------------------------------ synthetic
+
+
+def test_text_reversal_corpus():
+    corpus = text_reversal_corpus(50, 5, 5, num_symbols=6, min_len=2, max_len=4, seed=3)
+    assert {k: len(v) for k, v in corpus.items()} == {"train": 50, "validation": 5, "test": 5}
+    for src, tgt in as_pairs(corpus["train"], "src", "tgt"):
+        assert tgt.split() == src.split()[::-1] and 2 <= len(src.split()) <= 4
+        assert set(src.split()) <= set("abcdef")
+    assert as_pairs(corpus["test"], "src", "tgt") == as_pairs(text_reversal_corpus(50, 5, 5, num_symbols=6, min_len=2,
+                                                                                     max_len=4, seed=3)["test"], "src", "tgt")
+
+
+def test_word_reordering():
+    assert reorder_sentence("the big dog sees a cat") == "ka hundo garu mi kato vidas"
+    assert reorder_sentence("a man likes the small red bird") == "mi viro ka fogo tini roso amas"
+    corpus = word_reordering_corpus(20, 2, 2)
+    for src, tgt in as_pairs(corpus["train"], "src", "tgt"):
+        assert tgt == reorder_sentence(src) and len(tgt.split()) == len(src.split())
+
+
+# ------------------------------------------------------------------------------------------------ tokenize
+
+
+@pytest.fixture(scope="module")
+def reordering():
+    corpus = word_reordering_corpus(300, 20, 20)
+    return corpus, train_tokenizer(corpus, "src", "tgt", vocab_size=320)
+
+
+def test_tokenize_corpus_columns_and_truncation_counts(reordering, caplog):
+    corpus, tokenizer = reordering
+    sources = [ex["translation"]["src"] for ex in corpus["train"]]
+    targets = [ex["translation"]["tgt"] for ex in corpus["train"]]
+    full = tokenizer(sources)["input_ids"]
+    limit = sorted(len(ids) for ids in full)[len(full) // 2]  # the median length: about half get cut
+    expected_cut = sum(len(ids) > limit for ids in full)
+    assert 0 < expected_cut < len(full)
+    with caplog.at_level(logging.WARNING, logger="hf_s2s.data"):
+        tokenized, stats = data.tokenize_corpus(corpus, tokenizer, "src", "tgt", max_source_length=limit,
+                                                max_target_length=256, return_stats=True)
+    train = tokenized["train"]
+    assert train.column_names == ["input_ids", "attention_mask", "labels"]
+    assert stats["train"] == data.TruncationStats(len(full), expected_cut, 0)
+    assert f"truncated {expected_cut} of {len(full)} sources" in caplog.text
+    # Same as the tokenizer's own truncation (which keeps the final </s>).
+    assert train["input_ids"] == tokenizer(sources, truncation=True, max_length=limit)["input_ids"]
+    assert train["labels"] == tokenizer(text_target=targets)["input_ids"]
+    assert all(ids[-1] == tokenizer.eos_token_id for ids in train["input_ids"])
+    assert all(mask == [1] * len(ids) for mask, ids in zip(train["attention_mask"], train["input_ids"], strict=True))
+
+
+def test_tokenize_corpus_streaming_equals_in_memory(reordering):
+    corpus, tokenizer = reordering
+    streamed = IterableDatasetDict({k: v.to_iterable_dataset() for k, v in corpus.items()})
+    tokenized = data.tokenize_corpus(corpus, tokenizer, "src", "tgt", 8, 8)
+    tokenized_stream = data.tokenize_corpus(streamed, tokenizer, "src", "tgt", 8, 8)
+    assert isinstance(tokenized_stream, IterableDatasetDict)
+    assert list(tokenized_stream["test"]) == list(tokenized["test"])
+
+
+def test_tokenize_corpus_rejects_bad_limits(reordering):
+    corpus, tokenizer = reordering
+    with pytest.raises(ValueError, match=r"`max_source_length` must be None or an integer >= 2.*got 1"):
+        data.tokenize_corpus(corpus, tokenizer, "src", "tgt", max_source_length=1)
