@@ -6,6 +6,7 @@
 """
 
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +17,19 @@ TRANSLATION_METRIC_PATH = str(Path(__file__).with_name("sacrebleu_translation.py
 
 
 def load_translation_metric(**kwargs: Any):
-    """``evaluate.load`` of the shipped metric module (works offline); ``kwargs`` go to ``evaluate.load``."""
+    """``evaluate.load`` of the shipped metric module (works offline); ``kwargs`` go to ``evaluate.load``.
+
+    Kept in memory by default: no cache files, so several processes (DDP) can compute at once without
+    fighting over evaluate's lock files."""
     import evaluate
 
+    kwargs.setdefault("keep_in_memory", True)
     return evaluate.load(TRANSLATION_METRIC_PATH, **kwargs)
+
+
+@lru_cache(maxsize=1)
+def _shared_metric():
+    return load_translation_metric()
 
 
 def compute_translation_metrics(
@@ -28,7 +38,7 @@ def compute_translation_metrics(
     """BLEU, lowercased BLEU, chrF and their signatures for detokenized ``predictions`` against
     ``references`` (one string, or a list of strings, per segment); ``kwargs``: ``tokenize``,
     ``chrf_word_order``."""
-    return load_translation_metric().compute(
+    return _shared_metric().compute(
         predictions=list(predictions), references=list(references), **kwargs
     )
 
@@ -40,7 +50,7 @@ def build_compute_metrics(tokenizer: Any, **kwargs: Any) -> Callable[[Any], dict
     References decoded from labels are normalized by the tokenizer; report final scores against the raw
     reference text with :func:`compute_translation_metrics`.
     """
-    metric = load_translation_metric()
+    metric = _shared_metric()
 
     def compute_metrics(eval_prediction: Any) -> dict[str, float]:
         predictions, labels = eval_prediction.predictions, eval_prediction.label_ids
