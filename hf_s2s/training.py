@@ -1,0 +1,294 @@
+"""The main job: corpus -> tokenizer -> model -> Seq2SeqTrainer -> test-set evaluation -> Hub-ready folder.
+
+``scripts/train.py`` is a thin command line over :func:`run`. Everything runs unchanged under
+``accelerate launch`` (Trainer handles the processes); the test-set evaluation and the files written at the
+end happen on the main process only.
+"""
+
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import torch
+import transformers
+from transformers import (
+    AutoConfig,
+    AutoModelForSeq2SeqLM,
+    DataCollatorForSeq2Seq,
+    EarlyStoppingCallback,
+    HfArgumentParser,
+    Seq2SeqTrainer,
+    Seq2SeqTrainingArguments,
+)
+
+from . import data as data_lib
+from . import tokenization
+from .metrics import compute_translation_metrics
+from .translate import translate
+
+logger = logging.getLogger(__name__)
+
+RECIPES_DIR = Path(__file__).resolve().parent.parent / "configs"
+FAMILIES = ("transformer_seq2seq", "rnn_seq2seq")
+
+
+@dataclass
+class ModelArguments:
+    model_type: str = field(default="transformer_seq2seq", metadata={"help": f"model family: one of {FAMILIES}"})
+    model_name_or_path: str | None = field(
+        default=None, metadata={"help": "fine-tune a saved model folder (or Hub id) instead of training from scratch"}
+    )
+    model_config: str | None = field(
+        default=None, metadata={"help": "JSON object of config fields that differ from the family's defaults"}
+    )
+    tokenizer_name_or_path: str | None = field(
+        default=None, metadata={"help": "use this tokenizer instead of training one on the training split"}
+    )
+    tokenizer_type: str = field(default="bpe", metadata={"help": "tokenizer trained when none is given: bpe or unigram"})
+    vocab_size: int = field(default=8000, metadata={"help": "vocabulary size of the trained tokenizer"})
+
+
+@dataclass
+class DataArguments:
+    recipe: str | None = field(
+        default=None, metadata={"help": "a named recipe in configs/ (or a JSON file): defaults for every argument"}
+    )
+    dataset: str = field(
+        default="multi30k",
+        metadata={"help": "multi30k, synthetic:reversal, synthetic:reordering, a corpus folder, a .jsonl/.tsv file "
+                          "pattern, or a Hub dataset name"},
+    )
+    dataset_config: str | None = field(default=None, metadata={"help": "Hub dataset config name"})
+    data_dir: str | None = field(default=None, metadata={"help": "folder holding the default corpus (Multi30k)"})
+    source_lang: str = field(default="de")
+    target_lang: str = field(default="en")
+    max_source_length: int = field(default=128, metadata={"help": "longer sources are truncated (and counted)"})
+    max_target_length: int = field(default=128, metadata={"help": "longer targets are truncated (and counted)"})
+    max_train_samples: int | None = field(default=None, metadata={"help": "use only the first N training pairs"})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "use only the first N validation pairs"})
+    max_test_samples: int | None = field(default=None, metadata={"help": "use only the first N test pairs"})
+    early_stopping_patience: int | None = field(
+        default=3, metadata={"help": "stop after this many evaluations without a better BLEU; 0 disables"}
+    )
+    test_num_beams: str = field(default="1,5", metadata={"help": "beam sizes for the final test evaluation"})
+    num_sample_translations: int = field(default=20, metadata={"help": "test translations written to samples.txt"})
+
+
+def default_training_arguments() -> dict:
+    """Defaults of the main job that differ from Seq2SeqTrainingArguments' own."""
+    return {
+        "output_dir": "runs/transformer-multi30k-de-en",
+        "predict_with_generate": True,
+        "eval_strategy": "epoch",
+        "save_strategy": "epoch",
+        "save_total_limit": 5,
+        "load_best_model_at_end": True,
+        "metric_for_best_model": "bleu",
+        "greater_is_better": True,
+        "train_sampling_strategy": "group_by_length",
+        "lr_scheduler_type": "inverse_sqrt",
+        "warmup_steps": 400,
+        "label_smoothing_factor": 0.1,
+        "per_device_train_batch_size": 64,
+        "per_device_eval_batch_size": 128,
+        "generation_max_length": 128,
+        "report_to": ["tensorboard"],
+        "logging_steps": 50,
+    }
+
+
+def load_recipe(name_or_path: str) -> dict:
+    """A named recipe from configs/ (``transformer_small``) or a JSON file."""
+    path = Path(name_or_path)
+    if not path.is_file():
+        path = RECIPES_DIR / f"{name_or_path}.json"
+    if not path.is_file():
+        available = sorted(p.stem for p in RECIPES_DIR.glob("*.json"))
+        raise ValueError(f"unknown recipe {name_or_path!r}; available recipes: {available} (or a path to a JSON file)")
+    recipe = json.loads(path.read_text())
+    if isinstance(recipe.get("model_config"), dict):
+        recipe["model_config"] = json.dumps(recipe["model_config"])
+    return recipe
+
+
+def parse_args(argv: list[str] | None = None):
+    """Parse the command line over (ModelArguments, DataArguments, Seq2SeqTrainingArguments); a ``--recipe``
+    provides defaults that explicit flags override."""
+    parser = HfArgumentParser((ModelArguments, DataArguments, Seq2SeqTrainingArguments))
+    defaults = default_training_arguments()
+    pre, _ = HfArgumentParser(DataArguments).parse_known_args(argv)
+    if pre.recipe:
+        recipe = load_recipe(pre.recipe)
+        known = {f.name for cls in (ModelArguments, DataArguments, Seq2SeqTrainingArguments) for f in fields(cls)}
+        unknown = sorted(set(recipe) - known)
+        if unknown:
+            raise ValueError(f"recipe {pre.recipe!r} sets unknown argument(s) {unknown}")
+        defaults.update(recipe)
+    parser.set_defaults(**defaults)
+    return parser.parse_args_into_dataclasses(args=argv)
+
+
+def build_model(model_args: ModelArguments, tokenizer):
+    """A new model of the chosen family sized to ``tokenizer``, or a saved one to fine-tune."""
+    if model_args.model_name_or_path:
+        model = AutoModelForSeq2SeqLM.from_pretrained(model_args.model_name_or_path)
+    else:
+        if model_args.model_type not in FAMILIES:
+            raise ValueError(f"`model_type` must be one of {list(FAMILIES)}, got {model_args.model_type!r}")
+        overrides = json.loads(model_args.model_config) if model_args.model_config else {}
+        overrides.setdefault("vocab_size", len(tokenizer))
+        overrides.update(tokenization.special_token_ids(tokenizer))
+        config = AutoConfig.for_model(model_args.model_type, **overrides)
+        model = AutoModelForSeq2SeqLM.from_config(config)
+    tokenization.check_tokenizer_fits_model(tokenizer, model.config)
+    return model
+
+
+def make_compute_metrics(tokenizer):
+    def compute_metrics(prediction):
+        predictions = prediction.predictions
+        labels = prediction.label_ids
+        predictions = [[t for t in row if t >= 0] for row in predictions.tolist()]
+        labels = [[t for t in row if t >= 0] for row in labels.tolist()]
+        hypotheses = tokenizer.batch_decode(predictions, skip_special_tokens=True)
+        references = tokenizer.batch_decode(labels, skip_special_tokens=True)
+        scores = compute_translation_metrics(hypotheses, references)
+        return {k: v for k, v in scores.items() if isinstance(v, int | float)}
+
+    return compute_metrics
+
+
+def count_tokens(dataset) -> int:
+    """Source + target tokens (padding excluded) in a tokenized dataset."""
+    return sum(len(x) for x in dataset["input_ids"]) + sum(len(x) for x in dataset["labels"])
+
+
+def evaluate_test_set(model, tokenizer, test_pairs, data_args, training_args) -> tuple[dict, list[dict]]:
+    """Translate the test split with each beam size; returns the scores and sample translations."""
+    pairs = test_pairs["translation"]
+    sources = [pair[data_args.source_lang] for pair in pairs]
+    references = [pair[data_args.target_lang] for pair in pairs]
+    scores, samples = {}, []
+    for num_beams in [int(b) for b in data_args.test_num_beams.split(",") if b.strip()]:
+        start = time.perf_counter()
+        hypotheses = translate(model, tokenizer, sources, num_beams=num_beams,
+                               batch_size=training_args.per_device_eval_batch_size,
+                               max_length=training_args.generation_max_length,
+                               max_source_length=data_args.max_source_length)
+        texts = [h[0].text for h in hypotheses]
+        result = compute_translation_metrics(texts, references)
+        result["decode_seconds"] = round(time.perf_counter() - start, 2)
+        key = "greedy" if num_beams == 1 else f"beam{num_beams}"
+        scores[key] = result
+        if not samples:
+            samples = [{"source": s, "reference": r, "hypothesis": h}
+                       for s, r, h in list(zip(sources, references, texts, strict=True))[: data_args.num_sample_translations]]
+    return scores, samples
+
+
+def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq2SeqTrainingArguments,
+        callbacks: list | None = None) -> dict:
+    """Train and evaluate; returns the results written to ``results.json`` (an empty dict on processes other
+    than the main one). ``callbacks`` are added to the Trainer's."""
+    transformers.set_seed(training_args.seed)
+    output_dir = Path(training_args.output_dir)
+    corpus = data_lib.load_translation_corpus(
+        data_args.dataset, source_lang=data_args.source_lang, target_lang=data_args.target_lang,
+        data_dir=data_args.data_dir, dataset_config=data_args.dataset_config,
+    )
+    for split, limit in (("train", data_args.max_train_samples), ("validation", data_args.max_eval_samples),
+                         ("test", data_args.max_test_samples)):
+        if limit is not None and split in corpus:
+            corpus[split] = corpus[split].select(range(min(limit, len(corpus[split]))))
+
+    if model_args.tokenizer_name_or_path or model_args.model_name_or_path:
+        tokenizer = tokenization.load_tokenizer(model_args.tokenizer_name_or_path or model_args.model_name_or_path)
+    else:
+        with training_args.main_process_first(desc="train tokenizer"):
+            tokenizer_dir = output_dir / "tokenizer"
+            if training_args.process_index == 0 and not (tokenizer_dir / "tokenizer.json").is_file():
+                tokenizer = tokenization.train_tokenizer(
+                    corpus["train"], source_lang=data_args.source_lang, target_lang=data_args.target_lang,
+                    vocab_size=model_args.vocab_size, model_type=model_args.tokenizer_type,
+                )
+                tokenizer.save_pretrained(tokenizer_dir)
+            tokenizer = tokenization.load_tokenizer(tokenizer_dir)
+
+    model = build_model(model_args, tokenizer)
+    num_parameters = model.num_parameters()
+    logger.info("model: %s with %s parameters", model.config.model_type, f"{num_parameters:,}")
+
+    with training_args.main_process_first(desc="tokenize"):
+        tokenized = data_lib.tokenize_corpus(
+            corpus, tokenizer, source_lang=data_args.source_lang, target_lang=data_args.target_lang,
+            max_source_length=data_args.max_source_length, max_target_length=data_args.max_target_length,
+        )
+    collator = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
+    callbacks = list(callbacks or [])
+    if data_args.early_stopping_patience and training_args.load_best_model_at_end:
+        callbacks.append(EarlyStoppingCallback(early_stopping_patience=data_args.early_stopping_patience))
+    trainer = Seq2SeqTrainer(
+        model=model, args=training_args, train_dataset=tokenized["train"],
+        eval_dataset=tokenized.get("validation"), data_collator=collator, processing_class=tokenizer,
+        compute_metrics=make_compute_metrics(tokenizer), callbacks=callbacks,
+    )
+    start = time.perf_counter()
+    train_result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    # Validation (generation + BLEU each epoch) is timed by Trainer; training speed leaves it out.
+    eval_seconds = sum(entry.get("eval_runtime", 0.0) for entry in trainer.state.log_history)
+    train_seconds = time.perf_counter() - start - eval_seconds
+    epochs_done = trainer.state.epoch or training_args.num_train_epochs
+    train_tokens = count_tokens(tokenized["train"]) * epochs_done
+
+    results = {}
+    if trainer.is_world_process_zero():
+        final_dir = output_dir / "model"
+        trainer.save_model(final_dir)  # best checkpoint when load_best_model_at_end
+        tokenizer.save_pretrained(final_dir)
+        model = trainer.model
+        test_scores, samples = evaluate_test_set(model, tokenizer, corpus["test"], data_args, training_args) \
+            if "test" in corpus else ({}, [])
+        best_validation = trainer.state.best_metric
+        results = {
+            "model_type": model.config.model_type,
+            "dataset": data_args.dataset,
+            "source_lang": data_args.source_lang,
+            "target_lang": data_args.target_lang,
+            "recipe": data_args.recipe,
+            "num_parameters": num_parameters,
+            "train_seconds": round(train_seconds, 1),  # training steps only, validation excluded
+            "validation_seconds": round(eval_seconds, 1),
+            "train_tokens_per_second": round(train_tokens / train_seconds, 1),
+            "epochs": epochs_done,
+            "train_loss": train_result.training_loss,
+            "best_validation_bleu": best_validation,
+            "test": test_scores,
+            "device": str(trainer.args.device),
+            "torch_threads": torch.get_num_threads(),
+            "world_size": training_args.world_size,
+            "training_arguments": {k: v for k, v in training_args.to_dict().items()
+                                   if k in ("learning_rate", "num_train_epochs", "per_device_train_batch_size",
+                                            "label_smoothing_factor", "lr_scheduler_type", "warmup_steps", "seed")},
+            "model_config": model.config.to_diff_dict(),
+        }
+        (final_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
+        (output_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
+        with open(output_dir / "samples.txt", "w") as f:
+            for s in samples:
+                f.write(f"SRC: {s['source']}\nREF: {s['reference']}\nHYP: {s['hypothesis']}\n\n")
+    return results
+
+
+def summary_line(results: dict) -> str:
+    parts = []
+    for key, scores in results.get("test", {}).items():
+        parts.append(f"{key}: BLEU {scores['bleu']:.2f} (lowercased {scores['bleu_lowercase']:.2f}), "
+                     f"chrF {scores['chrf']:.2f}")
+    minutes = results.get("train_seconds", math.nan) / 60
+    return f"test {' | '.join(parts)}; trained in {minutes:.1f} min; {results.get('num_parameters', 0):,} parameters"
+
+
+__all__ = ["ModelArguments", "DataArguments", "parse_args", "run", "load_recipe", "build_model", "summary_line"]

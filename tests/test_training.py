@@ -1,0 +1,196 @@
+"""The main job end to end on tiny models and the synthetic reversal corpus: train.py's library entry point,
+recipes, resume after a crash, translate.py (n-best, scores, alignment heatmap) and checkpoint averaging."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib.image
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, TrainerCallback
+
+import hf_s2s  # noqa: F401
+import hf_s2s.data
+from hf_s2s.checkpoints import average_checkpoints, find_checkpoints
+from hf_s2s.metrics import compute_translation_metrics
+from hf_s2s.training import load_recipe, parse_args, run
+from hf_s2s.translate import alignment, translate
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = {
+    "transformer_seq2seq": {"d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2,
+                            "decoder_attention_heads": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64},
+    "rnn_seq2seq": {"encoder_embedding_size": 16, "decoder_embedding_size": 16, "encoder_hidden_size": 16,
+                    "decoder_hidden_size": 32, "attention_size": 16},
+}
+
+
+def tiny_args(output_dir, model_type="transformer_seq2seq", *extra):
+    return parse_args([
+        "--dataset", "synthetic:reversal", "--source_lang", "src", "--target_lang", "tgt", "--vocab_size", "280",
+        "--model_type", model_type, "--model_config", json.dumps(TINY[model_type]),
+        "--max_train_samples", "256", "--max_eval_samples", "32", "--max_test_samples", "16",
+        "--output_dir", str(output_dir), "--report_to", "none", "--use_cpu", "true", "--disable_tqdm", "true",
+        "--per_device_train_batch_size", "32", "--per_device_eval_batch_size", "16", "--learning_rate", "3e-3",
+        "--warmup_steps", "4", "--num_train_epochs", "2", "--generation_max_length", "16",
+        "--test_num_beams", "1,2", "--num_sample_translations", "3", "--logging_steps", "1", *extra,
+    ])
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One tiny run per family, shared by the tests below."""
+    runs = {}
+    for model_type in TINY:
+        output_dir = tmp_path_factory.mktemp(model_type)
+        results = run(*tiny_args(output_dir, model_type))
+        runs[model_type] = (output_dir, results)
+    return runs
+
+
+@pytest.mark.parametrize("model_type", list(TINY))
+def test_run_writes_results_and_a_loadable_model_folder(trained, model_type):
+    output_dir, results = trained[model_type]
+    on_disk = json.loads((output_dir / "model" / "results.json").read_text())
+    assert on_disk["num_parameters"] == results["num_parameters"] > 0
+    assert set(on_disk["test"]) == {"greedy", "beam2"}
+    assert on_disk["test"]["greedy"]["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    assert on_disk["train_tokens_per_second"] > 0 and on_disk["train_seconds"] > 0
+    assert (output_dir / "samples.txt").read_text().count("HYP: ") == 3
+    assert (output_dir / "checkpoint-16").is_dir()  # 256 pairs / 32 per step * 2 epochs
+    # The saved folder loads through the Auto classes and reproduces the scores in results.json.
+    model = AutoModelForSeq2SeqLM.from_pretrained(output_dir / "model")
+    tokenizer = AutoTokenizer.from_pretrained(output_dir / "model")
+    assert type(model).__name__.startswith({"transformer_seq2seq": "Transformer", "rnn_seq2seq": "RNN"}[model_type])
+    args = tiny_args(output_dir, model_type)
+    corpus = hf_s2s.data.load_translation_corpus("synthetic:reversal", source_lang="src", target_lang="tgt")
+    pairs = corpus["test"].select(range(16))["translation"]
+    hypotheses = translate(model, tokenizer, [p["src"] for p in pairs], num_beams=1, batch_size=16,
+                           max_length=args[2].generation_max_length)
+    scores = compute_translation_metrics([h[0].text for h in hypotheses], [p["tgt"] for p in pairs])
+    assert scores["bleu"] == pytest.approx(on_disk["test"]["greedy"]["bleu"], abs=1e-9)
+
+
+def test_training_loss_decreases(trained):
+    output_dir, _ = trained["transformer_seq2seq"]
+    state = json.loads((output_dir / "checkpoint-16" / "trainer_state.json").read_text())
+    losses = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
+    assert len(losses) == 16 and losses[-1] < losses[0] * 0.8
+
+
+class CrashAt(TrainerCallback):
+    def __init__(self, step):
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            raise KeyboardInterrupt(f"simulated kill at step {self.step}")
+
+
+def test_resumed_run_ends_with_the_same_weights_as_an_uninterrupted_one(tmp_path):
+    common = ("--eval_strategy", "no", "--save_strategy", "steps", "--save_steps", "4", "--max_steps", "8",
+              "--load_best_model_at_end", "false", "--test_num_beams", "1", "--model_config",
+              json.dumps({**TINY["transformer_seq2seq"], "dropout": 0.1}))
+    run(*tiny_args(tmp_path / "straight", "transformer_seq2seq", *common))
+    with pytest.raises(KeyboardInterrupt):
+        run(*tiny_args(tmp_path / "killed", "transformer_seq2seq", *common), callbacks=[CrashAt(6)])
+    assert not (tmp_path / "killed" / "checkpoint-8").exists()
+    run(*tiny_args(tmp_path / "killed", "transformer_seq2seq", *common,
+                   "--resume_from_checkpoint", str(tmp_path / "killed" / "checkpoint-4")))
+    straight = load_file(tmp_path / "straight" / "model" / "model.safetensors")
+    resumed = load_file(tmp_path / "killed" / "model" / "model.safetensors")
+    assert straight.keys() == resumed.keys()
+    for key in straight:
+        torch.testing.assert_close(resumed[key], straight[key], rtol=0, atol=1e-6, msg=key)
+    # ...and the check has teeth: the run's own intermediate checkpoint differs from the end.
+    middle = load_file(tmp_path / "killed" / "checkpoint-4" / "model.safetensors")
+    assert any(not torch.equal(middle[k], straight[k]) for k in straight)
+
+
+def test_recipes_give_defaults_that_flags_override(tmp_path):
+    for recipe in sorted((ROOT / "configs").glob("*.json")):
+        assert load_recipe(recipe.stem)  # every shipped recipe parses
+    model_args, data_args, training_args = parse_args(["--recipe", "transformer_small", "--learning_rate", "0.123",
+                                                      "--output_dir", str(tmp_path)])
+    recipe = load_recipe("transformer_small")
+    assert model_args.model_type == recipe["model_type"]
+    assert training_args.learning_rate == 0.123
+    assert training_args.num_train_epochs == recipe["num_train_epochs"]
+
+
+def test_bad_recipes_are_named(tmp_path):
+    with pytest.raises(ValueError, match=r"unknown recipe 'nope'; available recipes: \[.*transformer_small"):
+        parse_args(["--recipe", "nope"])
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"learning_rat": 0.1}))
+    with pytest.raises(ValueError, match=r"sets unknown argument\(s\) \['learning_rat'\]"):
+        parse_args(["--recipe", str(bad)])
+
+
+def test_tokenizer_that_does_not_fit_the_model_fails_before_training(trained, tmp_path):
+    output_dir, _ = trained["transformer_seq2seq"]
+    args = tiny_args(tmp_path, "transformer_seq2seq", "--tokenizer_name_or_path", str(output_dir / "model"),
+                     "--model_config", json.dumps({**TINY["transformer_seq2seq"], "vocab_size": 100}))
+    with pytest.raises(ValueError, match="vocab"):
+        run(*args)
+    assert not list(tmp_path.glob("checkpoint-*"))
+
+
+def test_translate_script_nbest_scores_and_heatmaps(trained, tmp_path):
+    for model_type in TINY:
+        model_dir = trained[model_type][0] / "model"
+        completed = subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "translate.py"), str(model_dir), "--beams", "3", "--nbest", "2",
+             "--scores", "--max-new-tokens", "12"],
+            input="a b c\nd e f g\n", capture_output=True, text=True, timeout=120, check=True,
+        )
+        rows = [line.split("\t") for line in completed.stdout.splitlines()]
+        assert [r[0] for r in rows] == ["0", "0", "1", "1"]
+        for first, second in (rows[0:2], rows[2:4]):
+            assert float(first[2]) >= float(second[2])  # best first
+        png = tmp_path / f"{model_type}.png"
+        subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "translate.py"), str(model_dir), "--plot-alignment", str(png),
+             "--sentence", "a b c", "--beams", "1", "--max-new-tokens", "12"],
+            capture_output=True, text=True, timeout=120, check=True,
+        )
+        image = matplotlib.image.imread(png)
+        assert image.ndim == 3 and image.shape[0] > 50 and image.shape[1] > 50
+
+
+@pytest.mark.parametrize("model_type", list(TINY))
+def test_alignment_rows_are_distributions_over_the_source(trained, model_type):
+    model_dir = trained[model_type][0] / "model"
+    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    weights, source_tokens, target_tokens = alignment(model, tokenizer, "a b c d", max_new_tokens=10)
+    assert weights.shape == (len(target_tokens), len(source_tokens))
+    assert source_tokens[-1] == "</s>"
+    torch.testing.assert_close(weights.sum(-1), torch.ones(len(target_tokens)), rtol=0, atol=1e-5)
+
+
+def test_average_checkpoints_is_the_elementwise_mean(trained, tmp_path):
+    run_dir = trained["transformer_seq2seq"][0]
+    checkpoints = find_checkpoints(run_dir, last=2)
+    assert [c.name for c in checkpoints] == ["checkpoint-8", "checkpoint-16"]
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "average_checkpoints.py"), str(run_dir), "--last", "2",
+                    "--output", str(tmp_path / "avg")], check=True, capture_output=True, timeout=120)
+    first, second = (load_file(c / "model.safetensors") for c in checkpoints)
+    averaged = load_file(tmp_path / "avg" / "model.safetensors")
+    for key in first:
+        torch.testing.assert_close(averaged[key], (first[key] + second[key]) / 2)
+    model = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "avg")
+    assert torch.equal(model.state_dict()["model.encoder.embed_tokens.weight"],
+                       averaged["model.encoder.embed_tokens.weight"])
+
+
+def test_average_checkpoints_refuses_mismatched_checkpoints(trained, tmp_path):
+    checkpoints = find_checkpoints(trained["transformer_seq2seq"][0], last=1) + \
+        find_checkpoints(trained["rnn_seq2seq"][0], last=1)
+    with pytest.raises(ValueError, match="holds different weights"):
+        average_checkpoints(checkpoints, tmp_path / "avg")
+    with pytest.raises(ValueError, match="asked for the last 99 checkpoints"):
+        find_checkpoints(trained["transformer_seq2seq"][0], last=99)
