@@ -312,7 +312,7 @@ class RNNSeq2SeqPreTrainedModel(PreTrainedModel):
         per model class), so the base model loads from the folder with trust_remote_code too."""
         if getattr(self, "_auto_class", None) is not None:
             module = type(self).__module__.rsplit(".", 1)[-1]
-            self.config.auto_map = {**(self.config.auto_map or {}), "AutoModel": f"{module}.RNNSeq2SeqModel"}
+            self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), "AutoModel": f"{module}.RNNSeq2SeqModel"}
         return super().save_pretrained(save_directory, *args, **kwargs)
 
 
