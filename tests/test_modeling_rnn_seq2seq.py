@@ -126,6 +126,22 @@ def test_teacher_forced_logits_equal_step_by_step(cell_type, attention_type):
             steps.append(out.logits)
     assert isinstance(cache, RNNSeq2SeqCache) and cache.get_seq_length() == decoder_input_ids.shape[1]
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)
+    with torch.no_grad():  # a prefix of several tokens, then single steps, from precomputed encoder outputs
+        encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
+        head = model(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=decoder_input_ids[:, :4])
+        tail = model(decoder_input_ids=decoder_input_ids[:, 4:], past_key_values=head.past_key_values)
+    torch.testing.assert_close(torch.cat([head.logits, tail.logits], dim=1), full, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("attention_type", ["bahdanau", "luong_general", "luong_concat"])
+def test_attention_keys_are_projected_once_per_source(attention_type, monkeypatch):
+    model = tiny_model("gru", attention_type)
+    calls = []
+    project_keys = model.model.decoder.attention.project_keys
+    monkeypatch.setattr(model.model.decoder.attention, "project_keys", lambda m: calls.append(m.shape) or project_keys(m))
+    ids, mask = batch(*SOURCES)
+    generate(model, ids, mask, num_beams=3, max_new_tokens=6, min_new_tokens=6)
+    assert calls == [(len(SOURCES) * 3, ids.shape[1], 16)]
 
 
 def attention_rows(out, num_sources):
