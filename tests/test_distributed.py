@@ -1,0 +1,51 @@
+"""train.py under `accelerate launch` with two CPU processes (DDP over gloo) against one process with the same
+global batch: the same losses step by step and the same final weights."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+ROOT = Path(__file__).resolve().parent.parent
+TRAIN = str(ROOT / "scripts" / "train.py")
+COMMON = [
+    "--dataset", "synthetic:reversal", "--source_lang", "src", "--target_lang", "tgt", "--vocab_size", "280",
+    "--model_config", json.dumps({"d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2,
+                                  "decoder_attention_heads": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64,
+                                  "dropout": 0.0}),
+    "--max_train_samples", "256", "--max_test_samples", "8", "--eval_strategy", "no", "--save_strategy", "no",
+    "--load_best_model_at_end", "false", "--max_steps", "4", "--train_sampling_strategy", "sequential",
+    "--logging_steps", "1", "--report_to", "none", "--use_cpu", "true", "--disable_tqdm", "true",
+    "--test_num_beams", "1", "--generation_max_length", "12", "--learning_rate", "3e-3", "--warmup_steps", "2",
+]
+
+
+def step_losses(log: str) -> list[float]:
+    return [float(x) for x in re.findall(r"'loss': '([0-9.]+)'", log)]
+
+
+@pytest.mark.timeout(600)
+def test_two_process_ddp_matches_one_process_with_the_same_global_batch(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+              "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "29533"]
+    two = subprocess.run(launch + [TRAIN, *COMMON, "--per_device_train_batch_size", "8", "--output_dir",
+                                   str(tmp_path / "two")], capture_output=True, text=True, timeout=400, env=env)
+    assert two.returncode == 0, two.stderr[-3000:]
+    one = subprocess.run([sys.executable, TRAIN, *COMMON, "--per_device_train_batch_size", "16", "--output_dir",
+                          str(tmp_path / "one")], capture_output=True, text=True, timeout=400, env=env)
+    assert one.returncode == 0, one.stderr[-3000:]
+
+    assert json.loads((tmp_path / "two" / "results.json").read_text())["world_size"] == 2
+    losses_two, losses_one = step_losses(two.stdout + two.stderr), step_losses(one.stdout + one.stderr)
+    assert len(losses_one) == 4 and losses_two == pytest.approx(losses_one, abs=2e-3)
+    weights_two = load_file(tmp_path / "two" / "model" / "model.safetensors")
+    weights_one = load_file(tmp_path / "one" / "model" / "model.safetensors")
+    for key in weights_one:
+        torch.testing.assert_close(weights_two[key], weights_one[key], rtol=0, atol=1e-5, msg=key)
