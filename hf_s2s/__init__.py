@@ -9,7 +9,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 from .configuration_rnn_seq2seq import RNNSeq2SeqConfig
 from .configuration_transformer_seq2seq import TransformerSeq2SeqConfig
-from .modeling_rnn_seq2seq import RNNSeq2SeqForConditionalGeneration, RNNSeq2SeqModel
+from .modeling_rnn_seq2seq import RNNSeq2SeqCache, RNNSeq2SeqForConditionalGeneration, RNNSeq2SeqModel
 from .modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration, TransformerSeq2SeqModel
 
 __version__ = "0.1.0"
@@ -35,6 +35,7 @@ def _register() -> None:
 _register()
 
 __all__ = [
+    "RNNSeq2SeqCache",
     "RNNSeq2SeqConfig",
     "RNNSeq2SeqModel",
     "RNNSeq2SeqForConditionalGeneration",

@@ -26,7 +26,7 @@ from transformers import (
 
 from . import data as data_lib
 from . import tokenization
-from .metrics import compute_translation_metrics
+from .metrics import build_compute_metrics, compute_translation_metrics
 from .translate import translate
 
 logger = logging.getLogger(__name__)
@@ -147,20 +147,6 @@ def build_model(model_args: ModelArguments, tokenizer):
     return model
 
 
-def make_compute_metrics(tokenizer):
-    def compute_metrics(prediction):
-        predictions = prediction.predictions
-        labels = prediction.label_ids
-        predictions = [[t for t in row if t >= 0] for row in predictions.tolist()]
-        labels = [[t for t in row if t >= 0] for row in labels.tolist()]
-        hypotheses = tokenizer.batch_decode(predictions, skip_special_tokens=True)
-        references = tokenizer.batch_decode(labels, skip_special_tokens=True)
-        scores = compute_translation_metrics(hypotheses, references)
-        return {k: v for k, v in scores.items() if isinstance(v, int | float)}
-
-    return compute_metrics
-
-
 def count_tokens(dataset) -> int:
     """Source + target tokens (padding excluded) in a tokenized dataset."""
     return sum(len(x) for x in dataset["input_ids"]) + sum(len(x) for x in dataset["labels"])
@@ -233,7 +219,7 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
     trainer = Seq2SeqTrainer(
         model=model, args=training_args, train_dataset=tokenized["train"],
         eval_dataset=tokenized.get("validation"), data_collator=collator, processing_class=tokenizer,
-        compute_metrics=make_compute_metrics(tokenizer), callbacks=callbacks,
+        compute_metrics=build_compute_metrics(tokenizer), callbacks=callbacks,
     )
     start = time.perf_counter()
     train_result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
