@@ -70,5 +70,12 @@ def train_reversal(model, output_dir, num_symbols=8, max_len=6, num_train=3000, 
     torch.manual_seed(seed)
     trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=train, eval_dataset=held_out,
                              data_collator=PaddingCollator(PAD_ID), compute_metrics=exact_match)
-    trainer.train()
-    return trainer.evaluate()["eval_exact_match"]
+    # Tiny models train several times faster on one thread than on cores shared with other processes
+    # (measured: ~18 s instead of ~145 s for 940 steps of a 2+2-layer d_model=64 Transformer).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        trainer.train()
+        return trainer.evaluate()["eval_exact_match"]
+    finally:
+        torch.set_num_threads(threads)
