@@ -1,5 +1,6 @@
-"""train.py under `accelerate launch` with two CPU processes (DDP over gloo) against one process with the same
-global batch: the same losses step by step and the same final weights."""
+"""train.py under `accelerate launch` with two CPU processes (DDP, and FSDP2 sharding the layers, both over
+gloo) against one process with the same global batch: the same losses step by step and the same final
+weights."""
 
 import json
 import os
@@ -30,11 +31,20 @@ def step_losses(log: str) -> list[float]:
     return [float(x) for x in re.findall(r"'loss': '([0-9.]+)'", log)]
 
 
+LAUNCH = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--num_machines", "1",
+          "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "29533"]
+STRATEGIES = {
+    "ddp": ["--multi_gpu"],
+    "fsdp": ["--use_fsdp", "--fsdp_version", "2", "--fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP",
+             "--fsdp_transformer_layer_cls_to_wrap", "TransformerSeq2SeqEncoderLayer,TransformerSeq2SeqDecoderLayer"],
+}
+
+
 @pytest.mark.timeout(600)
-def test_two_process_ddp_matches_one_process_with_the_same_global_batch(tmp_path):
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path, strategy):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-              "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "29533"]
+    launch = LAUNCH + STRATEGIES[strategy]
     two = subprocess.run(launch + [TRAIN, *COMMON, "--per_device_train_batch_size", "8", "--output_dir",
                                    str(tmp_path / "two")], capture_output=True, text=True, timeout=400, env=env)
     assert two.returncode == 0, two.stderr[-3000:]
