@@ -24,6 +24,7 @@ TRANSFORMERS_CONFIG_KWARGS = frozenset(
         "experts_implementation",
         "per_layer_config",
         "num_labels",
+        "custom_pipelines",  # the pipeline classes a Hub folder ships (hf_s2s.hub writes it)
     }
 )
 

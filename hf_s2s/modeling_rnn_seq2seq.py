@@ -416,6 +416,24 @@ class RNNSeq2SeqForConditionalGeneration(RNNSeq2SeqPreTrainedModel, GenerationMi
     def set_output_embeddings(self, value):
         self.lm_head = value
 
+    def _resize_token_embeddings(self, new_num_tokens, pad_to_multiple_of=None, mean_resizing=True) -> nn.Embedding:
+        """``resize_token_embeddings`` of the one vocabulary source and target share: transformers resizes the
+        source table and the output layer; the decoder's own target table follows (it is a separate table even
+        for a shared vocabulary). Separate vocabularies of different sizes cannot be resized by one number."""
+        if self.config.target_vocab_size != self.config.vocab_size:
+            raise ValueError(
+                f"resize_token_embeddings resizes one vocabulary shared by source and target, but this model has "
+                f"vocab_size={self.config.vocab_size} and decoder_vocab_size={self.config.decoder_vocab_size}"
+            )
+        embeddings = super()._resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        decoder = self.model.decoder
+        decoder.embed_tokens = self._get_resized_embeddings(
+            decoder.embed_tokens, embeddings.num_embeddings, mean_resizing=mean_resizing
+        )
+        if self.config.decoder_vocab_size is not None:
+            self.config.decoder_vocab_size = embeddings.num_embeddings
+        return embeddings
+
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 

@@ -633,6 +633,24 @@ class TransformerSeq2SeqForConditionalGeneration(TransformerSeq2SeqPreTrainedMod
     def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
         self.lm_head = new_embeddings
 
+    def _resize_token_embeddings(self, new_num_tokens, pad_to_multiple_of=None, mean_resizing=True) -> nn.Embedding:
+        """``resize_token_embeddings`` of the one vocabulary source and target share: transformers resizes the
+        source table and the output layer; the target table (when not shared) and ``decoder_vocab_size`` follow.
+        Separate vocabularies of different sizes cannot be resized by one number: an error."""
+        if self.config.decoder_vocab_size != self.config.vocab_size:
+            raise ValueError(
+                f"resize_token_embeddings resizes one vocabulary shared by source and target, but this model has "
+                f"vocab_size={self.config.vocab_size} and decoder_vocab_size={self.config.decoder_vocab_size}"
+            )
+        embeddings = super()._resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        decoder = self.model.decoder
+        if decoder.embed_tokens is not None:
+            decoder.embed_tokens = self._get_resized_embeddings(
+                decoder.embed_tokens, embeddings.num_embeddings, mean_resizing=mean_resizing
+            )
+        self.config.decoder_vocab_size = embeddings.num_embeddings
+        return embeddings
+
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         """labels: (B, T_tgt) with -100 on padding -> teacher-forcing decoder inputs (B, T_tgt)."""
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
