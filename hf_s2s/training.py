@@ -26,6 +26,7 @@ from transformers import (
 
 from . import data as data_lib
 from . import tokenization
+from .hub import write_model_card
 from .metrics import build_compute_metrics, compute_translation_metrics
 from .translate import translate
 
@@ -261,6 +262,7 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
             "model_config": model.config.to_diff_dict(),
         }
         (final_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
+        write_model_card(final_dir)  # README.md filled from the results.json just written
         (output_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
         with open(output_dir / "samples.txt", "w") as f:
             for s in samples:

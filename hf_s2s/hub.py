@@ -1,0 +1,421 @@
+"""Sharing a trained model on the Hugging Face Hub: the model card, the self-contained Hub folder and the upload.
+
+A Hub folder holds everything a user without hf_s2s needs: safetensors weights, config.json whose ``auto_map``
+names ``AutoConfig``, ``AutoModel`` and ``AutoModelForSeq2SeqLM``, the model code (the family's configuration and
+modeling files plus the single-dot siblings they import), the translation pipeline named in
+``custom_pipelines``, the tokenizer files, generation_config.json and a README.md model card filled from the
+training run's results.json. :func:`check_hub_folder` refuses a folder that lacks any of it, holds a pickled
+file, or whose code could reach the network or execute strings.
+
+``scripts/push_to_hub.py`` is the command line over :func:`push_to_hub`; ``--dry-run`` builds the folder
+without the network. ``scripts/make_model_card.py`` regenerates a card from a results.json.
+"""
+
+import ast
+import json
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
+
+from . import pipeline_seq2seq
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+CARD_TEMPLATE = PACKAGE_DIR.parent / "model_cards" / "template.md"
+
+# The code files each family's folder needs: what save_pretrained copies (the configuration and modeling files
+# and every single-dot relative import they make) plus the pipeline.
+PIPELINE_FILE = Path(pipeline_seq2seq.__file__).name
+CODE_FILES = {
+    "transformer_seq2seq": (
+        "configuration_transformer_seq2seq.py", "modeling_transformer_seq2seq.py", "config_checks.py",
+        "modeling_common.py", PIPELINE_FILE,
+    ),
+    "rnn_seq2seq": (
+        "configuration_rnn_seq2seq.py", "modeling_rnn_seq2seq.py", "attention_rnn_seq2seq.py", "config_checks.py",
+        "modeling_common.py", PIPELINE_FILE,
+    ),
+}
+AUTO_CLASSES = ("AutoConfig", "AutoModel", "AutoModelForSeq2SeqLM")
+CUSTOM_PIPELINES = {
+    "translation": {"impl": f"{Path(PIPELINE_FILE).stem}.Seq2SeqTranslationPipeline", "pt": ["AutoModelForSeq2SeqLM"]},
+    "text2text-generation": {"impl": f"{Path(PIPELINE_FILE).stem}.Seq2SeqText2TextPipeline",
+                             "pt": ["AutoModelForSeq2SeqLM"]},
+}
+REQUIRED_FILES = ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
+                  "tokenizer_config.json", "README.md")
+# Pickle-based or otherwise executable weight formats: never uploaded.
+PICKLED_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".npy", ".npz", ".joblib")
+# Substrings that must not appear in code a user runs with trust_remote_code: string execution, network access,
+# unpickling.
+UNSAFE_CODE_PATTERNS = ("eval(", "exec(", "compile(", "__import__", "requests", "urllib", "http", "socket",
+                        "subprocess", "os.system", "pickle", "torch.load", "marshal")
+
+MULTI30K_HUB_DATASET = "bentrevett/multi30k"
+MULTI30K_CITATION = """@inproceedings{elliott-etal-2016-multi30k,
+    title = "{M}ulti30{K}: Multilingual {E}nglish-{G}erman Image Descriptions",
+    author = "Elliott, Desmond and Frank, Stella and Sima{'}an, Khalil and Specia, Lucia",
+    booktitle = "Proceedings of the 5th Workshop on Vision and Language",
+    year = "2016",
+    address = "Berlin, Germany",
+    publisher = "Association for Computational Linguistics",
+    url = "https://aclanthology.org/W16-3210",
+    doi = "10.18653/v1/W16-3210",
+    pages = "70--74",
+}"""
+FAMILY_CITATIONS = {
+    "transformer_seq2seq": """@inproceedings{vaswani2017attention,
+    title = {Attention Is All You Need},
+    author = {Vaswani, Ashish and Shazeer, Noam and Parmar, Niki and Uszkoreit, Jakob and Jones, Llion and
+              Gomez, Aidan N. and Kaiser, Lukasz and Polosukhin, Illia},
+    booktitle = {Advances in Neural Information Processing Systems},
+    year = {2017},
+    eprint = {1706.03762},
+    archivePrefix = {arXiv},
+}""",
+    "rnn_seq2seq": """@inproceedings{bahdanau2015neural,
+    title = {Neural Machine Translation by Jointly Learning to Align and Translate},
+    author = {Bahdanau, Dzmitry and Cho, Kyunghyun and Bengio, Yoshua},
+    booktitle = {International Conference on Learning Representations},
+    year = {2015},
+    eprint = {1409.0473},
+    archivePrefix = {arXiv},
+}
+@inproceedings{luong2015effective,
+    title = {Effective Approaches to Attention-based Neural Machine Translation},
+    author = {Luong, Thang and Pham, Hieu and Manning, Christopher D.},
+    booktitle = {Proceedings of EMNLP},
+    year = {2015},
+    eprint = {1508.04025},
+    archivePrefix = {arXiv},
+}""",
+}
+# Config fields the architecture table shows, per family (the rest is in config.json).
+ARCHITECTURE_FIELDS = {
+    "transformer_seq2seq": ("vocab_size", "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
+                            "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "norm_position",
+                            "position_embedding_type", "activation_function", "dropout",
+                            "share_encoder_decoder_embeddings", "tie_word_embeddings"),
+    "rnn_seq2seq": ("vocab_size", "cell_type", "attention_type", "bidirectional", "encoder_layers", "decoder_layers",
+                    "encoder_embedding_size", "decoder_embedding_size", "encoder_hidden_size", "decoder_hidden_size",
+                    "attention_size", "input_feeding", "decoder_init", "dropout", "tie_word_embeddings"),
+}
+PLACEHOLDER_REPO_ID = "<namespace>/<model-name>"
+
+
+class HubFolderError(ValueError):
+    """A Hub folder lacks a piece or holds something it must not; the message names every problem."""
+
+
+# ------------------------------------------------------------------------------------------------ model card
+
+
+def _language_codes(results: dict) -> list[str]:
+    """ISO 639 codes of the two sides; the synthetic tasks' "src"/"tgt" are not languages and are left out."""
+    codes = [results.get("source_lang"), results.get("target_lang")]
+    return [c for c in codes if isinstance(c, str) and re.fullmatch(r"[a-z]{2,3}", c) and c not in ("src", "tgt")]
+
+
+def _dataset_info(results: dict) -> tuple[str, str, str | None, str]:
+    """(Hub dataset id or local name, human-readable name, citation or None, description) of the training data."""
+    dataset, src, tgt = results.get("dataset", "unknown"), results.get("source_lang"), results.get("target_lang")
+    if dataset == "multi30k":
+        description = (
+            f"[Multi30K](https://huggingface.co/datasets/{MULTI30K_HUB_DATASET}) task 1 (Elliott et al. 2016), "
+            f"{src}→{tgt}: about 29,000 training, 1,014 validation and 1,000 test (test_2016_flickr) image "
+            "descriptions with one reference translation each."
+        )
+        return MULTI30K_HUB_DATASET, f"Multi30k {src}-{tgt}", MULTI30K_CITATION, description
+    if dataset.startswith("synthetic:"):
+        description = (f"The synthetic `{dataset}` task built into hf_s2s (`hf_s2s.synthetic`), {src}→{tgt}: a "
+                       "smoke-test model, not a translation system.")
+        return dataset, f"hf_s2s {dataset}", None, description
+    return dataset, f"{dataset} {src}-{tgt}", None, f"`{dataset}`, {src}→{tgt}."
+
+
+def _model_name(results: dict, repo_id: str | None) -> str:
+    if repo_id and repo_id != PLACEHOLDER_REPO_ID:
+        return repo_id.split("/")[-1]
+    family = "transformer" if results["model_type"] == "transformer_seq2seq" else "rnn"
+    return f"{family}-{results.get('dataset', 'model').replace(':', '-')}-{results.get('source_lang')}-{results.get('target_lang')}"
+
+
+def _decoding_label(key: str) -> str:
+    return "greedy" if key == "greedy" else f"beam search, {key.removeprefix('beam')} beams"
+
+
+def model_card_data(results: dict, repo_id: str | None = None, license: str = "apache-2.0") -> ModelCardData:
+    """The card's Hub metadata from a results.json dict: language, license, tags, datasets, metrics and the
+    model-index of the measured test scores (one entry per decoding method and metric)."""
+    dataset_id, dataset_name, _, _ = _dataset_info(results)
+    model_name = _model_name(results, repo_id)
+    eval_results = []
+    for key, scores in results.get("test", {}).items():
+        for metric, label in (("bleu", "BLEU"), ("chrf", "chrF")):
+            eval_results.append(EvalResult(
+                task_type="translation", task_name="Translation", dataset_type=dataset_id,
+                dataset_name=dataset_name, dataset_config=f"{results.get('source_lang')}-{results.get('target_lang')}",
+                dataset_split="test", metric_type=metric, metric_value=round(float(scores[metric]), 2),
+                metric_name=f"{label} ({_decoding_label(key)})",
+                metric_config=scores.get(f"{metric}_signature"),
+            ))
+    return ModelCardData(
+        model_name=model_name,
+        language=_language_codes(results) or None,
+        license=license,
+        library_name="transformers",
+        pipeline_tag="translation",
+        tags=["translation", "seq2seq", results["model_type"], "hf_s2s", "custom_code", "safetensors"],
+        datasets=[dataset_id] if not dataset_id.startswith("synthetic:") else None,
+        metrics=["bleu", "chrf"],
+        eval_results=eval_results or None,
+    )
+
+
+def _architecture_description(config: dict, model_type: str) -> str:
+    if model_type == "transformer_seq2seq":
+        return ("A Transformer encoder-decoder (Vaswani et al. 2017, arXiv:1706.03762) with "
+                f"{'pre' if config.get('norm_position', 'pre') == 'pre' else 'post'}-LayerNorm residual blocks, "
+                f"{config.get('position_embedding_type', 'sinusoidal')} position embeddings and a decoder "
+                "key/value cache for `generate()`.")
+    attention = config.get("attention_type", "bahdanau")
+    attention_text = {
+        "bahdanau": "Bahdanau additive attention (arXiv:1409.0473)",
+        "none": "no attention: the final encoder state is the context of every step (Cho et al. 2014)",
+    }.get(attention, f"Luong {attention.removeprefix('luong_')} attention (arXiv:1508.04025)")
+    return (f"An RNN encoder-decoder: a {'bidirectional ' if config.get('bidirectional', True) else ''}"
+            f"{config.get('cell_type', 'gru').upper()} encoder and a {config.get('cell_type', 'gru').upper()} "
+            f"decoder with {attention_text}; `generate()` carries the recurrent state in a cache.")
+
+
+def render_model_card(results: dict, repo_id: str | None = None, license: str = "apache-2.0",
+                      template_path: str | Path = CARD_TEMPLATE) -> str:
+    """The filled model card (README.md text) for the run described by ``results`` (a results.json dict)."""
+    for key in ("model_type", "model_config"):
+        if key not in results:
+            raise ValueError(f"results has no {key!r}: pass the results.json that hf_s2s.training.run writes")
+    model_type, config = results["model_type"], results["model_config"]
+    if model_type not in CODE_FILES:
+        raise ValueError(f"results['model_type'] must be one of {sorted(CODE_FILES)}, got {model_type!r}")
+    _, _, dataset_citation, data_description = _dataset_info(results)
+    defaults = _family_defaults(model_type)
+    architecture_rows = [(name, config.get(name, defaults.get(name))) for name in ARCHITECTURE_FIELDS[model_type]]
+    training = results.get("training_arguments", {})
+    training_rows = [(name, value) for name, value in training.items()]
+    training_rows += [
+        ("epochs trained", results.get("epochs")),
+        ("final training loss", _fmt(results.get("train_loss"), 4)),
+        ("best validation BLEU", _fmt(results.get("best_validation_bleu"), 2)),
+        ("training time (validation excluded)", f"{results.get('train_seconds')} s"),
+        ("training speed", f"{results.get('train_tokens_per_second')} source+target tokens/s"),
+        ("hardware", f"{results.get('device')}, {results.get('torch_threads')} torch threads, "
+                     f"world size {results.get('world_size')}"),
+    ]
+    evaluation_rows = [
+        {"decoding": _decoding_label(key), "bleu": _fmt(s["bleu"], 2), "bleu_lowercase": _fmt(s.get("bleu_lowercase"), 2),
+         "chrf": _fmt(s["chrf"], 2), "decode_seconds": s.get("decode_seconds"),
+         "bleu_signature": s.get("bleu_signature"), "chrf_signature": s.get("chrf_signature")}
+        for key, s in results.get("test", {}).items()
+    ]
+    src, tgt = results.get("source_lang"), results.get("target_lang")
+    card = ModelCard.from_template(
+        model_card_data(results, repo_id, license),
+        template_path=str(template_path),
+        model_name=_model_name(results, repo_id),
+        summary=f"A {src}→{tgt} translation model: {_architecture_description(config, model_type)[0].lower()}"
+                f"{_architecture_description(config, model_type)[1:]}",
+        architecture_description=_architecture_description(config, model_type),
+        architecture_rows=architecture_rows,
+        num_parameters=f"{results.get('num_parameters', 0):,}",
+        intended_use=f"translating {src} sentences into {tgt} in the domain of the training data, and as a "
+                     "reproducible baseline for research and teaching on classic encoder-decoder models.",
+        limitations=[
+            "Trained on one corpus only; expect much lower quality on text unlike its training data.",
+            "Sentence-level: no document context; long inputs beyond the training lengths degrade.",
+            "Inherits the biases of its training data; do not use for decisions about people.",
+            "Scores are corpus BLEU/chrF on one test set with one reference: a comparison point, not a quality "
+            "guarantee.",
+        ],
+        data_description=data_description,
+        recipe=results.get("recipe"),
+        training_rows=training_rows,
+        evaluation_description=(
+            "Detokenized sacreBLEU on the test split, computed by the training run itself (`results.json`), "
+            "never copied by hand."
+        ),
+        evaluation_rows=evaluation_rows,
+        repo_id=repo_id or PLACEHOLDER_REPO_ID,
+        example_source="Ein Mann fährt Fahrrad." if src == "de" else "a b c",
+        citations=[c for c in (dataset_citation, FAMILY_CITATIONS[model_type]) if c],
+    )
+    return str(card)
+
+
+def _fmt(value, digits: int):
+    return round(float(value), digits) if isinstance(value, int | float) else value
+
+
+def _family_defaults(model_type: str) -> dict:
+    from transformers import AutoConfig  # the families are registered: importing hf_s2s.hub imports hf_s2s
+
+    return AutoConfig.for_model(model_type).to_dict()
+
+
+def write_model_card(model_dir: str | Path, results: dict | None = None, repo_id: str | None = None,
+                     license: str = "apache-2.0") -> Path:
+    """Write ``model_dir/README.md`` from ``results`` (default: ``model_dir/results.json``); returns its path."""
+    model_dir = Path(model_dir)
+    if results is None:
+        results = json.loads((model_dir / "results.json").read_text())
+    path = model_dir / "README.md"
+    path.write_text(render_model_card(results, repo_id=repo_id, license=license))
+    return path
+
+
+# ------------------------------------------------------------------------------------------------ Hub folder
+
+
+def _relative_imports(code: str, filename: str) -> tuple[set[str], list[str]]:
+    """Single-dot relative imports of a code file, and problems: ``..`` imports and absolute hf_s2s imports
+    (both break loading where hf_s2s is not installed)."""
+    siblings, problems = set(), []
+    for node in ast.walk(ast.parse(code, filename=filename)):
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 1 and node.module:
+                siblings.add(node.module.split(".")[0] + ".py")
+            elif node.level > 1:
+                problems.append(f"{filename} imports from {'.' * node.level}{node.module or ''} (outside the folder)")
+            elif node.level == 0 and (node.module or "").split(".")[0] == "hf_s2s":
+                problems.append(f"{filename} imports hf_s2s (not installed where the folder is used)")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "hf_s2s":
+                    problems.append(f"{filename} imports hf_s2s (not installed where the folder is used)")
+    return siblings, problems
+
+
+def check_hub_folder(folder: str | Path) -> list[str]:
+    """Raise :class:`HubFolderError` naming every missing or forbidden piece of a Hub folder; return its files.
+
+    Checks: the required files; config.json's ``model_type``, ``auto_map`` (AutoConfig, AutoModel,
+    AutoModelForSeq2SeqLM, each pointing at a code file present) and ``custom_pipelines``; the family's code files
+    and every single-dot import they make; no pickled files; no code that executes strings, reaches the network
+    or unpickles; a card whose YAML metadata parses.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise HubFolderError(f"{folder} is not a folder")
+    files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    problems = [f"missing {name}" for name in REQUIRED_FILES if name not in files]
+    problems += [f"pickled file {name} (only safetensors weights are allowed)" for name in files
+                 if name.endswith(PICKLED_SUFFIXES)]
+
+    config = json.loads((folder / "config.json").read_text()) if "config.json" in files else {}
+    model_type = config.get("model_type")
+    if config and model_type not in CODE_FILES:
+        problems.append(f"config.json model_type {model_type!r} is not one of {sorted(CODE_FILES)}")
+    code_files = set(CODE_FILES.get(model_type, ()))
+    auto_map = config.get("auto_map") or {}
+    for auto_class in AUTO_CLASSES if config else ():
+        if auto_class not in auto_map:
+            problems.append(f"config.json auto_map lacks {auto_class}")
+        else:
+            code_files.add(auto_map[auto_class].split(".")[0] + ".py")
+    for task, spec in CUSTOM_PIPELINES.items():
+        if config and (config.get("custom_pipelines") or {}).get(task, {}).get("impl") != spec["impl"]:
+            problems.append(f"config.json custom_pipelines lacks the {task!r} pipeline ({spec['impl']})")
+
+    checked = set()
+    while code_files - checked:
+        name = sorted(code_files - checked)[0]
+        checked.add(name)
+        if name not in files:
+            problems.append(f"missing code file {name}")
+            continue
+        code = (folder / name).read_text()
+        siblings, import_problems = _relative_imports(code, name)
+        code_files |= siblings
+        problems += import_problems
+        problems += [f"{name} contains {pattern!r}" for pattern in UNSAFE_CODE_PATTERNS if pattern in code]
+
+    if "README.md" in files:
+        metadata = ModelCard.load(folder / "README.md").data.to_dict()
+        for key in ("license", "library_name", "tags"):
+            if not metadata.get(key):
+                problems.append(f"README.md card metadata lacks {key!r}")
+    if problems:
+        raise HubFolderError(f"Hub folder {folder} is not ready to share: " + "; ".join(problems))
+    return files
+
+
+def build_hub_folder(model_dir: str | Path, output_dir: str | Path, repo_id: str | None = None,
+                     license: str = "apache-2.0", overwrite: bool = False) -> Path:
+    """Build in ``output_dir`` the exact folder :func:`push_to_hub` uploads for the trained model in ``model_dir``
+    (a folder written by ``hf_s2s.training.run`` or ``save_pretrained`` + tokenizer), check it, and return it.
+
+    The model is loaded and saved again (safetensors only, ``auto_map`` for the three auto classes, code files
+    copied by ``save_pretrained``), so nothing else from ``model_dir`` (optimizer state, training_args.bin) can
+    slip in. The card comes from ``model_dir/results.json`` when present (filled for ``repo_id``), else from
+    ``model_dir/README.md``; without either the build fails.
+    """
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    model_dir, output_dir = Path(model_dir), Path(output_dir)
+    if not (model_dir / "config.json").is_file():
+        raise HubFolderError(f"{model_dir} holds no config.json: not a saved model folder")
+    if not ((model_dir / "results.json").is_file() or (model_dir / "README.md").is_file()):
+        raise HubFolderError(f"{model_dir} has neither results.json nor README.md: no model card can be written "
+                             "(write one with scripts/make_model_card.py)")
+    if output_dir.exists() and any(output_dir.iterdir()):
+        if not overwrite:
+            raise HubFolderError(f"{output_dir} exists and is not empty (pass overwrite=True to replace it)")
+        shutil.rmtree(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir)
+    if type(model).__module__.split(".")[0] != "hf_s2s":
+        raise HubFolderError(f"{model_dir} loads as {type(model).__module__}.{type(model).__name__}, not an hf_s2s "
+                             "model class (import hf_s2s, and load without trust_remote_code)")
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model.config.custom_pipelines = CUSTOM_PIPELINES
+    model.save_pretrained(output_dir)  # safetensors; writes auto_map and copies the code files
+    tokenizer.save_pretrained(output_dir)
+    shutil.copyfile(pipeline_seq2seq.__file__, output_dir / PIPELINE_FILE)
+    if (model_dir / "results.json").is_file():
+        results = json.loads((model_dir / "results.json").read_text())
+        shutil.copyfile(model_dir / "results.json", output_dir / "results.json")
+        (output_dir / "README.md").write_text(render_model_card(results, repo_id=repo_id, license=license))
+    else:
+        shutil.copyfile(model_dir / "README.md", output_dir / "README.md")
+    check_hub_folder(output_dir)
+    return output_dir
+
+
+def push_to_hub(model_dir: str | Path, repo_id: str, *, dry_run: bool = False,
+                staging_dir: str | Path | None = None, private: bool = False, token: str | None = None,
+                license: str = "apache-2.0", commit_message: str = "Upload hf_s2s model") -> Path | str:
+    """Build and check the Hub folder, then create ``repo_id`` (if needed) and upload the folder.
+
+    ``dry_run``: build the folder in ``staging_dir`` (required then) and return its path; nothing touches the
+    network. Otherwise returns the URL of the upload commit.
+    """
+    if dry_run and staging_dir is None:
+        raise ValueError("dry_run needs staging_dir: the folder that would be uploaded is built there")
+    if "/" not in repo_id:
+        raise ValueError(f"repo_id must be 'namespace/name', got {repo_id!r}")
+    with tempfile.TemporaryDirectory(prefix="hf_s2s_hub_") as tmp:
+        folder = build_hub_folder(model_dir, staging_dir or Path(tmp) / "folder", repo_id=repo_id, license=license,
+                                  overwrite=staging_dir is not None)
+        if dry_run:
+            return folder
+        api = HfApi(token=token)
+        api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
+        commit = api.upload_folder(repo_id=repo_id, repo_type="model", folder_path=str(folder),
+                                   commit_message=commit_message)
+        return str(getattr(commit, "commit_url", commit))
+
+
+__all__ = ["HubFolderError", "build_hub_folder", "check_hub_folder", "model_card_data", "push_to_hub",
+           "render_model_card", "write_model_card"]

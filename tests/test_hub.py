@@ -1,0 +1,321 @@
+"""Sharing on the Hub: the model card the training job writes, the dry-run Hub folder (complete, safetensors
+only, safe code), its refusal of incomplete folders, the upload calls, and loading + translating from the folder
+in a fresh process where hf_s2s cannot be imported (Auto classes and the shipped translation pipeline)."""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from huggingface_hub import ModelCard, metadata_load
+from huggingface_hub.repocard_data import model_index_to_eval_results
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+import hf_s2s  # noqa: F401
+import hf_s2s.hub as hub
+from hf_s2s.hub import HubFolderError, build_hub_folder, check_hub_folder, push_to_hub, render_model_card
+from hf_s2s.training import parse_args, run
+from tests.helpers import run_without_hf_s2s
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = {
+    "transformer_seq2seq": {"d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2,
+                            "decoder_attention_heads": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64},
+    "rnn_seq2seq": {"encoder_embedding_size": 16, "decoder_embedding_size": 16, "encoder_hidden_size": 16,
+                    "decoder_hidden_size": 32, "attention_size": 16},
+}
+SOURCES = ["a b c d e", "f g", "h i j"]  # different lengths: the batch is padded
+GENERATE = {"max_new_tokens": 10, "do_sample": False}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A few training steps per family through the real training job (so the card is its own doing)."""
+    runs = {}
+    for model_type, model_config in TINY.items():
+        output_dir = tmp_path_factory.mktemp(model_type)
+        args = parse_args([
+            "--dataset", "synthetic:reversal", "--source_lang", "src", "--target_lang", "tgt", "--vocab_size", "280",
+            "--model_type", model_type, "--model_config", json.dumps(model_config),
+            "--max_train_samples", "64", "--max_test_samples", "8", "--max_steps", "4",
+            "--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end", "false",
+            "--output_dir", str(output_dir), "--report_to", "none", "--use_cpu", "true", "--disable_tqdm", "true",
+            "--per_device_train_batch_size", "16", "--per_device_eval_batch_size", "8", "--learning_rate", "3e-3",
+            "--warmup_steps", "1", "--generation_max_length", "12", "--test_num_beams", "1,2",
+            "--num_sample_translations", "1",
+        ])
+        results = run(*args)
+        runs[model_type] = (output_dir / "model", results)
+    return runs
+
+
+@pytest.fixture(scope="module")
+def hub_folders(trained, tmp_path_factory):
+    """The dry-run folder of each family, built by the command-line script."""
+    folders = {}
+    for model_type, (model_dir, _) in trained.items():
+        staging = tmp_path_factory.mktemp("hub") / model_type
+        completed = subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "push_to_hub.py"), str(model_dir), f"someone/tiny-{model_type}",
+             "--dry-run", "--staging-dir", str(staging)],
+            capture_output=True, text=True, timeout=180,
+        )
+        assert completed.returncode == 0, completed.stderr[-3000:]
+        assert str(staging) in completed.stdout
+        folders[model_type] = staging
+    return folders
+
+
+@pytest.fixture(scope="module")
+def random_model_dirs(trained, tmp_path_factory):
+    """Per family, a random model whose greedy outputs differ from sentence to sentence (four training steps only
+    teach a tiny model to repeat one token, which would make equality tests toothless), with
+    the run's tokenizer and results.json: a folder the Hub folder is built from like any trained one."""
+    from transformers import AutoConfig
+
+    dirs = {}
+    for model_type, (model_dir, _) in trained.items():
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        config = AutoConfig.for_model(model_type, **TINY[model_type], vocab_size=len(tokenizer), init_std=0.1,
+                                      tie_word_embeddings=False)
+        torch.manual_seed(0)
+        model = AutoModelForSeq2SeqLM.from_config(config)
+        with torch.no_grad():  # larger random weights: a tiny model at init repeats one token for every input
+            for parameter in model.parameters():
+                if parameter.dim() > 1:
+                    torch.nn.init.normal_(parameter, std=0.3)
+        target = tmp_path_factory.mktemp("random") / model_type
+        model.save_pretrained(target)
+        tokenizer.save_pretrained(target)
+        shutil.copyfile(model_dir / "results.json", target / "results.json")
+        dirs[model_type] = target
+    return dirs
+
+
+def translate_ids(model, tokenizer, **kwargs):
+    batch = tokenizer(SOURCES, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        return model.generate(**batch, **GENERATE, **kwargs).tolist()
+
+
+# ---------------------------------------------------------------------------------------------- model card
+
+
+@pytest.mark.parametrize("model_type", list(TINY))
+def test_training_run_fills_the_card_from_results_json(trained, model_type):
+    model_dir, results = trained[model_type]
+    card = ModelCard.load(model_dir / "README.md")
+    on_disk = json.loads((model_dir / "results.json").read_text())
+    assert card.content == render_model_card(on_disk)  # the card is a function of results.json alone
+    metadata = card.data.to_dict()
+    assert metadata["license"] == "apache-2.0" and metadata["library_name"] == "transformers"
+    assert model_type in metadata["tags"] and "translation" in metadata["tags"]
+    assert metadata["pipeline_tag"] == "translation"
+    # model-index holds exactly the measured scores, one entry per decoding method and metric
+    _, eval_results = model_index_to_eval_results(metadata["model-index"])
+    measured = {(f"{r.metric_type}", r.metric_name): r.metric_value for r in eval_results}
+    expected = {}
+    for key, scores in results["test"].items():
+        label = "greedy" if key == "greedy" else f"beam search, {key[4:]} beams"
+        expected[("bleu", f"BLEU ({label})")] = round(scores["bleu"], 2)
+        expected[("chrf", f"chrF ({label})")] = round(scores["chrf"], 2)
+    assert measured == expected
+    assert {r.metric_config for r in eval_results if r.metric_type == "bleu"} == \
+        {s["bleu_signature"] for s in results["test"].values()}
+    # the human part: the signature, the architecture and how to load it
+    assert results["test"]["greedy"]["bleu_signature"] in card.text
+    assert "trust_remote_code=True" in card.text and "## Architecture" in card.text
+    assert "| `d_model` | 32 |" in card.text if model_type == "transformer_seq2seq" else "| `cell_type` | gru |" in card.text
+    assert "{{" not in card.content and "{%" not in card.content  # every template field filled
+
+
+def test_card_metadata_parses_with_the_hub_helpers_and_multi30k_is_cited(trained, tmp_path):
+    _, results = trained["transformer_seq2seq"]
+    multi30k = {**results, "dataset": "multi30k", "source_lang": "de", "target_lang": "en"}
+    text = render_model_card(multi30k, repo_id="someone/transformer-multi30k-de-en")
+    path = tmp_path / "README.md"
+    path.write_text(text)
+    metadata = metadata_load(path)  # what the Hub reads: plain YAML front matter
+    assert metadata == yaml.safe_load(text.split("---")[1])
+    assert metadata["language"] == ["de", "en"]
+    assert metadata["datasets"] == ["bentrevett/multi30k"]
+    assert metadata["model-index"][0]["name"] == "transformer-multi30k-de-en"
+    card = ModelCard(text)  # ModelCard parses and checks the metadata (eval results included) on construction
+    assert card.data.eval_results[0].dataset_type == "bentrevett/multi30k"
+    assert "Elliott, Desmond" in text and "{M}ulti30{K}" in text and "W16-3210" in text  # Elliott et al. 2016
+    assert 'repo = "someone/transformer-multi30k-de-en"' in text
+    # ...and a synthetic run neither claims a language nor cites Multi30k
+    synthetic = render_model_card(results)
+    assert "Elliott" not in synthetic and "language:" not in synthetic.split("---")[1]
+
+
+def test_card_refuses_results_that_are_not_a_training_run():
+    with pytest.raises(ValueError, match="model_config"):
+        render_model_card({"model_type": "transformer_seq2seq"})
+    with pytest.raises(ValueError, match="model_type.*one of"):
+        render_model_card({"model_type": "bert", "model_config": {}})
+
+
+def test_make_model_card_script_regenerates_the_card(trained, tmp_path):
+    model_dir, _ = trained["rnn_seq2seq"]
+    output = tmp_path / "card.md"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_model_card.py"), str(model_dir / "results.json"),
+                    "--output", str(output)], check=True, capture_output=True, timeout=120)
+    assert output.read_text() == (model_dir / "README.md").read_text()
+
+
+# ---------------------------------------------------------------------------------------------- Hub folder
+
+
+@pytest.mark.parametrize("model_type", list(TINY))
+def test_dry_run_folder_is_complete_safetensors_only_and_its_code_is_safe(hub_folders, model_type):
+    folder = hub_folders[model_type]
+    files = {p.name for p in folder.iterdir()}
+    expected = set(hub.REQUIRED_FILES) | set(hub.CODE_FILES[model_type]) | {"results.json"}
+    assert files == expected  # nothing missing and nothing extra (no training_args.bin, no optimizer state)
+    assert not [f for f in files if f.endswith((".bin", ".pt", ".pth", ".pkl", ".ckpt"))]
+    config = json.loads((folder / "config.json").read_text())
+    assert set(config["auto_map"]) == {"AutoConfig", "AutoModel", "AutoModelForSeq2SeqLM"}
+    for reference in config["auto_map"].values():
+        assert (folder / f"{reference.split('.')[0]}.py").is_file()
+    assert set(config["custom_pipelines"]) == {"translation", "text2text-generation"}
+    for name in files:
+        if name.endswith(".py"):
+            code = (folder / name).read_text()
+            for pattern in ("eval(", "exec(", "requests", "urllib", "http", "pickle", "torch.load"):
+                assert pattern not in code, f"{name} contains {pattern!r}"
+            assert not re.search(r"^\s*(from|import)\s+hf_s2s", code, re.M), name
+    assert check_hub_folder(folder) == sorted(files)
+    card = ModelCard.load(folder / "README.md")
+    assert 'repo = "someone/tiny-' in card.text  # the card names the repository it is uploaded to
+
+
+@pytest.mark.parametrize("piece", ["model.safetensors", "tokenizer.json", "generation_config.json", "README.md",
+                                   "modeling_common.py", "config_checks.py", "pipeline_seq2seq.py"])
+def test_check_refuses_a_folder_that_lacks_a_piece(hub_folders, tmp_path, piece):
+    folder = shutil.copytree(hub_folders["rnn_seq2seq"], tmp_path / "folder")
+    (folder / piece).unlink()
+    with pytest.raises(HubFolderError, match=re.escape(piece)):
+        check_hub_folder(folder)
+
+
+def test_check_refuses_rnn_folder_without_its_attention_module(hub_folders, tmp_path):
+    folder = shutil.copytree(hub_folders["rnn_seq2seq"], tmp_path / "folder")
+    (folder / "attention_rnn_seq2seq.py").unlink()
+    with pytest.raises(HubFolderError, match="missing code file attention_rnn_seq2seq.py"):
+        check_hub_folder(folder)
+
+
+def test_check_refuses_pickles_unsafe_code_and_incomplete_config(hub_folders, tmp_path):
+    source = hub_folders["transformer_seq2seq"]
+    folder = shutil.copytree(source, tmp_path / "pickled")
+    (folder / "training_args.bin").write_bytes(b"\x80\x04")
+    with pytest.raises(HubFolderError, match="pickled file training_args.bin"):
+        check_hub_folder(folder)
+
+    folder = shutil.copytree(source, tmp_path / "unsafe")
+    modeling = folder / "modeling_common.py"
+    modeling.write_text(modeling.read_text() + "\nimport urllib.request\nexec('1')\n")
+    with pytest.raises(HubFolderError, match=r"modeling_common.py contains 'exec\('.*'urllib'|'urllib'.*'exec\('"):
+        check_hub_folder(folder)
+
+    folder = shutil.copytree(source, tmp_path / "no_auto_map")
+    config = json.loads((folder / "config.json").read_text())
+    del config["auto_map"]["AutoModel"]
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(HubFolderError, match="auto_map lacks AutoModel"):
+        check_hub_folder(folder)
+
+    folder = shutil.copytree(source, tmp_path / "absolute_import")
+    modeling = folder / "modeling_transformer_seq2seq.py"
+    modeling.write_text(modeling.read_text().replace("from .modeling_common import", "from hf_s2s.modeling_common import"))
+    with pytest.raises(HubFolderError, match="imports hf_s2s"):
+        check_hub_folder(folder)
+
+
+def test_build_refuses_a_model_without_card_source(trained, tmp_path):
+    model_dir = shutil.copytree(trained["transformer_seq2seq"][0], tmp_path / "model")
+    (model_dir / "results.json").unlink()
+    (model_dir / "README.md").unlink()
+    with pytest.raises(HubFolderError, match="neither results.json nor README.md"):
+        build_hub_folder(model_dir, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_push_to_hub_creates_the_repo_and_uploads_the_checked_folder(trained, tmp_path, monkeypatch):
+    calls = []
+
+    class RecordingApi:  # stands in for HfApi: the Hub is not reachable from the tests
+        def __init__(self, token=None):
+            calls.append(("init", token))
+
+        def create_repo(self, repo_id, **kwargs):
+            calls.append(("create_repo", repo_id, kwargs))
+
+        def upload_folder(self, repo_id, folder_path, **kwargs):
+            uploaded = sorted(p.name for p in Path(folder_path).iterdir())
+            calls.append(("upload_folder", repo_id, uploaded, kwargs["repo_type"]))
+            return "https://huggingface.co/someone/x/commit/abc"
+
+    monkeypatch.setattr(hub, "HfApi", RecordingApi)
+    url = push_to_hub(trained["rnn_seq2seq"][0], "someone/x", private=True, token="t0k")
+    assert url.endswith("/commit/abc")
+    assert calls[0] == ("init", "t0k")
+    assert calls[1] == ("create_repo", "someone/x", {"repo_type": "model", "private": True, "exist_ok": True})
+    assert calls[2][:2] == ("upload_folder", "someone/x") and calls[2][3] == "model"
+    assert calls[2][2] == sorted(set(hub.REQUIRED_FILES) | set(hub.CODE_FILES["rnn_seq2seq"]) | {"results.json"})
+    with pytest.raises(ValueError, match="namespace/name"):
+        push_to_hub(trained["rnn_seq2seq"][0], "no-namespace", dry_run=True, staging_dir=tmp_path)
+
+
+# ------------------------------------------------------------------------- fresh environment without hf_s2s
+
+
+@pytest.mark.parametrize("model_type", list(TINY))
+def test_folder_loads_and_translates_the_same_without_hf_s2s(random_model_dirs, model_type, tmp_path):
+    model_dir = random_model_dirs[model_type]
+    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    expected_greedy = translate_ids(model, tokenizer)
+    expected_beam = translate_ids(model, tokenizer, num_beams=2)
+    expected_texts = tokenizer.batch_decode(expected_greedy, skip_special_tokens=True)
+    assert len({tuple(row) for row in expected_greedy}) > 1  # the equality below has teeth
+    folder = build_hub_folder(model_dir, tmp_path / "hub", repo_id="someone/tiny")
+    result = run_without_hf_s2s(
+        f"""
+        import json, torch
+        from transformers import AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
+        folder = {str(folder)!r}
+        sources = {SOURCES!r}
+        # AutoTokenizer reads config.json first; without trust_remote_code it would ask on stdin. The tokenizer
+        # itself needs no code: it loads the same with trust_remote_code=False.
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+        plain_tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+        assert plain_tokenizer(sources)["input_ids"] == tokenizer(sources)["input_ids"]
+        model = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True).eval()
+        base = AutoModel.from_pretrained(folder, trust_remote_code=True)
+        batch = tokenizer(sources, return_tensors="pt", padding=True)
+        with torch.no_grad():
+            greedy = model.generate(**batch, **{GENERATE!r}).tolist()
+            beam = model.generate(**batch, **{GENERATE!r}, num_beams=2).tolist()
+        translator = pipeline("translation", model=folder, trust_remote_code=True)
+        text2text = pipeline("text2text-generation", model=folder, trust_remote_code=True)
+        print(json.dumps({{
+            "greedy": greedy, "beam": beam, "module": type(model).__module__, "base": type(base).__name__,
+            "translation": [r["translation_text"] for r in translator(sources, batch_size=2, **{GENERATE!r})],
+            "text2text": [r["generated_text"] for r in text2text(sources, batch_size=3, **{GENERATE!r})],
+        }}))
+        """,
+        cwd=tmp_path,
+    )
+    assert "hf_s2s" not in result["module"] and result["module"].startswith("transformers_modules")
+    assert result["base"] in ("TransformerSeq2SeqModel", "RNNSeq2SeqModel")
+    assert result["greedy"] == expected_greedy
+    assert result["beam"] == expected_beam
+    assert result["translation"] == expected_texts
+    assert result["text2text"] == expected_texts
