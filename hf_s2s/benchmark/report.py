@@ -1,0 +1,76 @@
+"""The benchmark's markdown tables, built from the JSON report of ``run_benchmark``."""
+
+
+def _fmt(value: float, digits: int = 0) -> str:
+    return f"{value:,.{digits}f}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def to_markdown(report: dict) -> str:
+    env, summary = report["environment"], report["summary"]
+    lines = [f"torch {env['torch']}, {env['threads']} torch thread(s), CPU {env['cpu_capability']}; lengths: "
+             f"{report['length_distribution']['source']} (mean {report['length_distribution']['mean_source']:.1f} + "
+             f"{report['length_distribution']['mean_target']:.1f} tokens). Medians of "
+             f"{report['settings']['repeats']} repeats, all rows of a table timed side by side.", ""]
+    if "training" in report:
+        t = report["training"]
+        memory = report.get("memory") or {}
+        peak = report.get("matmul_peak")
+        marian = t["models"]["MarianMT"]["tokens_per_s"]
+        rows = []
+        for name, m in t["models"].items():
+            row = [name, _fmt(m["tokens_per_s"]), f"{m['tokens_per_s'] / marian:.2f}x",
+                   _fmt(memory[name]["peak_rss_growth_mb"]) if name in memory else "-",
+                   _fmt(m["flops_per_s"] / 1e9, 1)]
+            row.append(f"{100 * m['flops_per_s'] / peak['flops_per_s']:.0f}%" if peak else "-")
+            rows.append(row)
+        lines += ["**Transformer training** (forward + backward + AdamW, random padded batches of "
+                  f"{report['settings']['dims']['batch_size']} sentences; tokens = real source + target tokens)", ""]
+        lines += _table(["model", "tokens/s", "vs Marian", "peak memory growth (MB)", "matmul GFLOP/s",
+                         "of matmul peak"], rows)
+        if peak:
+            lines += ["", f"Matmul peak: {peak['flops_per_s'] / 1e9:.1f} GFLOP/s ({peak['size']}x{peak['size']} "
+                          "float32 mm)."]
+        lines.append("")
+    if "generation" in report:
+        searches = list(report["generation"])
+        names = list(report["generation"][searches[0]])
+        rows = []
+        for name in names:
+            row = [name]
+            for s in searches:
+                models = report["generation"][s]
+                row += [_fmt(models[name]["tokens_per_s"]),
+                        f"{models[name]['tokens_per_s'] / models['MarianMT']['tokens_per_s']:.2f}x"]
+            rows.append(row)
+        settings = report["settings"]
+        lines += [f"**Generation** (batch {settings['generation_batch']}, exactly {settings['new_tokens']} new tokens "
+                  "per sentence; generated tokens/s)", ""]
+        lines += _table(["model"] + [h for s in searches for h in (f"{s} tok/s", "vs Marian")], rows)
+        lines.append("")
+    if "cache" in report:
+        lengths = report["settings"]["cache_lengths"]
+        rows = []
+        for name, modes in report["cache"].items():
+            for mode, per_length in modes.items():
+                values = [per_length[k] if k in per_length else per_length[str(k)] for k in lengths]
+                rows.append([name, mode] + [f"{1000 * v:.2f}" for v in values] + [f"{values[-1] / values[0]:.2f}x"])
+        lines += [f"**Cache scaling** (greedy, batch {report['settings']['cache_batch']}; ms per generated token)", ""]
+        lines += _table(["model", "cache"] + [str(k) for k in lengths] + [f"{lengths[-1]} vs {lengths[0]}"], rows)
+        lines.append("")
+    if "rnn" in report:
+        rows = []
+        for name, r in report["rnn"].items():
+            rows.append([name, _fmt(r["training_tokens_per_s"]["hf_s2s"]), _fmt(r["training_tokens_per_s"]["textbook"]),
+                         f"{r['training_ratio']:.2f}x", _fmt(r["greedy_tokens_per_s"]["hf_s2s"]),
+                         _fmt(r["greedy_tokens_per_s"]["textbook"]), f"{r['greedy_ratio']:.2f}x"])
+        lines += ["**RNN family vs the textbook loop** (training tokens/s; greedy generated tokens/s)", ""]
+        lines += _table(["model", "train hf_s2s", "train textbook", "ratio", "greedy hf_s2s", "greedy textbook",
+                         "ratio"], rows)
+        lines.append("")
+    lines += ["**Targets**", ""]
+    lines += _table(["target", "met"], [[k, "yes" if v else "no"] for k, v in summary["targets"].items()])
+    return "\n".join(lines) + "\n"

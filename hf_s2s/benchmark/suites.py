@@ -1,0 +1,361 @@
+"""The benchmark's five measurements, each hf_s2s against its peer timed side by side in one process:
+
+1. Transformer training tokens/s (+ peak memory) vs MarianMTModel of identical dimensions;
+2. generation tokens/s, greedy and beam, vs Marian, with the RNN family in the same table;
+3. cache scaling: time per generated token as the output grows, cached vs uncached;
+4. the RNN family vs the textbook loop of ``reference_rnn``, training and greedy decoding;
+5. FLOP utilisation of the Transformer training step against the measured matmul peak.
+"""
+
+import platform
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import torch
+from transformers import GenerationConfig, MarianConfig, MarianMTModel
+
+from ..configuration_rnn_seq2seq import RNNSeq2SeqConfig
+from ..configuration_transformer_seq2seq import TransformerSeq2SeqConfig
+from ..modeling_rnn_seq2seq import RNNSeq2SeqForConditionalGeneration
+from ..modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
+from .measure import (
+    count_matmul_flops,
+    interleaved_times,
+    make_batches,
+    matmul_peak,
+    median,
+    model_inputs,
+    multi30k_length_pairs,
+    peak_training_memory,
+    set_threads,
+    synthetic_length_pairs,
+)
+from .reference_rnn import TextbookRNNSeq2Seq
+
+PAD, START, EOS = 0, 1, 2
+
+
+@dataclass
+class TransformerDims:
+    """Sizes shared by every model of a comparison (the issue's: 3+3 layers, d_model 256, 8 heads, FFN 512,
+    vocabulary 8000, 256 positions; RNNs with 256 hidden units) and the training batch size."""
+
+    vocab_size: int = 8000
+    d_model: int = 256
+    layers: int = 3
+    heads: int = 8
+    ffn_dim: int = 512
+    max_positions: int = 256
+    rnn_hidden: int = 256
+    batch_size: int = 64
+
+
+@dataclass
+class BenchSettings:
+    dims: TransformerDims = field(default_factory=TransformerDims)
+    # torch intra-op threads, recorded in the output (None: torch's default). 1 by default: on these shared cores
+    # a 2-thread OpenMP pool stalls whenever another process takes a core (repeats varied 4 s .. 25 s).
+    threads: int | None = 1
+    repeats: int = 5  # timed repeats per measurement; the median is reported
+    warmup: int = 1  # untimed runs before timing
+    seed: int = 0
+    train_batches: int = 4  # batches per timed training repeat
+    rnn_train_batches: int = 2
+    generation_batch: int = 32
+    new_tokens: int = 40  # generated tokens per sentence (min_new_tokens = max_new_tokens)
+    num_beams: int = 4
+    cache_lengths: tuple[int, ...] = (16, 32, 64, 128, 256)
+    cache_batch: int = 8
+    memory_steps: int = 4  # training steps of the peak-memory probe (0 = skip it)
+    matmul_size: int = 2048
+    use_multi30k: bool = True  # length distribution from Multi30k; False: synthetic lengths (smoke runs)
+
+    @classmethod
+    def quick(cls) -> "BenchSettings":
+        """Tiny sizes for a smoke run of every code path in seconds."""
+        return cls(
+            dims=TransformerDims(vocab_size=128, d_model=32, layers=1, heads=4, ffn_dim=64, max_positions=64,
+                                 rnn_hidden=16, batch_size=8),
+            threads=1, repeats=2, warmup=1, train_batches=1, rnn_train_batches=1, generation_batch=4, new_tokens=4,
+            num_beams=2, cache_lengths=(4, 8), cache_batch=2, memory_steps=0, matmul_size=128, use_multi30k=False,
+        )
+
+
+# ------------------------------------------------------------------------------------------------------ models
+
+
+def build_hf_s2s_transformer(dims: TransformerDims, norm_position: str = "post") -> TransformerSeq2SeqForConditionalGeneration:
+    """hf_s2s configured as Marian is: post-LN, sinusoidal positions, scaled embeddings, one shared tied table."""
+    config = TransformerSeq2SeqConfig(
+        vocab_size=dims.vocab_size, d_model=dims.d_model, encoder_layers=dims.layers, decoder_layers=dims.layers,
+        encoder_attention_heads=dims.heads, decoder_attention_heads=dims.heads, encoder_ffn_dim=dims.ffn_dim,
+        decoder_ffn_dim=dims.ffn_dim, activation_function="relu", dropout=0.1, attention_dropout=0.0,
+        activation_dropout=0.0, norm_position=norm_position, position_embedding_type="sinusoidal",
+        max_position_embeddings=dims.max_positions, scale_embedding=True, share_encoder_decoder_embeddings=True,
+        tie_word_embeddings=True, pad_token_id=PAD, bos_token_id=START, eos_token_id=EOS,
+        decoder_start_token_id=START,
+    )
+    return TransformerSeq2SeqForConditionalGeneration(config)
+
+
+def build_marian(dims: TransformerDims) -> MarianMTModel:
+    config = MarianConfig(
+        vocab_size=dims.vocab_size, d_model=dims.d_model, encoder_layers=dims.layers, decoder_layers=dims.layers,
+        encoder_attention_heads=dims.heads, decoder_attention_heads=dims.heads, encoder_ffn_dim=dims.ffn_dim,
+        decoder_ffn_dim=dims.ffn_dim, activation_function="relu", dropout=0.1, attention_dropout=0.0,
+        activation_dropout=0.0, max_position_embeddings=dims.max_positions, scale_embedding=True,
+        share_encoder_decoder_embeddings=True, tie_word_embeddings=True, pad_token_id=PAD, eos_token_id=EOS,
+        decoder_start_token_id=START, forced_eos_token_id=None,
+    )
+    return MarianMTModel(config)
+
+
+def build_hf_s2s_rnn(dims: TransformerDims, cell_type: str, attention_type: str) -> RNNSeq2SeqForConditionalGeneration:
+    h = dims.rnn_hidden
+    config = RNNSeq2SeqConfig(
+        vocab_size=dims.vocab_size, encoder_embedding_size=h, decoder_embedding_size=h, encoder_hidden_size=h,
+        decoder_hidden_size=h, attention_size=h, cell_type=cell_type, attention_type=attention_type, dropout=0.1,
+        pad_token_id=PAD, bos_token_id=START, eos_token_id=EOS, decoder_start_token_id=START,
+    )
+    return RNNSeq2SeqForConditionalGeneration(config)
+
+
+def build_textbook_rnn(dims: TransformerDims, cell_type: str, attention_type: str) -> TextbookRNNSeq2Seq:
+    h = dims.rnn_hidden
+    return TextbookRNNSeq2Seq(dims.vocab_size, h, h, h, h, cell_type, attention_type, dropout=0.1)
+
+
+TRAINING_BUILDERS: dict[str, Callable[[TransformerDims], torch.nn.Module]] = {
+    "hf_s2s (post-LN)": build_hf_s2s_transformer,
+    "hf_s2s (pre-LN)": lambda dims: build_hf_s2s_transformer(dims, "pre"),
+    "MarianMT": build_marian,
+}
+RNN_VARIANTS = {"Bahdanau GRU": ("gru", "bahdanau"), "Luong LSTM": ("lstm", "luong_general")}
+
+
+def make_trainer(model: torch.nn.Module, lr: float = 3e-4) -> Callable[[dict], None]:
+    """One training step per call: forward, backward, AdamW. The same optimizer for every model: torch's fused
+    CPU AdamW (the fastest implementation here)."""
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, fused=True)
+
+    def step(batch: dict) -> None:
+        if isinstance(model, TextbookRNNSeq2Seq):
+            loss = model(**model_inputs(batch))
+        else:
+            loss = model(**model_inputs(batch)).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def _generation_inputs(settings: BenchSettings, length_pairs, batch_size: int, seed: int) -> dict[str, torch.Tensor]:
+    batch = make_batches(length_pairs, 1, batch_size, settings.dims.vocab_size, seed=seed)[0]
+    return {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+
+
+def _generate_fn(model, inputs: dict, new_tokens: int, num_beams: int, use_cache: bool = True) -> Callable[[], None]:
+    """Exactly ``new_tokens`` tokens per sentence (min = max), deterministic search, identical settings for all."""
+    config = GenerationConfig(
+        max_new_tokens=new_tokens, min_new_tokens=new_tokens, num_beams=num_beams, do_sample=False,
+        use_cache=use_cache, pad_token_id=PAD, bos_token_id=START, eos_token_id=EOS, decoder_start_token_id=START,
+        length_penalty=1.0, early_stopping=False,
+    )
+
+    def run() -> None:
+        out = model.generate(**inputs, generation_config=config)
+        if out.shape[1] != new_tokens + 1:  # start token + new tokens
+            raise RuntimeError(f"{type(model).__name__} generated {out.shape[1] - 1} tokens, expected {new_tokens}")
+
+    return run
+
+
+# ------------------------------------------------------------------------------------------------ measurements
+
+
+def bench_training(settings: BenchSettings, length_pairs) -> dict:
+    """1 + 5: Transformer training tokens/s, hf_s2s vs Marian, and matmul FLOPs per second of each."""
+    dims = settings.dims
+    batches = make_batches(length_pairs, settings.train_batches, dims.batch_size, dims.vocab_size, seed=settings.seed)
+    tokens = sum(b["num_tokens"] for b in batches)
+    padded = sum(b["input_ids"].numel() + b["labels"].numel() for b in batches)
+    steps, flops = {}, {}
+    for name, build in TRAINING_BUILDERS.items():
+        torch.manual_seed(settings.seed)
+        step = make_trainer(build(dims))
+        steps[name] = step
+        flops[name] = count_matmul_flops(lambda step=step: [step(b) for b in batches])
+    times = interleaved_times({name: lambda s=s: [s(b) for b in batches] for name, s in steps.items()},
+                              settings.repeats, settings.warmup)
+    results = {}
+    for name in steps:
+        seconds = median(times[name])
+        results[name] = {"tokens_per_s": tokens / seconds, "seconds_per_repeat": seconds, "times": times[name],
+                         "matmul_flops": flops[name], "flops_per_s": flops[name] / seconds}
+    return {"tokens_per_repeat": tokens, "padded_positions_per_repeat": padded,
+            "batches_per_repeat": settings.train_batches, "models": results}
+
+
+def bench_training_memory(settings: BenchSettings, length_pairs) -> dict:
+    if not settings.memory_steps:
+        return {}
+    spec = {"dims": asdict(settings.dims), "threads": settings.threads or torch.get_num_threads(),
+            "seed": settings.seed, "steps": settings.memory_steps, "length_pairs": length_pairs}
+    return {name: peak_training_memory({**spec, "model": name}) for name in TRAINING_BUILDERS}
+
+
+def bench_generation(settings: BenchSettings, length_pairs) -> dict:
+    """2: generated tokens/s at a fixed output length, greedy and beam."""
+    dims = settings.dims
+    inputs = _generation_inputs(settings, length_pairs, settings.generation_batch, settings.seed + 1)
+    models = {"hf_s2s Transformer (post-LN)": build_hf_s2s_transformer(dims), "MarianMT": build_marian(dims)}
+    for name, (cell, attention) in RNN_VARIANTS.items():
+        models[f"hf_s2s RNN {name}"] = build_hf_s2s_rnn(dims, cell, attention)
+    results = {}
+    for search, beams in (("greedy", 1), (f"beam {settings.num_beams}", settings.num_beams)):
+        fns = {name: _generate_fn(m.eval(), inputs, settings.new_tokens, beams) for name, m in models.items()}
+        times = interleaved_times(fns, settings.repeats, settings.warmup)
+        generated = settings.generation_batch * settings.new_tokens
+        results[search] = {name: {"tokens_per_s": generated / median(t), "times": t} for name, t in times.items()}
+    return results
+
+
+def bench_cache_scaling(settings: BenchSettings, length_pairs) -> dict:
+    """3: seconds per generated token (greedy) at growing output lengths, with and without the cache."""
+    dims = settings.dims
+    inputs = _generation_inputs(settings, length_pairs, settings.cache_batch, settings.seed + 2)
+    models = {"hf_s2s Transformer": build_hf_s2s_transformer(dims).eval(),
+              "hf_s2s RNN Bahdanau GRU": build_hf_s2s_rnn(dims, "gru", "bahdanau").eval()}
+    results = {name: {"cached": {}, "uncached": {}} for name in models}
+    for length in settings.cache_lengths:
+        fns = {}
+        for name, model in models.items():
+            fns[(name, "cached")] = _generate_fn(model, inputs, length, 1, use_cache=True)
+            fns[(name, "uncached")] = _generate_fn(model, inputs, length, 1, use_cache=False)
+        times = interleaved_times(fns, settings.repeats, settings.warmup)
+        for (name, mode), t in times.items():
+            results[name][mode][length] = median(t) / length
+    return results
+
+
+def bench_rnn_vs_textbook(settings: BenchSettings, length_pairs) -> dict:
+    """4: RNN training and greedy decoding tokens/s, hf_s2s vs the textbook loop, same sizes and batches."""
+    dims = settings.dims
+    batches = make_batches(length_pairs, settings.rnn_train_batches, dims.batch_size, dims.vocab_size,
+                           seed=settings.seed + 3)
+    tokens = sum(b["num_tokens"] for b in batches)
+    inputs = _generation_inputs(settings, length_pairs, settings.generation_batch, settings.seed + 1)
+    results = {}
+    for name, (cell, attention) in RNN_VARIANTS.items():
+        torch.manual_seed(settings.seed)
+        ours, textbook = build_hf_s2s_rnn(dims, cell, attention), build_textbook_rnn(dims, cell, attention)
+        train = {"hf_s2s": make_trainer(ours), "textbook": make_trainer(textbook)}
+        times = interleaved_times({k: lambda s=s: [s(b) for b in batches] for k, s in train.items()},
+                                  settings.repeats, settings.warmup)
+        training = {k: tokens / median(t) for k, t in times.items()}
+        ours.eval(), textbook.eval()
+        decode = {
+            "hf_s2s": _generate_fn(ours, inputs, settings.new_tokens, 1),
+            "textbook": lambda tb=textbook: tb.greedy(**inputs, num_tokens=settings.new_tokens),
+        }
+        times = interleaved_times(decode, settings.repeats, settings.warmup)
+        generated = settings.generation_batch * settings.new_tokens
+        decoding = {k: generated / median(t) for k, t in times.items()}
+        results[name] = {
+            "training_tokens_per_s": training, "training_ratio": training["hf_s2s"] / training["textbook"],
+            "greedy_tokens_per_s": decoding, "greedy_ratio": decoding["hf_s2s"] / decoding["textbook"],
+        }
+    return results
+
+
+def profile_top_ops(fn: Callable[[], object], top: int = 15) -> list[dict]:
+    """torch.profiler over one call of ``fn``: the ``top`` ops by self CPU time and their share of the total."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        fn()
+    events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
+    total = sum(e.self_cpu_time_total for e in events)
+    events.sort(key=lambda e: e.self_cpu_time_total, reverse=True)
+    return [{"op": e.key, "self_cpu_pct": 100 * e.self_cpu_time_total / total, "calls": e.count} for e in events[:top]]
+
+
+# ------------------------------------------------------------------------------------------------- the whole run
+
+
+def run_benchmark(settings: BenchSettings, sections: tuple[str, ...] = ("training", "memory", "generation", "cache",
+                                                                          "rnn", "peak")) -> dict:
+    threads = set_threads(settings.threads)
+    torch.manual_seed(settings.seed)
+    length_pairs = multi30k_length_pairs() if settings.use_multi30k else synthetic_length_pairs(seed=settings.seed)
+    report = {
+        "environment": {"torch": torch.__version__, "threads": threads, "cpu_count": torch.get_num_interop_threads(),
+                        "machine": platform.machine(), "processor": platform.processor() or platform.machine(),
+                        "cpu_capability": torch.backends.cpu.get_cpu_capability()},
+        "settings": asdict(settings),
+        "length_distribution": {"source": "multi30k train de->en" if settings.use_multi30k else "synthetic",
+                                "pairs": len(length_pairs),
+                                "mean_source": sum(p[0] for p in length_pairs) / len(length_pairs),
+                                "mean_target": sum(p[1] for p in length_pairs) / len(length_pairs)},
+    }
+    runners = {"training": bench_training, "memory": bench_training_memory, "generation": bench_generation,
+               "cache": bench_cache_scaling, "rnn": bench_rnn_vs_textbook}
+    for name in sections:
+        if name in runners:
+            report[name] = runners[name](settings, length_pairs)
+    if "peak" in sections:
+        report["matmul_peak"] = matmul_peak(settings.matmul_size, settings.repeats, settings.warmup)
+    report["summary"] = summarize(report, settings)
+    return report
+
+
+def summarize(report: dict, settings: BenchSettings) -> dict:
+    """Ratios and whether each target of the issue is met."""
+    summary = {}
+    if "training" in report:
+        models = report["training"]["models"]
+        ours, marian = models["hf_s2s (post-LN)"], models["MarianMT"]
+        summary["training_ratio_vs_marian"] = ours["tokens_per_s"] / marian["tokens_per_s"]
+        summary["training_ratio_pre_ln_vs_marian"] = models["hf_s2s (pre-LN)"]["tokens_per_s"] / marian["tokens_per_s"]
+        if "matmul_peak" in report:
+            peak = report["matmul_peak"]["flops_per_s"]
+            summary["flop_utilisation"] = {name: m["flops_per_s"] / peak for name, m in models.items()}
+    if report.get("memory"):
+        memory = report["memory"]
+        summary["memory_ratio_vs_marian"] = (memory["hf_s2s (post-LN)"]["peak_rss_growth_mb"]
+                                             / memory["MarianMT"]["peak_rss_growth_mb"])
+    if "generation" in report:
+        for search, models in report["generation"].items():
+            summary[f"generation_{search}_ratio_vs_marian"] = (
+                models["hf_s2s Transformer (post-LN)"]["tokens_per_s"] / models["MarianMT"]["tokens_per_s"])
+    if "cache" in report:
+        lengths = settings.cache_lengths
+        for name, modes in report["cache"].items():
+            for mode, per_length in modes.items():
+                summary[f"cache_growth {name} {mode}"] = per_length[lengths[-1]] / per_length[lengths[0]]
+    if "rnn" in report:
+        for name, r in report["rnn"].items():
+            summary[f"rnn_training_ratio {name}"] = r["training_ratio"]
+            summary[f"rnn_greedy_ratio {name}"] = r["greedy_ratio"]
+    summary["targets"] = _targets(summary, settings)
+    return summary
+
+
+def _targets(summary: dict, settings: BenchSettings) -> dict[str, bool]:
+    targets = {}
+    if "training_ratio_vs_marian" in summary:
+        targets["training >= 1.2x Marian"] = summary["training_ratio_vs_marian"] >= 1.2
+    if "memory_ratio_vs_marian" in summary:
+        targets["training peak memory <= Marian"] = summary["memory_ratio_vs_marian"] <= 1.0
+    for key in [k for k in summary if k.startswith("generation_")]:
+        targets[key.replace("generation_", "").replace("_ratio_vs_marian", "") + " >= 1.2x Marian"] = summary[key] >= 1.2
+    for key in [k for k in summary if k.startswith("cache_growth") and k.endswith("cached") and "uncached" not in k]:
+        name = key.removeprefix("cache_growth ").removesuffix(" cached")
+        targets[f"{name} cached per-token time at {settings.cache_lengths[-1]} <= 1.5x at "
+                f"{settings.cache_lengths[0]}"] = summary[key] <= 1.5
+    for key in [k for k in summary if k.startswith("rnn_")]:
+        targets[key.replace("_ratio", "") + " >= 2x textbook"] = summary[key] >= 2.0
+    if "flop_utilisation" in summary:
+        targets["hf_s2s training FLOP utilisation >= 50% of matmul peak"] = (
+            summary["flop_utilisation"]["hf_s2s (post-LN)"] >= 0.5)
+    return targets

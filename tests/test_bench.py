@@ -1,0 +1,81 @@
+"""Benchmark tests: the --quick smoke run of scripts/bench.py, the FLOP counter, and the textbook reference RNN."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from hf_s2s.benchmark import TextbookRNNSeq2Seq, count_matmul_flops, make_batches
+from hf_s2s.benchmark.suites import BenchSettings, build_hf_s2s_rnn, build_textbook_rnn
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("bench_script", ROOT / "scripts" / "bench.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_quick_run_writes_json_and_markdown(tmp_path):
+    report = load_script().main(["--quick", "--output", str(tmp_path)])
+    saved = json.loads((tmp_path / "bench.json").read_text())
+    markdown = (tmp_path / "bench.md").read_text()
+    assert saved["environment"]["threads"] == 1 == report["environment"]["threads"]
+    models = saved["training"]["models"]
+    assert set(models) == {"hf_s2s (post-LN)", "hf_s2s (pre-LN)", "MarianMT"}
+    assert all(m["tokens_per_s"] > 0 and len(m["times"]) == 2 for m in models.values())
+    assert set(saved["generation"]) == {"greedy", "beam 2"}
+    assert set(saved["cache"]["hf_s2s Transformer"]) == {"cached", "uncached"}
+    assert saved["rnn"]["Bahdanau GRU"]["training_ratio"] > 0
+    assert 0 < saved["summary"]["flop_utilisation"]["MarianMT"] < 1.5
+    for heading in ("Transformer training", "Generation", "Cache scaling", "textbook", "Targets"):
+        assert heading in markdown
+
+
+def test_linear_flops_forward_and_backward():
+    layer = torch.nn.Linear(32, 48)
+    x = torch.randn(5, 7, 32, requires_grad=True)
+    forward = count_matmul_flops(lambda: layer(x))
+    assert forward == 2 * 5 * 7 * 32 * 48
+    both = count_matmul_flops(lambda: layer(x).sum().backward())
+    assert both == 3 * forward  # backward: grad of the input and of the weight, one product each
+
+
+def test_cpu_attention_kernel_flops_are_counted():
+    q, k, v = (torch.randn(2, 4, 6, 8) for _ in range(3))  # (B, H, T, d_h)
+    flops = count_matmul_flops(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v))
+    assert flops == 2 * (2 * 2 * 4 * 6 * 6 * 8)  # Q K^T and weights V
+
+
+@pytest.mark.parametrize("cell_type,attention_type", [("gru", "bahdanau"), ("lstm", "luong_general")])
+def test_textbook_rnn_matches_hf_s2s_shapes_and_sizes(cell_type, attention_type):
+    dims = BenchSettings.quick().dims
+    textbook = build_textbook_rnn(dims, cell_type, attention_type)
+    ours = build_hf_s2s_rnn(dims, cell_type, attention_type)
+    batch = make_batches([(3, 4), (5, 2), (6, 6)], 1, 3, dims.vocab_size)[0]
+    loss = textbook(batch["input_ids"], batch["attention_mask"], batch["labels"])
+    assert loss.shape == () and torch.isfinite(loss)
+    loss.backward()
+    tokens = textbook.eval().greedy(batch["input_ids"], batch["attention_mask"], num_tokens=5)
+    assert tokens.shape == (3, 5) and tokens.max() < dims.vocab_size
+    ours_logits = ours(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"]).logits
+    assert ours_logits.shape == (3, batch["labels"].shape[1], dims.vocab_size)
+    # the same architecture at the same sizes: parameter counts agree within 2% (layouts of biases differ)
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert abs(count(textbook) - count(ours)) / count(ours) < 0.02
+
+
+def test_textbook_rnn_rejects_unsupported_attention():
+    with pytest.raises(ValueError, match="attention_type"):
+        TextbookRNNSeq2Seq(10, 4, 4, 4, 4, attention_type="luong_dot")
+
+
+def test_batches_follow_the_length_pairs_and_pad():
+    batch = make_batches([(3, 4)], 1, 2, 50, seed=0)[0]
+    assert batch["input_ids"].shape == (2, 3) and batch["labels"].shape == (2, 4)
+    assert batch["num_tokens"] == 2 * (3 + 4)
+    assert (batch["input_ids"][:, -1] == 2).all() and (batch["labels"][:, -1] == 2).all()
