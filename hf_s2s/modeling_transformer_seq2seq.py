@@ -84,6 +84,41 @@ class TransformerSeq2SeqPositionalEmbedding(nn.Module):
 
 
 # ----------------------------------------------------------------------------------------------------------
+# Padding-free execution
+# ----------------------------------------------------------------------------------------------------------
+
+
+class TokenPacking:
+    """The real tokens of a padded batch, so position-wise work skips the padding.
+
+    Projections, feed-forward blocks, LayerNorm and dropout treat every position alone, so they run on the N real
+    tokens of a (B, T) batch, packed into (N, D), instead of on all B x T positions; only the attention kernel
+    needs the padded layout, and ``unpack`` restores it around the kernel. With Multi30k-like lengths about half of
+    a shuffled batch is padding. keep: (B, T) bool, True where a token's output is needed.
+    """
+
+    def __init__(self, keep: torch.Tensor):
+        self.shape = keep.shape  # (B, T)
+        self.index = keep.reshape(-1).nonzero().squeeze(1)  # (N,) flat positions of the kept tokens
+
+    @classmethod
+    def when_padded(cls, keep: torch.Tensor | None) -> "TokenPacking | None":
+        """A packing for a (B, T) mask that leaves something out; None for no mask or a full one."""
+        if keep is None or keep.dim() != 2 or bool(keep.all()):
+            return None
+        return cls(keep.bool())
+
+    def pack(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, ...) -> (N, ...)"""
+        return x.reshape(-1, *x.shape[2:]).index_select(0, self.index)
+
+    def unpack(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, ...) -> (B, T, ...), zeros where nothing was kept."""
+        full = x.new_zeros(self.shape[0] * self.shape[1], *x.shape[1:]).index_copy(0, self.index, x)
+        return full.view(*self.shape, *x.shape[1:])
+
+
+# ----------------------------------------------------------------------------------------------------------
 # Attention
 # ----------------------------------------------------------------------------------------------------------
 
@@ -161,22 +196,32 @@ class TransformerSeq2SeqAttention(nn.Module):
         attention_mask: torch.Tensor | None = None,
         encoder_hidden_states: torch.Tensor | None = None,
         past_key_values: EncoderDecoderCache | None = None,
+        packing: TokenPacking | None = None,
+        source_packing: TokenPacking | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """hidden_states: (B, T_q, D) queries (and keys/values for self-attention); encoder_hidden_states:
         (B, T_src, D), given for cross-attention; attention_mask: as built by ``masking_utils`` for the kernel.
-        Returns output (B, T_q, D) and weights (B, H, T_q, T_k) under "eager", else None."""
+        With ``packing``, hidden_states holds only the N real tokens (N, D): the projections run on them and the
+        kernel on the re-padded layout; ``source_packing`` likewise skips source padding in the K/V projection.
+        Returns output (B, T_q, D) (or (N, D) packed) and weights (B, H, T_q, T_k) under "eager", else None."""
+        unpack = packing.unpack if packing is not None else (lambda x: x)  # (N, ...) -> (B, T_q, ...)
         if not self.is_cross_attention:
-            query, key, value = (self._split_heads(x) for x in self.qkv_proj(hidden_states).chunk(3, dim=-1))
+            qkv = unpack(self.qkv_proj(hidden_states))  # (B, T_q, 3D)
+            query, key, value = (self._split_heads(x) for x in qkv.chunk(3, dim=-1))
             if past_key_values is not None:
                 # append this step's K/V; returns all of them, (B, H, T_past + T_q, d_h)
                 key, value = past_key_values.self_attention_cache.update(key, value, self.layer_idx)
         else:
-            query = self._split_heads(self.q_proj(hidden_states))  # (B, H, T_q, d_h)
+            query = self._split_heads(unpack(self.q_proj(hidden_states)))  # (B, H, T_q, d_h)
             if past_key_values is not None and past_key_values.is_updated.get(self.layer_idx):
                 cached = past_key_values.cross_attention_cache.layers[self.layer_idx]
                 key, value = cached.keys, cached.values  # (B, H, T_src, d_h), stored on the first step
             else:
-                key, value = (self._split_heads(x) for x in self.kv_proj(encoder_hidden_states).chunk(2, dim=-1))
+                if source_packing is not None:  # project the real source tokens only
+                    kv = source_packing.unpack(self.kv_proj(source_packing.pack(encoder_hidden_states)))
+                else:
+                    kv = self.kv_proj(encoder_hidden_states)  # (B, T_src, 2D)
+                key, value = (self._split_heads(x) for x in kv.chunk(2, dim=-1))
                 if past_key_values is not None:
                     key, value = past_key_values.cross_attention_cache.update(key, value, self.layer_idx)
                     past_key_values.is_updated[self.layer_idx] = True
@@ -193,7 +238,8 @@ class TransformerSeq2SeqAttention(nn.Module):
             dropout=self.dropout if self.training else 0.0,
             scaling=self.scaling,
         )  # (B, T_q, H, d_h)
-        output = self.out_proj(output.reshape(*hidden_states.shape[:2], -1))  # (B, T_q, D)
+        output = output.flatten(2)  # (B, T_q, D)
+        output = self.out_proj(packing.pack(output) if packing is not None else output)  # (B, T_q, D) or (N, D)
         return output, weights
 
 
@@ -233,12 +279,14 @@ class TransformerSeq2SeqEncoderLayer(GradientCheckpointingLayer):
         self.final_layer_norm = nn.LayerNorm(config.d_model)
 
     def forward(
-        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None
+        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
+        packing: TokenPacking | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """hidden_states: (B, T_src, D) -> (B, T_src, D), self-attention weights (B, H, T_src, T_src) or None."""
+        """hidden_states: (B, T_src, D), or (N, D) real tokens with ``packing`` -> the same shape, self-attention
+        weights (B, H, T_src, T_src) or None."""
         residual = hidden_states
         hidden_states = self.self_attn_layer_norm(hidden_states) if self.pre_norm else hidden_states
-        hidden_states, attn_weights = self.self_attn(hidden_states, attention_mask=attention_mask)
+        hidden_states, attn_weights = self.self_attn(hidden_states, attention_mask=attention_mask, packing=packing)
         hidden_states = residual + F.dropout(hidden_states, p=self.dropout, training=self.training)
         hidden_states = hidden_states if self.pre_norm else self.self_attn_layer_norm(hidden_states)
 
@@ -273,13 +321,16 @@ class TransformerSeq2SeqDecoderLayer(GradientCheckpointingLayer):
         attention_mask: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
         past_key_values: EncoderDecoderCache | None = None,
+        packing: TokenPacking | None = None,
+        source_packing: TokenPacking | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        """hidden_states: (B, T_tgt, D); encoder_hidden_states: (B, T_src, D). Returns (B, T_tgt, D), self-attention
-        weights (B, H, T_tgt, T_past + T_tgt) and cross-attention weights (B, H, T_tgt, T_src), None unless eager."""
+        """hidden_states: (B, T_tgt, D), or (N, D) needed tokens with ``packing``; encoder_hidden_states: (B, T_src, D)
+        (``source_packing``: its real tokens). Returns hidden states shaped like the input, self-attention weights
+        (B, H, T_tgt, T_past + T_tgt) and cross-attention weights (B, H, T_tgt, T_src), None unless eager."""
         residual = hidden_states
         hidden_states = self.self_attn_layer_norm(hidden_states) if self.pre_norm else hidden_states
         hidden_states, self_weights = self.self_attn(
-            hidden_states, attention_mask=attention_mask, past_key_values=past_key_values
+            hidden_states, attention_mask=attention_mask, past_key_values=past_key_values, packing=packing
         )
         hidden_states = residual + F.dropout(hidden_states, p=self.dropout, training=self.training)
         hidden_states = hidden_states if self.pre_norm else self.self_attn_layer_norm(hidden_states)
@@ -291,6 +342,8 @@ class TransformerSeq2SeqDecoderLayer(GradientCheckpointingLayer):
             attention_mask=encoder_attention_mask,
             encoder_hidden_states=encoder_hidden_states,
             past_key_values=past_key_values,
+            packing=packing,
+            source_packing=source_packing,
         )
         hidden_states = residual + F.dropout(hidden_states, p=self.dropout, training=self.training)
         hidden_states = hidden_states if self.pre_norm else self.encoder_attn_layer_norm(hidden_states)
@@ -357,16 +410,23 @@ class TransformerSeq2SeqEncoder(nn.Module):
         seq_len = inputs_embeds.shape[1]
         positions = self.embed_positions(seq_len, 0, inputs_embeds.device)  # (T_src, D)
         hidden_states = inputs_embeds * self.embed_scale + positions.to(inputs_embeds.dtype)
-        hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
 
         mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask)
+        # Padding-free layers: only the real tokens go through the position-wise work (hidden states (N, D));
+        # padding positions of the output are zero. Per-layer hidden states are returned padded, so not then.
+        packing = None if output_hidden_states else TokenPacking.when_padded(attention_mask)
+        if packing is not None:
+            hidden_states = packing.pack(hidden_states)  # (N, D)
+        hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
         all_hidden_states, all_attentions = [], []
         for layer in self.layers:
             all_hidden_states.append(hidden_states)
-            hidden_states, weights = layer(hidden_states, mask)
+            hidden_states, weights = layer(hidden_states, mask, packing=packing)
             all_attentions.append(weights)
         if self.layer_norm is not None:
             hidden_states = self.layer_norm(hidden_states)
+        if packing is not None:
+            hidden_states = packing.unpack(hidden_states)  # (B, T_src, D)
         all_hidden_states.append(hidden_states)
         return BaseModelOutput(
             last_hidden_state=hidden_states,
@@ -406,10 +466,13 @@ class TransformerSeq2SeqDecoder(nn.Module):
         use_cache: bool = False,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
+        output_mask: torch.Tensor | None = None,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
         """inputs_embeds: (B, T_tgt, D) unscaled target token embeddings; encoder_hidden_states: (B, T_src, D);
         attention_mask: (B, T_past + T_tgt) target padding (or a ready 4D mask from generate);
-        encoder_attention_mask: (B, T_src) source padding. Returns last_hidden_state (B, T_tgt, D) and the cache."""
+        encoder_attention_mask: (B, T_src) source padding; output_mask: (B, T_tgt) bool, True where an output is
+        needed, a prefix of each row (training passes the positions up to each row's last label): the rest is
+        not computed and is zero. Returns last_hidden_state (B, T_tgt, D) and the cache."""
         _check_attentions_available(self.config, output_attentions)
         if use_cache and past_key_values is None:
             past_key_values = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
@@ -422,7 +485,6 @@ class TransformerSeq2SeqDecoder(nn.Module):
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0  # int, or tensor (static)
         positions = self.embed_positions(seq_len, past_length, inputs_embeds.device)  # (T_tgt, D)
         hidden_states = inputs_embeds * self.embed_scale + positions.to(inputs_embeds.dtype)
-        hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
 
         if attention_mask is None and past_key_values is None:
             # no padding and no cache: the kernel's plain causal mask is enough
@@ -446,6 +508,16 @@ class TransformerSeq2SeqDecoder(nn.Module):
             attention_mask=encoder_attention_mask,
             encoder_hidden_states=encoder_hidden_states,
         )
+        # Padding-free layers without a cache (teacher forcing): the needed target tokens (N, D) only; a causal
+        # query never reads a later position, so dropping each row's suffix changes nothing before it. The
+        # cross-attention K/V projection skips source padding (with a cache it runs once per source anyway).
+        packing = source_packing = None
+        if past_key_values is None and not output_hidden_states:
+            packing = TokenPacking.when_padded(output_mask)
+            source_packing = TokenPacking.when_padded(encoder_attention_mask)
+        if packing is not None:
+            hidden_states = packing.pack(hidden_states)  # (N, D)
+        hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
 
         all_hidden_states, all_self_attentions, all_cross_attentions = [], [], []
         for layer in self.layers:
@@ -456,11 +528,15 @@ class TransformerSeq2SeqDecoder(nn.Module):
                 attention_mask=self_attn_mask,
                 encoder_attention_mask=cross_attn_mask,
                 past_key_values=past_key_values,
+                packing=packing,
+                source_packing=source_packing,
             )
             all_self_attentions.append(self_weights)
             all_cross_attentions.append(cross_weights)
         if self.layer_norm is not None:
             hidden_states = self.layer_norm(hidden_states)
+        if packing is not None:
+            hidden_states = packing.unpack(hidden_states)  # (B, T_tgt, D)
         all_hidden_states.append(hidden_states)
         return BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=hidden_states,
@@ -557,11 +633,13 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
+        decoder_output_mask: torch.Tensor | None = None,
         **kwargs,
     ) -> Seq2SeqModelOutput:
         """input_ids: (B, T_src); attention_mask: (B, T_src) source padding; decoder_input_ids: (B, T_tgt) (only the
         new tokens when ``past_key_values`` holds earlier ones); encoder_outputs: reused encoder result (generate
-        runs the encoder once). Returns last_hidden_state (B, T_tgt, D), the cache and encoder outputs."""
+        runs the encoder once); decoder_output_mask: (B, T_tgt) bool prefix mask of the decoder outputs needed (see
+        the decoder). Returns last_hidden_state (B, T_tgt, D), the cache and encoder outputs."""
         use_cache = self.config.use_cache if use_cache is None else use_cache
         output_attentions = bool(output_attentions)
         output_hidden_states = bool(output_hidden_states)
@@ -590,6 +668,7 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
+            output_mask=decoder_output_mask,
         )
         return Seq2SeqModelOutput(
             last_hidden_state=decoder_outputs.last_hidden_state,
@@ -676,11 +755,17 @@ class TransformerSeq2SeqForConditionalGeneration(TransformerSeq2SeqPreTrainedMod
         taken; without decoder inputs they are shifted right into them. ``num_items_in_batch`` (from Trainer): the
         label-token count of the whole accumulated batch, which the summed loss is divided by. Returns logits
         (B, T_tgt, V_tgt) and the loss."""
+        decoder_output_mask = None
         if labels is not None:
             check_token_ids(labels.masked_fill(labels == -100, 0), self.config.decoder_vocab_size, "labels")
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+            if past_key_values is None:
+                # Outputs after a row's last label feed no loss term: the decoder skips them (a prefix per row).
+                positions = torch.arange(labels.shape[1], device=labels.device)  # (T_tgt,)
+                last = torch.where(labels != -100, positions, -1).amax(dim=1)  # (B,)
+                decoder_output_mask = positions[None, :] <= last[:, None]  # (B, T_tgt)
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -693,9 +778,16 @@ class TransformerSeq2SeqForConditionalGeneration(TransformerSeq2SeqPreTrainedMod
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
+            decoder_output_mask=decoder_output_mask,
         )
-        logits = self.lm_head(outputs.last_hidden_state)  # (B, T_tgt, V_tgt)
-        loss = seq2seq_loss(logits, labels, num_items_in_batch) if labels is not None else None
+        packing = TokenPacking.when_padded(decoder_output_mask)
+        if packing is not None:  # the output layer and the loss on the needed positions only
+            packed_logits = self.lm_head(packing.pack(outputs.last_hidden_state))  # (N, V_tgt)
+            loss = seq2seq_loss(packed_logits[None], packing.pack(labels)[None], num_items_in_batch)
+            logits = packing.unpack(packed_logits)  # (B, T_tgt, V_tgt), zero after each row's last label
+        else:
+            logits = self.lm_head(outputs.last_hidden_state)  # (B, T_tgt, V_tgt)
+            loss = seq2seq_loss(logits, labels, num_items_in_batch) if labels is not None else None
         return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,
