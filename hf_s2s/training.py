@@ -63,6 +63,9 @@ class DataArguments:
                           "pattern, or a Hub dataset name"},
     )
     dataset_config: str | None = field(default=None, metadata={"help": "Hub dataset config name"})
+    streaming: bool = field(
+        default=False, metadata={"help": "read the corpus lazily instead of loading it into memory (needs --max_steps)"}
+    )
     data_dir: str | None = field(default=None, metadata={"help": "folder holding the default corpus (Multi30k)"})
     source_lang: str = field(default="de")
     target_lang: str = field(default="en")
@@ -148,14 +151,20 @@ def build_model(model_args: ModelArguments, tokenizer):
     return model
 
 
-def count_tokens(dataset) -> int:
-    """Source + target tokens (padding excluded) in a tokenized dataset."""
-    return sum(len(x) for x in dataset["input_ids"]) + sum(len(x) for x in dataset["labels"])
+class CountingSeq2SeqTrainer(Seq2SeqTrainer):
+    """Seq2SeqTrainer that counts the source + target tokens (padding excluded) of the batches it trains on, so
+    training speed is measured on what was trained: streamed corpora and resumed runs included."""
+
+    train_tokens = 0
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        self.train_tokens += int(inputs["attention_mask"].sum()) + int((inputs["labels"] != -100).sum())
+        return super().training_step(model, inputs, num_items_in_batch)
 
 
 def evaluate_test_set(model, tokenizer, test_pairs, data_args, training_args) -> tuple[dict, list[dict]]:
     """Translate the test split with each beam size; returns the scores and sample translations."""
-    pairs = test_pairs["translation"]
+    pairs = [example["translation"] for example in test_pairs]
     sources = [pair[data_args.source_lang] for pair in pairs]
     references = [pair[data_args.target_lang] for pair in pairs]
     scores, samples = {}, []
@@ -181,15 +190,18 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
     """Train and evaluate; returns the results written to ``results.json`` (an empty dict on processes other
     than the main one). ``callbacks`` are added to the Trainer's."""
     transformers.set_seed(training_args.seed)
+    if data_args.streaming and training_args.max_steps <= 0:
+        raise ValueError("--streaming reads a corpus of unknown length: give the number of steps with --max_steps")
     output_dir = Path(training_args.output_dir)
     corpus = data_lib.load_translation_corpus(
         data_args.dataset, source_lang=data_args.source_lang, target_lang=data_args.target_lang,
-        data_dir=data_args.data_dir, dataset_config=data_args.dataset_config,
+        data_dir=data_args.data_dir, dataset_config=data_args.dataset_config, streaming=data_args.streaming,
     )
     for split, limit in (("train", data_args.max_train_samples), ("validation", data_args.max_eval_samples),
                          ("test", data_args.max_test_samples)):
         if limit is not None and split in corpus:
-            corpus[split] = corpus[split].select(range(min(limit, len(corpus[split]))))
+            corpus[split] = corpus[split].take(limit) if data_args.streaming else \
+                corpus[split].select(range(min(limit, len(corpus[split]))))
 
     if model_args.tokenizer_name_or_path or model_args.model_name_or_path:
         tokenizer = tokenization.load_tokenizer(model_args.tokenizer_name_or_path or model_args.model_name_or_path)
@@ -217,7 +229,7 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
     callbacks = list(callbacks or [])
     if data_args.early_stopping_patience and training_args.load_best_model_at_end:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=data_args.early_stopping_patience))
-    trainer = Seq2SeqTrainer(
+    trainer = CountingSeq2SeqTrainer(
         model=model, args=training_args, train_dataset=tokenized["train"],
         eval_dataset=tokenized.get("validation"), data_collator=collator, processing_class=tokenizer,
         compute_metrics=build_compute_metrics(tokenizer), callbacks=callbacks,
@@ -227,8 +239,8 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
     # Validation (generation + BLEU each epoch) is timed by Trainer; training speed leaves it out.
     eval_seconds = sum(entry.get("eval_runtime", 0.0) for entry in trainer.state.log_history)
     train_seconds = time.perf_counter() - start - eval_seconds
-    epochs_done = trainer.state.epoch or training_args.num_train_epochs
-    train_tokens = count_tokens(tokenized["train"]) * epochs_done
+    epochs_done = trainer.state.epoch
+    train_tokens = int(trainer.accelerator.reduce(torch.tensor(trainer.train_tokens), reduction="sum"))
 
     results = {}
     if trainer.is_world_process_zero():
@@ -248,6 +260,7 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
             "num_parameters": num_parameters,
             "train_seconds": round(train_seconds, 1),  # training steps only, validation excluded
             "validation_seconds": round(eval_seconds, 1),
+            "train_tokens": train_tokens,  # source + target tokens trained on, padding excluded
             "train_tokens_per_second": round(train_tokens / train_seconds, 1),
             "epochs": epochs_done,
             "train_loss": train_result.training_loss,

@@ -74,6 +74,25 @@ def test_run_writes_results_and_a_loadable_model_folder(trained, model_type):
     assert scores["bleu"] == pytest.approx(on_disk["test"]["greedy"]["bleu"], abs=1e-9)
 
 
+def test_train_token_count_is_the_tokenized_corpus_times_the_epochs(trained):
+    output_dir, results = trained["transformer_seq2seq"]
+    tokenizer = AutoTokenizer.from_pretrained(output_dir / "model")
+    corpus = hf_s2s.data.load_translation_corpus("synthetic:reversal", source_lang="src", target_lang="tgt")
+    pairs = corpus["train"].select(range(256))["translation"]
+    source = tokenizer([p["src"] for p in pairs], truncation=True, max_length=128)["input_ids"]
+    target = tokenizer(text_target=[p["tgt"] for p in pairs], truncation=True, max_length=128)["input_ids"]
+    assert results["train_tokens"] == 2 * sum(len(ids) for ids in source + target)
+
+
+def test_streaming_corpus_trains_for_max_steps(tmp_path):
+    results = run(*tiny_args(tmp_path, "transformer_seq2seq", "--streaming", "true", "--max_steps", "3",
+                             "--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end", "false",
+                             "--test_num_beams", "1"))
+    assert results["train_tokens"] > 0 and results["test"]["greedy"]["bleu_signature"]
+    with pytest.raises(ValueError, match="--streaming .* --max_steps"):
+        run(*tiny_args(tmp_path / "again", "transformer_seq2seq", "--streaming", "true"))
+
+
 def test_training_loss_decreases(trained):
     output_dir, _ = trained["transformer_seq2seq"]
     state = json.loads((output_dir / "checkpoint-16" / "trainer_state.json").read_text())
