@@ -101,7 +101,15 @@ def default_training_arguments() -> dict:
         "generation_max_length": 128,
         "report_to": ["tensorboard"],
         "logging_steps": 50,
+        **mixed_precision_default(),
     }
+
+
+def mixed_precision_default() -> dict:
+    """bf16 where the GPU supports it, else fp16 on a GPU, else full precision (CPU). Flags override it."""
+    if not torch.cuda.is_available():
+        return {}
+    return {"bf16": True} if torch.cuda.is_bf16_supported() else {"fp16": True}
 
 
 def load_recipe(name_or_path: str) -> dict:
