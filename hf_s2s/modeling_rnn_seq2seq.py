@@ -89,9 +89,17 @@ class RNNSeq2SeqCache(Cache):
             if tensor is not None:
                 setattr(self, name, fn(tensor))
 
+    # What depends on the source only: identical across the beams of one sentence.
+    _SOURCE_TENSORS = ("memory", "source_mask", "keys", "context")
+
     def reorder_cache(self, beam_idx: torch.LongTensor):
-        """Beam search: row i of the new state is row beam_idx[i] of the old one."""
-        self._map(lambda t: t.index_select(0, beam_idx.to(t.device)))
+        """Beam search: row i of the new decoder state is row beam_idx[i] of the old one. generate() only moves
+        rows among the beams of one sentence, whose source-side tensors (memory, mask, keys, context) are equal
+        rows, so those are not copied: every step would otherwise gather the whole (B x beams, S, E) memory."""
+        for name in self._TENSORS:
+            tensor = getattr(self, name)
+            if tensor is not None and name not in self._SOURCE_TENSORS:
+                setattr(self, name, tensor.index_select(0, beam_idx.to(tensor.device)))
 
     def batch_repeat_interleave(self, repeats: int):
         self._map(lambda t: t.repeat_interleave(repeats, dim=0))

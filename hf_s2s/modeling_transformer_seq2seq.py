@@ -730,6 +730,14 @@ class TransformerSeq2SeqForConditionalGeneration(TransformerSeq2SeqPreTrainedMod
         self.config.decoder_vocab_size = embeddings.num_embeddings
         return embeddings
 
+    @staticmethod
+    def _reorder_cache(past_key_values: EncoderDecoderCache, beam_idx: torch.LongTensor) -> EncoderDecoderCache:
+        """Beam search (generate calls this when the model defines it): reorder the self-attention cache only.
+        generate() moves rows among the beams of one sentence, whose cross-attention K/V rows are equal, so copying
+        those (B x beams, H, T_src, d_h) tensors every step would change nothing."""
+        past_key_values.self_attention_cache.reorder_cache(beam_idx)
+        return past_key_values
+
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         """labels: (B, T_tgt) with -100 on padding -> teacher-forcing decoder inputs (B, T_tgt)."""
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
