@@ -48,7 +48,9 @@ def seq2seq_loss(
 
 def check_token_ids(input_ids: torch.Tensor | None, vocab_size: int, name: str) -> None:
     """Raise a clear error for ids outside [0, vocab_size) instead of a bare index error from the embedding."""
-    if input_ids is None or input_ids.numel() == 0:
+    if input_ids is None or torch.compiler.is_compiling() or torch.jit.is_tracing():
+        return  # reading the values back is a data-dependent branch: torch.compile / torch.export / ONNX skip it
+    if input_ids.numel() == 0:
         return
     low, high = int(input_ids.min()), int(input_ids.max())
     if low < 0 or high >= vocab_size:
