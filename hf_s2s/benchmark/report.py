@@ -56,10 +56,14 @@ def to_markdown(report: dict) -> str:
         rows = []
         for name, modes in report["cache"].items():
             for mode, per_length in modes.items():
-                values = [per_length[k] if k in per_length else per_length[str(k)] for k in lengths]
-                rows.append([name, mode] + [f"{1000 * v:.2f}" for v in values] + [f"{values[-1] / values[0]:.2f}x"])
-        lines += [f"**Cache scaling** (greedy, batch {report['settings']['cache_batch']}; ms per generated token)", ""]
-        lines += _table(["model", "cache"] + [str(k) for k in lengths] + [f"{lengths[-1]} vs {lengths[0]}"], rows)
+                per_length = {int(k): v for k, v in per_length.items()}  # JSON keys are strings
+                values = [per_length.get(k) for k in lengths]
+                measured = [v for v in values if v is not None]
+                rows.append([name, mode] + [f"{1000 * v:.2f}" if v is not None else "-" for v in values]
+                            + [f"{measured[-1] / measured[0]:.2f}x ({max(per_length)} vs {lengths[0]})"])
+        lines += [f"**Cache scaling** (greedy, batch {report['settings']['cache_batch']}; ms per generated token; "
+                  f"uncached only up to {report['settings']['uncached_max_length']} tokens)", ""]
+        lines += _table(["model", "cache"] + [str(k) for k in lengths] + ["longest vs shortest"], rows)
         lines.append("")
     if "rnn" in report:
         rows = []
