@@ -7,6 +7,7 @@
 5. FLOP utilisation of the Transformer training step against the measured matmul peak.
 """
 
+import os
 import platform
 import sys
 import time
@@ -295,7 +296,7 @@ def run_benchmark(settings: BenchSettings, sections: tuple[str, ...] = ("trainin
     torch.manual_seed(settings.seed)
     length_pairs = multi30k_length_pairs() if settings.use_multi30k else synthetic_length_pairs(seed=settings.seed)
     report = {
-        "environment": {"torch": torch.__version__, "threads": threads, "cpu_count": torch.get_num_interop_threads(),
+        "environment": {"torch": torch.__version__, "threads": threads, "cpu_count": os.cpu_count(),
                         "machine": platform.machine(), "processor": platform.processor() or platform.machine(),
                         "cpu_capability": torch.backends.cpu.get_cpu_capability()},
         "settings": asdict(settings),
