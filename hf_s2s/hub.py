@@ -30,8 +30,8 @@ CARD_TEMPLATE = PACKAGE_DIR.parent / "model_cards" / "template.md"
 PIPELINE_FILE = Path(pipeline_seq2seq.__file__).name
 CODE_FILES = {
     "transformer_seq2seq": (
-        "configuration_transformer_seq2seq.py", "modeling_transformer_seq2seq.py", "config_checks.py",
-        "modeling_common.py", PIPELINE_FILE,
+        "configuration_transformer_seq2seq.py", "modeling_transformer_seq2seq.py",
+        "attention_transformer_seq2seq.py", "config_checks.py", "modeling_common.py", PIPELINE_FILE,
     ),
     "rnn_seq2seq": (
         "configuration_rnn_seq2seq.py", "modeling_rnn_seq2seq.py", "attention_rnn_seq2seq.py", "config_checks.py",

@@ -204,10 +204,11 @@ def test_check_refuses_a_folder_that_lacks_a_piece(hub_folders, tmp_path, piece)
         check_hub_folder(folder)
 
 
-def test_check_refuses_rnn_folder_without_its_attention_module(hub_folders, tmp_path):
-    folder = shutil.copytree(hub_folders["rnn_seq2seq"], tmp_path / "folder")
-    (folder / "attention_rnn_seq2seq.py").unlink()
-    with pytest.raises(HubFolderError, match="missing code file attention_rnn_seq2seq.py"):
+@pytest.mark.parametrize("model_type", ["rnn_seq2seq", "transformer_seq2seq"])
+def test_check_refuses_a_folder_without_its_attention_module(hub_folders, tmp_path, model_type):
+    folder = shutil.copytree(hub_folders[model_type], tmp_path / "folder")
+    (folder / f"attention_{model_type}.py").unlink()
+    with pytest.raises(HubFolderError, match=f"missing code file attention_{model_type}.py"):
         check_hub_folder(folder)
 
 

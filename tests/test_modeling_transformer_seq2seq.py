@@ -212,7 +212,8 @@ def test_save_load_identical_and_hub_folder(tmp_path):
     model.save_pretrained(tmp_path)
     files = {p.name for p in tmp_path.iterdir()}
     assert {"model.safetensors", "config.json", "generation_config.json", "modeling_transformer_seq2seq.py",
-            "configuration_transformer_seq2seq.py", "modeling_common.py", "config_checks.py"} <= files
+            "attention_transformer_seq2seq.py", "configuration_transformer_seq2seq.py", "modeling_common.py",
+            "config_checks.py"} <= files
     auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
     assert auto_map == {
         "AutoConfig": "configuration_transformer_seq2seq.TransformerSeq2SeqConfig",
