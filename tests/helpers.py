@@ -13,6 +13,14 @@ from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
 
 from hf_s2s.synthetic import EOS_ID, PAD_ID, PaddingCollator, reversal_dataset
 
+# Tiny model configs of both families for pipeline-level tests (training runs, Hub folders).
+TINY = {
+    "transformer_seq2seq": {"d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2,
+                            "decoder_attention_heads": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64},
+    "rnn_seq2seq": {"encoder_embedding_size": 16, "decoder_embedding_size": 16, "encoder_hidden_size": 16,
+                    "decoder_hidden_size": 32, "attention_size": 16},
+}
+
 # Prepended to every script run by `run_without_hf_s2s`: hf_s2s is made unimportable (a None entry in
 # sys.modules makes `import hf_s2s` raise ImportError), and the script proves it before doing anything.
 _BLOCK_HF_S2S = """

@@ -20,15 +20,9 @@ import hf_s2s  # noqa: F401
 import hf_s2s.hub as hub
 from hf_s2s.hub import HubFolderError, build_hub_folder, check_hub_folder, push_to_hub, render_model_card
 from hf_s2s.training import parse_args, run
-from tests.helpers import run_without_hf_s2s
+from tests.helpers import TINY, run_without_hf_s2s
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = {
-    "transformer_seq2seq": {"d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2,
-                            "decoder_attention_heads": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64},
-    "rnn_seq2seq": {"encoder_embedding_size": 16, "decoder_embedding_size": 16, "encoder_hidden_size": 16,
-                    "decoder_hidden_size": 32, "attention_size": 16},
-}
 SOURCES = ["a b c d e", "f g", "h i j"]  # different lengths: the batch is padded
 GENERATE = {"max_new_tokens": 10, "do_sample": False}
 

@@ -18,14 +18,9 @@ from hf_s2s.checkpoints import average_checkpoints, find_checkpoints
 from hf_s2s.metrics import compute_translation_metrics
 from hf_s2s.training import load_recipe, parse_args, run
 from hf_s2s.translate import alignment, translate
+from tests.helpers import TINY
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = {
-    "transformer_seq2seq": {"d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2,
-                            "decoder_attention_heads": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64},
-    "rnn_seq2seq": {"encoder_embedding_size": 16, "decoder_embedding_size": 16, "encoder_hidden_size": 16,
-                    "decoder_hidden_size": 32, "attention_size": 16},
-}
 
 
 def tiny_args(output_dir, model_type="transformer_seq2seq", *extra):
