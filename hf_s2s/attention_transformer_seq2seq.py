@@ -19,6 +19,7 @@ from transformers.cache_utils import EncoderDecoderCache
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .configuration_transformer_seq2seq import TransformerSeq2SeqConfig
+from .modeling_common import is_capturing_graph
 
 # ----------------------------------------------------------------------------------------------------------
 # Positions
@@ -57,7 +58,7 @@ class TransformerSeq2SeqPositionalEmbedding(nn.Module):
         positions = torch.arange(seq_len, device=device) + past_length  # (T,)
         if not self.learned:
             return sinusoidal_positions(positions, self.dim)
-        if not torch.compiler.is_compiling() and int(past_length) + seq_len > self.max_positions:
+        if not is_capturing_graph() and int(past_length) + seq_len > self.max_positions:
             raise ValueError(
                 f"sequence needs positions up to {int(past_length) + seq_len - 1}, but position_embedding_type="
                 f"'learned' holds only max_position_embeddings={self.max_positions} positions (0..{self.max_positions - 1}); "
@@ -86,8 +87,12 @@ class TokenPacking:
 
     @classmethod
     def when_padded(cls, keep: torch.Tensor | None) -> "TokenPacking | None":
-        """A packing for a (B, T) mask that leaves something out; None for no mask or a full one."""
-        if keep is None or keep.dim() != 2 or bool(keep.all()):
+        """A packing for a (B, T) mask that leaves something out; None for no mask or a full one, and None while a
+        graph is captured (compile, export, ONNX): whether to pack reads the mask's values, a data-dependent
+        branch, and the packed length N is data-dependent too. The padded path gives the same outputs at real
+        tokens; at padding positions its outputs are computed rather than zero (nothing reads them: they are
+        masked out of attention and carry no loss)."""
+        if keep is None or keep.dim() != 2 or is_capturing_graph() or bool(keep.all()):
             return None
         return cls(keep.bool())
 

@@ -46,10 +46,17 @@ def seq2seq_loss(
     return loss / num_items_in_batch
 
 
+def is_capturing_graph() -> bool:
+    """True while torch.compile, torch.export (and so the dynamo ONNX exporter) or torch.jit tracing (the
+    TorchScript ONNX exporter) captures the model. Code that reads tensor values back into a Python branch must not
+    run then: it is a graph break under compile, an error under export, and a branch baked into a trace."""
+    return torch.compiler.is_compiling() or torch.compiler.is_exporting() or torch.jit.is_tracing()
+
+
 def check_token_ids(input_ids: torch.Tensor | None, vocab_size: int, name: str) -> None:
     """Raise a clear error for ids outside [0, vocab_size) instead of a bare index error from the embedding."""
-    if input_ids is None or torch.compiler.is_compiling() or torch.jit.is_tracing():
-        return  # reading the values back is a data-dependent branch: torch.compile / torch.export / ONNX skip it
+    if input_ids is None or is_capturing_graph():
+        return  # reading the values back is a data-dependent branch
     if input_ids.numel() == 0:
         return
     low, high = int(input_ids.min()), int(input_ids.max())

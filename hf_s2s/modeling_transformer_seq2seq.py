@@ -293,9 +293,10 @@ class TransformerSeq2SeqDecoder(nn.Module):
             )
         else:
             if attention_mask is None:
-                attention_mask = torch.ones(
-                    batch_size, int(past_length) + seq_len, dtype=torch.long, device=inputs_embeds.device
-                )
+                # int() only for a static cache's tensor: on a dynamic cache's length (a symbolic size under
+                # torch.export) it would fix T_past to the example's value
+                total_length = (int(past_length) if torch.is_tensor(past_length) else past_length) + seq_len
+                attention_mask = torch.ones(batch_size, total_length, dtype=torch.long, device=inputs_embeds.device)
             self_attn_mask = create_causal_mask(
                 config=self.config,
                 inputs_embeds=hidden_states,
