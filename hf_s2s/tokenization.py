@@ -62,7 +62,11 @@ def _empty_tokenizer(model_type: str, byte_fallback: bool) -> Tokenizer:
     else:
         tokenizer = Tokenizer(models.Unigram())
     tokenizer.normalizer = build_normalizer()
-    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement=METASPACE, prepend_scheme="always")
+    # Punctuation is split off words ("▁dog." -> "▁dog", ".") so that BPE does not spend its vocabulary on
+    # every word-plus-punctuation pair; splitting never changes characters, so decoding stays exact.
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Metaspace(replacement=METASPACE, prepend_scheme="always"), pre_tokenizers.Punctuation()]
+    )
     # ByteFallback first turns runs of <0x..> tokens back into characters; no Fuse step, because the Metaspace
     # decoder only drops the leading space of the *first* token and Fuse would glue all tokens into one.
     tokenizer.decoder = decoders.Sequence(
