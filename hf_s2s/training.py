@@ -28,7 +28,8 @@ from . import data as data_lib
 from . import tokenization
 from .hub import write_model_card
 from .metrics import build_compute_metrics, compute_translation_metrics
-from .translate import translate
+from .plotting import plot_alignment
+from .translate import alignment, translate
 
 logger = logging.getLogger(__name__)
 
@@ -279,16 +280,29 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
             "world_size": training_args.world_size,
             "training_arguments": {k: v for k, v in training_args.to_dict().items()
                                    if k in ("learning_rate", "num_train_epochs", "per_device_train_batch_size",
-                                            "label_smoothing_factor", "lr_scheduler_type", "warmup_steps", "seed")},
+                                            "label_smoothing_factor", "lr_scheduler_type", "warmup_steps", "seed",
+                                            "adam_beta2", "weight_decay")},
             "model_config": model.config.to_diff_dict(),
         }
         (final_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
         write_model_card(final_dir)  # README.md filled from the results.json just written
         (output_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
+        if samples:
+            save_alignment_plot(model, tokenizer, samples[0]["source"], output_dir / "alignment.png")
         with open(output_dir / "samples.txt", "w") as f:
             for s in samples:
                 f.write(f"SRC: {s['source']}\nREF: {s['reference']}\nHYP: {s['hypothesis']}\n\n")
     return results
+
+
+def save_alignment_plot(model, tokenizer, sentence: str, path: Path) -> Path | None:
+    """Heatmap of the attention the model pays to ``sentence`` while translating it (greedy); None for a
+    model without attention (RNN ``attention_type="none"``)."""
+    if getattr(model.config, "attention_type", None) == "none":
+        logger.info("no alignment plot: the model has no attention")
+        return None
+    weights, source_tokens, target_tokens = alignment(model, tokenizer, sentence)
+    return plot_alignment(weights, source_tokens, target_tokens, path, title=sentence)
 
 
 def summary_line(results: dict) -> str:

@@ -55,6 +55,7 @@ def test_run_writes_results_and_a_loadable_model_folder(trained, model_type):
     assert on_disk["test"]["greedy"]["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     assert on_disk["train_tokens_per_second"] > 0 and on_disk["train_seconds"] > 0
     assert (output_dir / "samples.txt").read_text().count("HYP: ") == 3
+    assert matplotlib.image.imread(output_dir / "alignment.png").ndim == 3
     assert (output_dir / "checkpoint-16").is_dir()  # 256 pairs / 32 per step * 2 epochs
     # The saved folder loads through the Auto classes and reproduces the scores in results.json.
     model = AutoModelForSeq2SeqLM.from_pretrained(output_dir / "model")
