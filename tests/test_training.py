@@ -209,3 +209,12 @@ def test_average_checkpoints_refuses_mismatched_checkpoints(trained, tmp_path):
         average_checkpoints(checkpoints, tmp_path / "avg")
     with pytest.raises(ValueError, match="asked for the last 99 checkpoints"):
         find_checkpoints(trained["transformer_seq2seq"][0], last=99)
+
+
+def test_early_stopping_ends_the_run_when_validation_bleu_stops_improving(tmp_path):
+    # With a learning rate of 0 the validation BLEU cannot improve after the first evaluation, so patience 1
+    # must stop a 5-epoch run after epoch 2 (and the best checkpoint, epoch 1, is the one kept).
+    results = run(*tiny_args(tmp_path, "transformer_seq2seq", "--learning_rate", "0", "--num_train_epochs", "5",
+                             "--early_stopping_patience", "1", "--test_num_beams", "1"))
+    assert results["epochs"] == 2
+    assert json.loads((tmp_path / "checkpoint-16" / "trainer_state.json").read_text())["best_global_step"] == 8
