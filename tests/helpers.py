@@ -21,6 +21,22 @@ TINY = {
                     "decoder_hidden_size": 32, "attention_size": 16},
 }
 
+def random_tiny_model(model_type: str, vocab_size: int, seed: int = 0, **config_overrides):
+    """A random tiny model (``TINY`` sizes) whose greedy outputs differ between inputs: a tiny model at its
+    init repeats one token for every input, which would make equality tests toothless, so every matrix is
+    redrawn with a larger std. Returned in eval mode."""
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM
+
+    config = AutoConfig.for_model(model_type, **TINY[model_type], vocab_size=vocab_size, **config_overrides)
+    torch.manual_seed(seed)
+    model = AutoModelForSeq2SeqLM.from_config(config)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.dim() > 1:
+                torch.nn.init.normal_(parameter, std=0.3)
+    return model.eval()
+
+
 # Prepended to every script run by `run_without_hf_s2s`: hf_s2s is made unimportable (a None entry in
 # sys.modules makes `import hf_s2s` raise ImportError), and the script proves it before doing anything.
 _BLOCK_HF_S2S = """

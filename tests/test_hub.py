@@ -20,7 +20,7 @@ import hf_s2s  # noqa: F401
 import hf_s2s.hub as hub
 from hf_s2s.hub import HubFolderError, build_hub_folder, check_hub_folder, push_to_hub, render_model_card
 from hf_s2s.training import parse_args, run
-from tests.helpers import TINY, run_without_hf_s2s
+from tests.helpers import TINY, random_tiny_model, run_without_hf_s2s
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ["a b c d e", "f g", "h i j"]  # different lengths: the batch is padded
@@ -70,19 +70,10 @@ def random_model_dirs(trained, tmp_path_factory):
     """Per family, a random model whose greedy outputs differ from sentence to sentence (four training steps only
     teach a tiny model to repeat one token, which would make equality tests toothless), with
     the run's tokenizer and results.json: a folder the Hub folder is built from like any trained one."""
-    from transformers import AutoConfig
-
     dirs = {}
     for model_type, (model_dir, _) in trained.items():
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        config = AutoConfig.for_model(model_type, **TINY[model_type], vocab_size=len(tokenizer), init_std=0.1,
-                                      tie_word_embeddings=False)
-        torch.manual_seed(0)
-        model = AutoModelForSeq2SeqLM.from_config(config)
-        with torch.no_grad():  # larger random weights: a tiny model at init repeats one token for every input
-            for parameter in model.parameters():
-                if parameter.dim() > 1:
-                    torch.nn.init.normal_(parameter, std=0.3)
+        model = random_tiny_model(model_type, len(tokenizer), init_std=0.1, tie_word_embeddings=False)
         target = tmp_path_factory.mktemp("random") / model_type
         model.save_pretrained(target)
         tokenizer.save_pretrained(target)

@@ -20,14 +20,10 @@ import hf_s2s  # noqa: F401
 from hf_s2s.hub import build_hub_folder
 from hf_s2s.synthetic import text_reversal_corpus
 from hf_s2s.tokenization import train_tokenizer_from_texts
+from tests.helpers import TINY, random_tiny_model
 
-TINY = {
-    "transformer_seq2seq": {"d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2,
-                            "decoder_attention_heads": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64,
-                            "tie_word_embeddings": False, "init_std": 0.1},
-    "rnn_seq2seq": {"encoder_embedding_size": 16, "decoder_embedding_size": 16, "encoder_hidden_size": 16,
-                    "decoder_hidden_size": 32, "attention_size": 16},
-}
+# On top of the shared tiny sizes: an untied Transformer, so that the output layer is not the input table.
+OVERRIDES = {"transformer_seq2seq": {"tie_word_embeddings": False, "init_std": 0.1}, "rnn_seq2seq": {}}
 FAMILIES = pytest.mark.parametrize("model_type", list(TINY))
 SOURCES = ["a b c d e f", "g h", "i j k", "b"]
 GENERATE = {"max_new_tokens": 8, "do_sample": False}
@@ -44,25 +40,13 @@ def tokenizer(corpus):
     return train_tokenizer_from_texts(texts, vocab_size=280)
 
 
-def random_model(model_type, tokenizer, seed=0):
-    """A random tiny model whose greedy outputs differ between inputs (larger weights than the init)."""
-    config = AutoConfig.for_model(model_type, **TINY[model_type], vocab_size=len(tokenizer))
-    torch.manual_seed(seed)
-    model = AutoModelForSeq2SeqLM.from_config(config)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            if parameter.dim() > 1:
-                torch.nn.init.normal_(parameter, std=0.3)
-    return model.eval()
-
-
 @pytest.fixture(scope="module")
 def saved(tokenizer, tmp_path_factory):
     """Per family: a saved model folder (save_pretrained + tokenizer) with a card, and its Hub folder."""
     folders = {}
     for model_type in TINY:
         model_dir = tmp_path_factory.mktemp(model_type) / "model"
-        random_model(model_type, tokenizer).save_pretrained(model_dir)
+        random_tiny_model(model_type, len(tokenizer), **OVERRIDES[model_type]).save_pretrained(model_dir)
         tokenizer.save_pretrained(model_dir)
         (model_dir / "README.md").write_text("---\nlicense: apache-2.0\nlibrary_name: transformers\ntags: [test]\n---\n")
         folders[model_type] = (model_dir, build_hub_folder(model_dir, model_dir.parent / "hub"))
@@ -170,7 +154,8 @@ def test_resize_token_embeddings_after_adding_tokens(saved, tokenizer, model_typ
 
 
 def test_resize_refuses_separate_vocabularies_of_different_sizes(tokenizer):
-    config = AutoConfig.for_model("transformer_seq2seq", **TINY["transformer_seq2seq"], vocab_size=40,
+    config = AutoConfig.for_model("transformer_seq2seq", **TINY["transformer_seq2seq"],
+                                  **OVERRIDES["transformer_seq2seq"], vocab_size=40,
                                   decoder_vocab_size=50, share_encoder_decoder_embeddings=False)
     model = AutoModelForSeq2SeqLM.from_config(config)
     with pytest.raises(ValueError, match="vocab_size=40 and decoder_vocab_size=50"):
