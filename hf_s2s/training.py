@@ -284,9 +284,10 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
                                             "adam_beta2", "weight_decay")},
             "model_config": model.config.to_diff_dict(),
         }
-        (final_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
+        results_json = json.dumps(results, indent=2, default=str)
+        (final_dir / "results.json").write_text(results_json)
         write_model_card(final_dir)  # README.md filled from the results.json just written
-        (output_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
+        (output_dir / "results.json").write_text(results_json)
         if samples:
             save_alignment_plot(model, tokenizer, samples[0]["source"], output_dir / "alignment.png")
         with open(output_dir / "samples.txt", "w") as f:
