@@ -17,13 +17,17 @@ _COPIED_SUFFIXES = (".json", ".py", ".txt", ".model", ".md")
 _SKIPPED = {"trainer_state.json", "training_args.bin", "optimizer.pt", "scheduler.pt", "rng_state.pth"}
 
 
-def find_checkpoints(run_dir: str | Path, last: int) -> list[Path]:
-    """The ``last`` newest ``checkpoint-<step>`` folders of a Trainer output directory, oldest first."""
-    run_dir = Path(run_dir)
-    found = sorted(
-        (p for p in run_dir.glob("checkpoint-*") if re.fullmatch(r"checkpoint-\d+", p.name) and p.is_dir()),
+def list_checkpoints(run_dir: str | Path) -> list[Path]:
+    """Every ``checkpoint-<step>`` folder of a Trainer output directory, oldest first."""
+    return sorted(
+        (p for p in Path(run_dir).glob("checkpoint-*") if re.fullmatch(r"checkpoint-\d+", p.name) and p.is_dir()),
         key=lambda p: int(p.name.split("-")[1]),
     )
+
+
+def find_checkpoints(run_dir: str | Path, last: int) -> list[Path]:
+    """The ``last`` newest ``checkpoint-<step>`` folders of a Trainer output directory, oldest first."""
+    found = list_checkpoints(run_dir)
     if not found:
         raise FileNotFoundError(f"no checkpoint-<step> folders in {run_dir}")
     if last <= 0 or last > len(found):

@@ -8,6 +8,8 @@ end happen on the main process only.
 import json
 import logging
 import math
+import os
+import platform
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -26,6 +28,7 @@ from transformers import (
 
 from . import data as data_lib
 from . import tokenization
+from .checkpoints import average_checkpoints, list_checkpoints
 from .hub import write_model_card
 from .metrics import build_compute_metrics, compute_translation_metrics
 from .plotting import plot_alignment
@@ -77,6 +80,11 @@ class DataArguments:
     max_test_samples: int | None = field(default=None, metadata={"help": "use only the first N test pairs"})
     early_stopping_patience: int | None = field(
         default=3, metadata={"help": "stop after this many evaluations without a better BLEU; 0 disables"}
+    )
+    average_last_checkpoints: int = field(
+        default=0,
+        metadata={"help": "after training, average the weights of the last N epoch checkpoints and keep the average "
+                          "if its validation BLEU beats the best single checkpoint's (0 or 1: no averaging)"},
     )
     test_num_beams: str = field(default="1,5", metadata={"help": "beam sizes for the final test evaluation"})
     num_sample_translations: int = field(default=20, metadata={"help": "test translations written to samples.txt"})
@@ -160,6 +168,50 @@ def build_model(model_args: ModelArguments, tokenizer):
     return model
 
 
+def describe_machine() -> str:
+    """The accelerator or CPU the run trained on, in words, for results.json and model cards."""
+    if torch.cuda.is_available():
+        return f"{torch.cuda.device_count()}x {torch.cuda.get_device_name(0)}"
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores (CPU only)"
+
+
+def average_last_checkpoints(trainer: Seq2SeqTrainer, last: int) -> dict:
+    """Average the last ``last`` checkpoints of the run into ``<output_dir>/averaged`` and validate the average.
+    The trainer's model becomes the average when its validation BLEU beats the best single checkpoint's
+    (``trainer.state.best_metric``); otherwise it keeps its weights. Returns what was done, for results.json."""
+    output_dir = Path(trainer.args.output_dir)
+    checkpoints = list_checkpoints(output_dir)[-last:]  # fewer when training stopped early
+    if len(checkpoints) < 2:
+        logger.warning("only %d checkpoint(s) in %s: nothing to average", len(checkpoints), output_dir)
+        return {"checkpoints": [c.name for c in checkpoints], "used": False}
+    averaged_dir = output_dir / "averaged"
+    if trainer.is_world_process_zero():
+        average_checkpoints(checkpoints, averaged_dir)
+    trainer.accelerator.wait_for_everyone()
+    model = trainer.model
+    kept = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+    averaged = AutoModelForSeq2SeqLM.from_pretrained(averaged_dir, dtype=next(model.parameters()).dtype)
+    model.load_state_dict(averaged.state_dict())
+    trainer.remove_callback(EarlyStoppingCallback)  # training is over; this evaluation must not count towards it
+    bleu = trainer.evaluate(metric_key_prefix="averaged")["averaged_bleu"]
+    best_single = trainer.state.best_metric
+    used = best_single is None or bleu > best_single
+    if not used:
+        model.load_state_dict(kept)
+    logger.info("average of %d checkpoints: validation BLEU %.2f vs best single %s -> %s", len(checkpoints), bleu,
+                best_single, "kept the average" if used else "kept the best single checkpoint")
+    return {"checkpoints": [c.name for c in checkpoints], "validation_bleu": bleu,
+            "best_single_validation_bleu": best_single, "used": used}
+
+
 class CountingSeq2SeqTrainer(Seq2SeqTrainer):
     """Seq2SeqTrainer that counts the source + target tokens (padding excluded) of the batches it trains on, so
     training speed is measured on what was trained: streamed corpora and resumed runs included."""
@@ -202,6 +254,10 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
     if data_args.streaming and training_args.max_steps <= 0:
         raise ValueError("--streaming reads a corpus of unknown length: give the number of steps with --max_steps")
     output_dir = Path(training_args.output_dir)
+    last = data_args.average_last_checkpoints
+    if last > 1 and training_args.save_total_limit is not None and training_args.save_total_limit <= last:
+        raise ValueError(f"--average_last_checkpoints {last} needs --save_total_limit above {last} (the best "
+                         f"checkpoint is kept besides the newest), got {training_args.save_total_limit}")
     corpus = data_lib.load_translation_corpus(
         data_args.dataset, source_lang=data_args.source_lang, target_lang=data_args.target_lang,
         data_dir=data_args.data_dir, dataset_config=data_args.dataset_config, streaming=data_args.streaming,
@@ -250,6 +306,8 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
     train_seconds = time.perf_counter() - start - eval_seconds
     epochs_done = trainer.state.epoch
     train_tokens = int(trainer.accelerator.reduce(torch.tensor(trainer.train_tokens), reduction="sum"))
+    averaging = average_last_checkpoints(trainer, data_args.average_last_checkpoints) \
+        if data_args.average_last_checkpoints > 1 else None
 
     results = {}
     if trainer.is_world_process_zero():
@@ -259,7 +317,8 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
         model = trainer.model
         test_scores, samples = evaluate_test_set(model, tokenizer, corpus["test"], data_args, training_args) \
             if "test" in corpus else ({}, [])
-        best_validation = trainer.state.best_metric
+        best_validation = averaging["validation_bleu"] if averaging and averaging["used"] \
+            else trainer.state.best_metric
         results = {
             "model_type": model.config.model_type,
             "dataset": data_args.dataset,
@@ -274,8 +333,10 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
             "epochs": epochs_done,
             "train_loss": train_result.training_loss,
             "best_validation_bleu": best_validation,
+            "checkpoint_averaging": averaging,
             "test": test_scores,
             "device": str(trainer.args.device),
+            "machine": describe_machine(),
             "torch_threads": torch.get_num_threads(),
             "world_size": training_args.world_size,
             "training_arguments": {k: v for k, v in training_args.to_dict().items()
