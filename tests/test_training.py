@@ -218,3 +218,40 @@ def test_early_stopping_ends_the_run_when_validation_bleu_stops_improving(tmp_pa
                              "--early_stopping_patience", "1", "--test_num_beams", "1"))
     assert results["epochs"] == 2
     assert json.loads((tmp_path / "checkpoint-16" / "trainer_state.json").read_text())["best_global_step"] == 8
+
+
+class ForceBestMetric(TrainerCallback):
+    """Pretends the best single checkpoint scored ``value`` on validation, so the averaging decision is forced."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def on_train_end(self, args, state, control, **kwargs):
+        state.best_metric = self.value
+
+
+@pytest.mark.parametrize("best_single", [-1.0, 1e9], ids=["average-wins", "best-single-wins"])
+def test_run_keeps_the_checkpoint_average_only_when_it_validates_better(tmp_path, best_single):
+    results = run(*tiny_args(tmp_path, "transformer_seq2seq", "--num_train_epochs", "3", "--save_total_limit", "4",
+                             "--average_last_checkpoints", "2", "--test_num_beams", "1"),
+                  callbacks=[ForceBestMetric(best_single)])
+    averaging = results["checkpoint_averaging"]
+    assert averaging["checkpoints"] == ["checkpoint-16", "checkpoint-24"]
+    assert averaging["used"] is (best_single < 0)
+    first, second = (load_file(tmp_path / name / "model.safetensors") for name in averaging["checkpoints"])
+    averaged = load_file(tmp_path / "averaged" / "model.safetensors")
+    for key in first:
+        torch.testing.assert_close(averaged[key], (first[key] + second[key]) / 2)
+    # The saved model is the average when it won, else the best checkpoint that load_best_model_at_end restored.
+    best_step = json.loads((tmp_path / "checkpoint-24" / "trainer_state.json").read_text())["best_global_step"]
+    expected = averaged if averaging["used"] else load_file(tmp_path / f"checkpoint-{best_step}" / "model.safetensors")
+    final = load_file(tmp_path / "model" / "model.safetensors")
+    assert set(final) == set(expected)
+    for key in final:
+        assert torch.equal(final[key], expected[key]), key
+    assert results["best_validation_bleu"] == (averaging["validation_bleu"] if averaging["used"] else best_single)
+
+
+def test_checkpoint_averaging_needs_the_checkpoints_kept(tmp_path):
+    with pytest.raises(ValueError, match="--average_last_checkpoints 3 needs --save_total_limit above 3"):
+        run(*tiny_args(tmp_path, "transformer_seq2seq", "--average_last_checkpoints", "3", "--save_total_limit", "3"))
