@@ -210,9 +210,18 @@ def render_model_card(results: dict, repo_id: str | None = None, license: str = 
         ("best validation BLEU", _fmt(results.get("best_validation_bleu"), 2)),
         ("training time (validation excluded)", f"{results.get('train_seconds')} s"),
         ("training speed", f"{results.get('train_tokens_per_second')} source+target tokens/s"),
-        ("hardware", f"{results.get('device')}, {results.get('torch_threads')} torch threads, "
-                     f"world size {results.get('world_size')}"),
+        ("hardware", f"{results.get('machine') or results.get('device')}, {results.get('torch_threads')} torch "
+                     f"threads, world size {results.get('world_size')}"),
     ]
+    averaging = results.get("checkpoint_averaging")
+    if averaging and "validation_bleu" in averaging:
+        outcome = "the average is this model" if averaging["used"] else "the best single checkpoint is this model"
+        training_rows.append((
+            "checkpoint averaging",
+            f"last {len(averaging['checkpoints'])} checkpoints: validation BLEU "
+            f"{_fmt(averaging['validation_bleu'], 2)} vs {_fmt(averaging['best_single_validation_bleu'], 2)} for the "
+            f"best single one; {outcome}",
+        ))
     evaluation_rows = [
         {"decoding": _decoding_label(key), "bleu": _fmt(s["bleu"], 2), "bleu_lowercase": _fmt(s.get("bleu_lowercase"), 2),
          "chrf": _fmt(s["chrf"], 2), "decode_seconds": s.get("decode_seconds"),

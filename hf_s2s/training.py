@@ -376,4 +376,39 @@ def summary_line(results: dict) -> str:
     return f"test {' | '.join(parts)}; trained in {minutes:.1f} min; {results.get('num_parameters', 0):,} parameters"
 
 
-__all__ = ["ModelArguments", "DataArguments", "parse_args", "run", "load_recipe", "build_model", "summary_line"]
+FAMILY_NAMES = {"transformer_seq2seq": "Transformer", "rnn_seq2seq": "RNN"}
+
+
+def _family_label(results: dict) -> str:
+    config = results.get("model_config", {})
+    if results.get("model_type") != "rnn_seq2seq":
+        return FAMILY_NAMES.get(results.get("model_type"), str(results.get("model_type")))
+    attention = {"bahdanau": "Bahdanau", "luong_dot": "Luong dot", "luong_general": "Luong general",
+                 "luong_concat": "Luong concat", "none": "no attention"}.get(config.get("attention_type", "bahdanau"))
+    return f"{config.get('cell_type', 'gru').upper()} + {attention}"
+
+
+def results_table(runs: list[dict]) -> str:
+    """A markdown table comparing training runs, from their results.json dicts: test BLEU (cased and
+    lowercased) and chrF for greedy and every beam size, parameters, epochs, training time and machine."""
+    decodings = list(dict.fromkeys(key for results in runs for key in results.get("test", {})))
+    header = ["family", "recipe", "params"]
+    for key in decodings:
+        label = "greedy" if key == "greedy" else key.replace("beam", "beam ")
+        header += [f"{label} BLEU", f"{label} BLEU lc", f"{label} chrF"]
+    header += ["epochs", "train + validation time", "machine"]
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for results in runs:
+        row = [_family_label(results), f"`{results.get('recipe')}`", f"{results.get('num_parameters', 0) / 1e6:.1f}M"]
+        for key in decodings:
+            scores = results.get("test", {}).get(key)
+            row += [f"{scores[name]:.2f}" for name in ("bleu", "bleu_lowercase", "chrf")] if scores else ["-"] * 3
+        minutes = (results.get("train_seconds", 0) + results.get("validation_seconds", 0)) / 60
+        row += [f"{results.get('epochs', 0):g}", f"{minutes:.0f} min",
+                f"{results.get('machine') or results.get('device')}, {results.get('torch_threads')} thread(s)"]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+__all__ = ["ModelArguments", "DataArguments", "parse_args", "run", "load_recipe", "build_model", "summary_line",
+           "results_table"]

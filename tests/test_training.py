@@ -16,7 +16,7 @@ import hf_s2s  # noqa: F401
 import hf_s2s.data
 from hf_s2s.checkpoints import average_checkpoints, find_checkpoints
 from hf_s2s.metrics import compute_translation_metrics
-from hf_s2s.training import load_recipe, parse_args, run
+from hf_s2s.training import load_recipe, parse_args, results_table, run
 from hf_s2s.translate import alignment, translate
 from tests.helpers import TINY
 
@@ -250,8 +250,33 @@ def test_run_keeps_the_checkpoint_average_only_when_it_validates_better(tmp_path
     for key in final:
         assert torch.equal(final[key], expected[key]), key
     assert results["best_validation_bleu"] == (averaging["validation_bleu"] if averaging["used"] else best_single)
+    card = (tmp_path / "model" / "README.md").read_text()
+    assert "| checkpoint averaging | last 2 checkpoints: validation BLEU" in card
+    assert ("the average is this model" in card) is averaging["used"]
 
 
 def test_checkpoint_averaging_needs_the_checkpoints_kept(tmp_path):
     with pytest.raises(ValueError, match="--average_last_checkpoints 3 needs --save_total_limit above 3"):
         run(*tiny_args(tmp_path, "transformer_seq2seq", "--average_last_checkpoints", "3", "--save_total_limit", "3"))
+
+
+def test_results_table_reports_each_run_from_its_results_json(trained, tmp_path):
+    runs = [json.loads((trained[model_type][0] / "results.json").read_text()) for model_type in TINY]
+    runs[1]["test"].pop("beam2")  # a run decoded greedily only gets dashes in the beam columns
+    lines = results_table(runs).splitlines()
+    assert lines[0].split(" | ")[3:9] == ["greedy BLEU", "greedy BLEU lc", "greedy chrF", "beam 2 BLEU",
+                                          "beam 2 BLEU lc", "beam 2 chrF"]
+    assert len(lines) == 2 + len(runs)
+    for line, results in zip(lines[2:], runs, strict=True):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert cells[0] == {"transformer_seq2seq": "Transformer", "rnn_seq2seq": "GRU + Bahdanau"}[results["model_type"]]
+        assert cells[3] == f"{results['test']['greedy']['bleu']:.2f}"
+        assert cells[5] == f"{results['test']['greedy']['chrf']:.2f}"
+        expected_beam = f"{results['test']['beam2']['bleu']:.2f}" if "beam2" in results["test"] else "-"
+        assert cells[6] == expected_beam
+    script = subprocess.run([sys.executable, str(ROOT / "scripts" / "results_table.py"),
+                             str(trained["rnn_seq2seq"][0] / "results.json")], capture_output=True, text=True)
+    assert script.returncode == 0 and script.stdout.count("\n") == 3
+    missing = subprocess.run([sys.executable, str(ROOT / "scripts" / "results_table.py"), str(tmp_path / "x.json")],
+                             capture_output=True, text=True)
+    assert missing.returncode == 2 and "x.json does not exist" in missing.stderr
