@@ -31,8 +31,11 @@ def test_quick_run_writes_json_and_markdown(tmp_path):
     assert set(saved["generation"]) == {"greedy", "beam 2"}
     assert set(saved["cache"]["hf_s2s Transformer"]) == {"cached", "uncached"}
     assert saved["rnn"]["Bahdanau GRU"]["training_ratio"] > 0
+    learning = saved["learning"]["Luong LSTM"]["validation_loss"]
+    assert set(learning) == {"hf_s2s", "hf_s2s, init_std 0.1", "textbook"}
+    assert all(0 < loss < 20 for loss in learning.values()) and learning["hf_s2s"] != learning["hf_s2s, init_std 0.1"]
     assert 0 < saved["summary"]["flop_utilisation"]["MarianMT"] < 1.5
-    for heading in ("Transformer training", "Generation", "Cache scaling", "textbook", "Targets"):
+    for heading in ("Transformer training", "Generation", "Cache scaling", "textbook", "RNN learning", "Targets"):
         assert heading in markdown
 
 

@@ -75,6 +75,15 @@ def to_markdown(report: dict) -> str:
         lines += _table(["model", "train hf_s2s", "train textbook", "ratio", "greedy hf_s2s", "greedy textbook",
                          "ratio"], rows)
         lines.append("")
+    if "learning" in report:
+        steps, batch = report["settings"]["learning_steps"], report["settings"]["dims"]["batch_size"]
+        rows = [[name, *(f"{r['validation_loss'][k]:.3f}" for k in ("hf_s2s", "hf_s2s, init_std 0.1", "textbook")),
+                 f"{r['loss_ratio']:.3f}"] for name, r in report["learning"].items()]
+        lines += [f"**RNN learning** (validation loss per target token after {steps} Adam steps of {batch} real "
+                  "sentence pairs, same batches and seed)", ""]
+        lines += _table(["model", "hf_s2s", "hf_s2s, init_std 0.1 (old default)", "textbook", "hf_s2s / textbook"],
+                        rows)
+        lines.append("")
     lines += ["**Targets**", ""]
     lines += _table(["target", "met"], [[k, "yes" if v else "no"] for k, v in summary["targets"].items()])
     return "\n".join(lines) + "\n"

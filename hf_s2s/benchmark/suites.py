@@ -4,7 +4,8 @@
 2. generation tokens/s, greedy and beam, vs Marian, with the RNN family in the same table;
 3. cache scaling: time per generated token as the output grows, cached vs uncached;
 4. the RNN family vs the textbook loop of ``reference_rnn``, training and greedy decoding;
-5. FLOP utilisation of the Transformer training step against the measured matmul peak.
+5. FLOP utilisation of the Transformer training step against the measured matmul peak;
+6. RNN learning: validation loss after the same steps on the same real batches, hf_s2s vs the textbook RNN.
 """
 
 import os
@@ -17,6 +18,8 @@ from dataclasses import asdict, dataclass, field
 import torch
 from transformers import GenerationConfig, MarianConfig, MarianMTModel
 
+from .. import data as data_lib
+from .. import tokenization
 from ..configuration_rnn_seq2seq import RNNSeq2SeqConfig
 from ..configuration_transformer_seq2seq import TransformerSeq2SeqConfig
 from ..modeling_rnn_seq2seq import RNNSeq2SeqForConditionalGeneration
@@ -75,6 +78,8 @@ class BenchSettings:
     memory_steps: int = 4  # training steps of the peak-memory probe (0 = skip it)
     matmul_size: int = 2048
     use_multi30k: bool = True  # length distribution from Multi30k; False: synthetic lengths (smoke runs)
+    learning_steps: int = 100  # training steps of the RNN learning comparison (real sentences, Adam 1e-3)
+    learning_validation_pairs: int = 256
 
     @classmethod
     def quick(cls) -> "BenchSettings":
@@ -83,7 +88,8 @@ class BenchSettings:
             dims=TransformerDims(vocab_size=128, d_model=32, layers=1, heads=4, ffn_dim=64, max_positions=64,
                                  rnn_hidden=16, batch_size=8),
             threads=1, repeats=2, warmup=1, train_batches=1, rnn_train_batches=1, generation_batch=4, new_tokens=4,
-            num_beams=2, cache_lengths=(4, 8), cache_batch=2, uncached_max_length=8, memory_steps=0, matmul_size=128, use_multi30k=False,
+            num_beams=2, cache_lengths=(4, 8), cache_batch=2, uncached_max_length=8, memory_steps=0, matmul_size=128,
+            use_multi30k=False, learning_steps=3, learning_validation_pairs=16,
         )
 
 
@@ -116,19 +122,21 @@ def build_marian(dims: TransformerDims) -> MarianMTModel:
     return MarianMTModel(config)
 
 
-def build_hf_s2s_rnn(dims: TransformerDims, cell_type: str, attention_type: str) -> RNNSeq2SeqForConditionalGeneration:
+def build_hf_s2s_rnn(dims: TransformerDims, cell_type: str, attention_type: str, **overrides
+                     ) -> RNNSeq2SeqForConditionalGeneration:
     h = dims.rnn_hidden
     config = RNNSeq2SeqConfig(
-        vocab_size=dims.vocab_size, encoder_embedding_size=h, decoder_embedding_size=h, encoder_hidden_size=h,
+        **{"vocab_size": dims.vocab_size, **overrides}, encoder_embedding_size=h, decoder_embedding_size=h, encoder_hidden_size=h,
         decoder_hidden_size=h, attention_size=h, cell_type=cell_type, attention_type=attention_type, dropout=0.1,
         pad_token_id=PAD, bos_token_id=START, eos_token_id=EOS, decoder_start_token_id=START,
     )
     return RNNSeq2SeqForConditionalGeneration(config)
 
 
-def build_textbook_rnn(dims: TransformerDims, cell_type: str, attention_type: str) -> TextbookRNNSeq2Seq:
+def build_textbook_rnn(dims: TransformerDims, cell_type: str, attention_type: str,
+                       vocab_size: int | None = None) -> TextbookRNNSeq2Seq:
     h = dims.rnn_hidden
-    return TextbookRNNSeq2Seq(dims.vocab_size, h, h, h, h, cell_type, attention_type, dropout=0.1)
+    return TextbookRNNSeq2Seq(vocab_size or dims.vocab_size, h, h, h, h, cell_type, attention_type, dropout=0.1)
 
 
 TRAINING_BUILDERS: dict[str, Callable[[TransformerDims], torch.nn.Module]] = {
@@ -277,6 +285,69 @@ def bench_rnn_vs_textbook(settings: BenchSettings, length_pairs) -> dict:
     return results
 
 
+def learning_batches(settings: BenchSettings) -> tuple[list[dict], list[dict], int]:
+    """Real sentence pairs for the learning comparison: ``learning_steps`` shuffled training batches and the first
+    ``learning_validation_pairs`` validation pairs, tokenized with a BPE tokenizer trained on the training split
+    (Multi30k de->en, or the synthetic reversal task for smoke runs). Returns them and the vocabulary size."""
+    from transformers import DataCollatorForSeq2Seq
+
+    dims = settings.dims
+    name, src, tgt = ("multi30k", "de", "en") if settings.use_multi30k else ("synthetic:reversal", "src", "tgt")
+    corpus = data_lib.load_translation_corpus(name, source_lang=src, target_lang=tgt)
+    tokenizer = tokenization.train_tokenizer(corpus["train"], source_lang=src, target_lang=tgt,
+                                             vocab_size=max(dims.vocab_size, 280))
+    needed = settings.learning_steps * dims.batch_size
+    corpus = {"train": corpus["train"].shuffle(seed=settings.seed).select(range(needed)),
+              "validation": corpus["validation"].select(range(settings.learning_validation_pairs))}
+    tokenized = data_lib.tokenize_corpus(corpus, tokenizer, source_lang=src, target_lang=tgt,
+                                         max_source_length=128, max_target_length=128)
+    collate = DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100, return_tensors="pt")
+
+    def batches(split):
+        rows = tokenized[split]
+        return [collate([rows[j] for j in range(i, min(i + dims.batch_size, len(rows)))])
+                for i in range(0, len(rows), dims.batch_size)]
+
+    return batches("train"), batches("validation"), len(tokenizer)
+
+
+def _loss(model: torch.nn.Module, batch: dict) -> torch.Tensor:
+    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "labels")}
+    return model(**inputs) if isinstance(model, TextbookRNNSeq2Seq) else model(**inputs).loss
+
+
+def bench_rnn_learning(settings: BenchSettings, length_pairs) -> dict:
+    """6: what each RNN has learned after ``learning_steps`` Adam steps (lr 1e-3, gradients clipped at 1) on the
+    same real batches from the same seed: the token-weighted validation loss, hf_s2s (its defaults, and the
+    embedding init std 0.1 it had before) vs the textbook RNN (PyTorch's default init)."""
+    train, validation, vocab_size = learning_batches(settings)
+    dims = settings.dims
+    results = {}
+    for name, (cell, attention) in RNN_VARIANTS.items():
+        models = {
+            "hf_s2s": (build_hf_s2s_rnn, {}),
+            "hf_s2s, init_std 0.1": (build_hf_s2s_rnn, {"init_std": 0.1}),
+            "textbook": (build_textbook_rnn, {}),
+        }
+        losses = {}
+        for label, (build, overrides) in models.items():
+            torch.manual_seed(settings.seed)
+            model = build(dims, cell, attention, vocab_size=vocab_size, **overrides).train()
+            optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+            for batch in train:
+                _loss(model, batch).backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            model.eval()
+            with torch.no_grad():
+                counts = [int((b["labels"] != -100).sum()) for b in validation]
+                total = sum(float(_loss(model, b)) * n for b, n in zip(validation, counts, strict=True))
+            losses[label] = total / sum(counts)
+        results[name] = {"validation_loss": losses, "loss_ratio": losses["hf_s2s"] / losses["textbook"]}
+    return results
+
+
 def profile_top_ops(fn: Callable[[], object], top: int = 15) -> list[dict]:
     """torch.profiler over one call of ``fn``: the ``top`` ops by self CPU time and their share of the total."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
@@ -291,7 +362,7 @@ def profile_top_ops(fn: Callable[[], object], top: int = 15) -> list[dict]:
 
 
 def run_benchmark(settings: BenchSettings, sections: tuple[str, ...] = ("training", "memory", "generation", "cache",
-                                                                          "rnn", "peak")) -> dict:
+                                                                          "rnn", "peak", "learning")) -> dict:
     threads = set_threads(settings.threads)
     torch.manual_seed(settings.seed)
     length_pairs = multi30k_length_pairs() if settings.use_multi30k else synthetic_length_pairs(seed=settings.seed)
@@ -306,7 +377,8 @@ def run_benchmark(settings: BenchSettings, sections: tuple[str, ...] = ("trainin
                                 "mean_target": sum(p[1] for p in length_pairs) / len(length_pairs)},
     }
     runners = {"training": bench_training, "memory": bench_training_memory, "generation": bench_generation,
-               "cache": bench_cache_scaling, "rnn": bench_rnn_vs_textbook}
+               "cache": bench_cache_scaling, "rnn": bench_rnn_vs_textbook,
+               "learning": bench_rnn_learning}
     report["section_seconds"] = {}
     for name in sections:
         start = time.perf_counter()
@@ -350,6 +422,9 @@ def summarize(report: dict, settings: BenchSettings) -> dict:
         for name, r in report["rnn"].items():
             summary[f"rnn_training_ratio {name}"] = r["training_ratio"]
             summary[f"rnn_greedy_ratio {name}"] = r["greedy_ratio"]
+    if "learning" in report:
+        for name, r in report["learning"].items():
+            summary[f"learning_loss_ratio {name}"] = r["loss_ratio"]
     summary["targets"] = _targets(summary, settings)
     return summary
 
@@ -368,6 +443,9 @@ def _targets(summary: dict, settings: BenchSettings) -> dict[str, bool]:
                 f"{settings.cache_lengths[0]}"] = summary[key] <= 1.5
     for key in [k for k in summary if k.startswith("rnn_")]:
         targets[key.replace("_ratio", "") + " >= 2x textbook"] = summary[key] >= 2.0
+    for key in [k for k in summary if k.startswith("learning_loss_ratio")]:
+        name = key.removeprefix("learning_loss_ratio ")
+        targets[f"{name} validation loss after {settings.learning_steps} steps <= 1.05x textbook"] = summary[key] <= 1.05
     if "flop_utilisation" in summary:
         targets["hf_s2s training FLOP utilisation >= 50% of matmul peak"] = (
             summary["flop_utilisation"]["hf_s2s (post-LN)"] >= 0.5)
