@@ -211,7 +211,7 @@ def render_model_card(results: dict, repo_id: str | None = None, license: str = 
         ("training time (validation excluded)", f"{results.get('train_seconds')} s"),
         ("training speed", f"{results.get('train_tokens_per_second')} source+target tokens/s"),
         ("hardware", f"{results.get('machine') or results.get('device')}, {results.get('torch_threads')} torch "
-                     f"threads, world size {results.get('world_size')}"),
+                     f"thread(s), world size {results.get('world_size')}"),
     ]
     averaging = results.get("checkpoint_averaging")
     if averaging and "validation_bleu" in averaging:
