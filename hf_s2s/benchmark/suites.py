@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import torch
-from transformers import GenerationConfig, MarianConfig, MarianMTModel
+from transformers import DataCollatorForSeq2Seq, GenerationConfig, MarianConfig, MarianMTModel
 
 from .. import data as data_lib
 from .. import tokenization
@@ -289,8 +289,6 @@ def learning_batches(settings: BenchSettings) -> tuple[list[dict], list[dict], i
     """Real sentence pairs for the learning comparison: ``learning_steps`` shuffled training batches and the first
     ``learning_validation_pairs`` validation pairs, tokenized with a BPE tokenizer trained on the training split
     (Multi30k de->en, or the synthetic reversal task for smoke runs). Returns them and the vocabulary size."""
-    from transformers import DataCollatorForSeq2Seq
-
     dims = settings.dims
     name, src, tgt = ("multi30k", "de", "en") if settings.use_multi30k else ("synthetic:reversal", "src", "tgt")
     corpus = data_lib.load_translation_corpus(name, source_lang=src, target_lang=tgt)
