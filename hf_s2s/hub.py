@@ -200,7 +200,7 @@ def render_model_card(results: dict, repo_id: str | None = None, license: str = 
     if model_type not in CODE_FILES:
         raise ValueError(f"results['model_type'] must be one of {sorted(CODE_FILES)}, got {model_type!r}")
     _, _, dataset_citation, data_description = _dataset_info(results)
-    defaults = _family_defaults(model_type)
+    defaults = family_defaults(model_type)
     architecture_rows = [(name, config.get(name, defaults.get(name))) for name in ARCHITECTURE_FIELDS[model_type]]
     training = results.get("training_arguments", {})
     training_rows = [(name, value) for name, value in training.items()]
@@ -266,7 +266,8 @@ def _fmt(value, digits: int):
     return round(float(value), digits) if isinstance(value, int | float) else value
 
 
-def _family_defaults(model_type: str) -> dict:
+def family_defaults(model_type: str) -> dict:
+    """Every config field of a model family at its default value (results.json stores only what differs)."""
     from transformers import AutoConfig  # the families are registered: importing hf_s2s.hub imports hf_s2s
 
     return AutoConfig.for_model(model_type).to_dict()

@@ -29,7 +29,7 @@ from transformers import (
 from . import data as data_lib
 from . import tokenization
 from .checkpoints import average_checkpoints, list_checkpoints
-from .hub import write_model_card
+from .hub import family_defaults, write_model_card
 from .metrics import build_compute_metrics, compute_translation_metrics
 from .plotting import plot_alignment
 from .translate import alignment, translate
@@ -306,8 +306,7 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
     train_seconds = time.perf_counter() - start - eval_seconds
     epochs_done = trainer.state.epoch
     train_tokens = int(trainer.accelerator.reduce(torch.tensor(trainer.train_tokens), reduction="sum"))
-    averaging = average_last_checkpoints(trainer, data_args.average_last_checkpoints) \
-        if data_args.average_last_checkpoints > 1 else None
+    averaging = average_last_checkpoints(trainer, last) if last > 1 else None
 
     results = {}
     if trainer.is_world_process_zero():
@@ -376,16 +375,15 @@ def summary_line(results: dict) -> str:
     return f"test {' | '.join(parts)}; trained in {minutes:.1f} min; {results.get('num_parameters', 0):,} parameters"
 
 
-FAMILY_NAMES = {"transformer_seq2seq": "Transformer", "rnn_seq2seq": "RNN"}
-
-
 def _family_label(results: dict) -> str:
-    config = results.get("model_config", {})
-    if results.get("model_type") != "rnn_seq2seq":
-        return FAMILY_NAMES.get(results.get("model_type"), str(results.get("model_type")))
-    attention = {"bahdanau": "Bahdanau", "luong_dot": "Luong dot", "luong_general": "Luong general",
-                 "luong_concat": "Luong concat", "none": "no attention"}.get(config.get("attention_type", "bahdanau"))
-    return f"{config.get('cell_type', 'gru').upper()} + {attention}"
+    """"Transformer", or the RNN's cell and attention ("GRU + Bahdanau"), from a results.json dict."""
+    model_type = results.get("model_type")
+    if model_type != "rnn_seq2seq":
+        return {"transformer_seq2seq": "Transformer"}.get(model_type, str(model_type))
+    config = {**family_defaults(model_type), **results.get("model_config", {})}
+    attention = config["attention_type"]
+    label = {"bahdanau": "Bahdanau", "none": "no attention"}.get(attention, f"Luong {attention.removeprefix('luong_')}")
+    return f"{config['cell_type'].upper()} + {label}"
 
 
 def results_table(runs: list[dict]) -> str:
