@@ -32,6 +32,7 @@ from .checkpoints import average_checkpoints, list_checkpoints
 from .hub import family_defaults, write_model_card
 from .metrics import build_compute_metrics, compute_translation_metrics
 from .plotting import plot_alignment
+from .sampling import LengthGroupedEpochSampler
 from .translate import alignment, translate
 
 logger = logging.getLogger(__name__)
@@ -214,9 +215,36 @@ def average_last_checkpoints(trainer: Seq2SeqTrainer, last: int) -> dict:
 
 class CountingSeq2SeqTrainer(Seq2SeqTrainer):
     """Seq2SeqTrainer that counts the source + target tokens (padding excluded) of the batches it trains on, so
-    training speed is measured on what was trained: streamed corpora and resumed runs included."""
+    training speed is measured on what was trained: streamed corpora and resumed runs included.
+
+    Its training order is a pure function of (seed, epoch) (:mod:`hf_s2s.sampling`), so a run resumed in any
+    epoch trains on the same batches as the uninterrupted run."""
 
     train_tokens = 0
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.epoch_sampler = None  # the sampler of the current training data loader, told the epoch
+
+    def _sampler_seed(self) -> int:
+        return self.args.data_seed if self.args.data_seed is not None else self.args.seed
+
+    def _get_train_sampler(self, train_dataset=None):
+        """``group_by_length`` as Trainer does it, but shuffled by the sampler's own per-epoch generator."""
+        train_dataset = train_dataset if train_dataset is not None else self.train_dataset
+        if self.args.train_sampling_strategy != "group_by_length" or not hasattr(train_dataset, "column_names"):
+            return super()._get_train_sampler(train_dataset)
+        self.epoch_sampler = LengthGroupedEpochSampler(
+            [len(ids) for ids in train_dataset["input_ids"]],
+            self.args.train_batch_size * self.args.gradient_accumulation_steps, seed=self._sampler_seed())
+        return self.epoch_sampler
+
+    def _run_epoch(self, *args, epoch: int, **kwargs):
+        # Trainer's own set_epoch does not reach a sampler under accelerate's shard wrapper in the epoch a
+        # multi-process run resumes in (SkipBatchSampler(BatchSamplerShard(...)) hides it): tell it directly.
+        if self.epoch_sampler is not None:
+            self.epoch_sampler.set_epoch(epoch)
+        return super()._run_epoch(*args, epoch=epoch, **kwargs)
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         self.train_tokens += int(inputs["attention_mask"].sum()) + int((inputs["labels"] != -100).sum())
