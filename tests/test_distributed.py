@@ -59,3 +59,29 @@ def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path, st
     weights_one = load_file(tmp_path / "one" / "model" / "model.safetensors")
     for key in weights_one:
         torch.testing.assert_close(weights_two[key], weights_one[key], rtol=0, atol=1e-5, msg=key)
+
+
+@pytest.mark.timeout(600)
+def test_token_budget_on_two_processes_matches_one_process_with_the_summed_budget(tmp_path):
+    """Each process trains on its piece of a global batch built with the summed budget (2 x 200 tokens); the
+    loss is normalised by the target tokens of both pieces. One process with 400 tokens trains on the whole
+    global batch: the same steps, the same weights (up to the order of float sums)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    two = subprocess.run(LAUNCH + STRATEGIES["ddp"] + [TRAIN, *COMMON, "--max_tokens_per_batch", "200",
+                                                       "--output_dir", str(tmp_path / "two")],
+                         capture_output=True, text=True, timeout=400, env=env)
+    assert two.returncode == 0, two.stderr[-3000:]
+    one = subprocess.run([sys.executable, TRAIN, *COMMON, "--max_tokens_per_batch", "400", "--output_dir",
+                          str(tmp_path / "one")], capture_output=True, text=True, timeout=400, env=env)
+    assert one.returncode == 0, one.stderr[-3000:]
+
+    results_two = json.loads((tmp_path / "two" / "results.json").read_text())
+    results_one = json.loads((tmp_path / "one" / "results.json").read_text())
+    assert results_two["world_size"] == 2
+    assert results_two["train_tokens"] == results_one["train_tokens"]  # the same pairs, split between processes
+    losses_two, losses_one = step_losses(two.stdout + two.stderr), step_losses(one.stdout + one.stderr)
+    assert len(losses_one) == 4 and losses_two == pytest.approx(losses_one, abs=2e-3)
+    weights_two = load_file(tmp_path / "two" / "model" / "model.safetensors")
+    weights_one = load_file(tmp_path / "one" / "model" / "model.safetensors")
+    for key in weights_one:
+        torch.testing.assert_close(weights_two[key], weights_one[key], rtol=0, atol=1e-5, msg=key)

@@ -105,13 +105,14 @@ class CrashAt(TrainerCallback):
             raise KeyboardInterrupt(f"simulated kill at step {self.step}")
 
 
-def test_resumed_run_ends_with_the_same_weights_as_an_uninterrupted_one(tmp_path):
-    # 256 pairs in batches of 32: 8 steps an epoch. The run is killed at step 14 and resumed from step 12, in its
-    # SECOND epoch: the epoch's shuffle must not depend on the random state that epoch 1 left behind (dropout
-    # draws), which a resumed run does not replay. Bit for bit: one process, the same batches in the same order
-    # and the same restored random state make the same float operations.
-    common = ("--eval_strategy", "no", "--save_strategy", "steps", "--save_steps", "4", "--max_steps", "16",
-              "--load_best_model_at_end", "false", "--test_num_beams", "1", "--model_config",
+@pytest.mark.parametrize("batching", [(), ("--max_tokens_per_batch", "400")], ids=["group_by_length", "tokens"])
+def test_resumed_run_ends_with_the_same_weights_as_an_uninterrupted_one(tmp_path, batching):
+    # 256 pairs in batches of 32 (or of 400 tokens): 8 (10) steps an epoch. The run is killed at step 14 and
+    # resumed from step 12, in its SECOND epoch: the epoch's shuffle must not depend on the random state that
+    # epoch 1 left behind (dropout draws), which a resumed run does not replay. Bit for bit: one process, the
+    # same batches in the same order and the same restored random state make the same float operations.
+    common = (*batching, "--eval_strategy", "no", "--save_strategy", "steps", "--save_steps", "4",
+              "--max_steps", "16", "--load_best_model_at_end", "false", "--test_num_beams", "1", "--model_config",
               json.dumps({**TINY["transformer_seq2seq"], "dropout": 0.1}))
     run(*tiny_args(tmp_path / "straight", "transformer_seq2seq", *common))
     with pytest.raises(KeyboardInterrupt):
