@@ -85,3 +85,30 @@ def test_token_budget_on_two_processes_matches_one_process_with_the_summed_budge
     weights_one = load_file(tmp_path / "one" / "model" / "model.safetensors")
     for key in weights_one:
         torch.testing.assert_close(weights_two[key], weights_one[key], rtol=0, atol=1e-5, msg=key)
+
+
+@pytest.mark.timeout(600)
+def test_two_process_run_resumed_in_its_second_epoch_ends_like_the_uninterrupted_one(tmp_path):
+    """256 pairs in global batches of 2 x 200 tokens make 10 steps an epoch; the run resumed from step 12 must
+    train on the second epoch's remaining batches in the uninterrupted run's order, on both processes."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    model_config = {**json.loads(COMMON[COMMON.index("--model_config") + 1]), "dropout": 0.1}
+    common = [*COMMON, "--max_tokens_per_batch", "200", "--max_steps", "14", "--save_strategy", "steps",
+              "--save_steps", "12", "--model_config", json.dumps(model_config)]
+    straight = subprocess.run(LAUNCH + STRATEGIES["ddp"] + [TRAIN, *common, "--output_dir", str(tmp_path / "straight")],
+                              capture_output=True, text=True, timeout=400, env=env)
+    assert straight.returncode == 0, straight.stderr[-3000:]
+    checkpoint = tmp_path / "straight" / "checkpoint-12"
+    assert 1 < json.loads((checkpoint / "trainer_state.json").read_text())["epoch"] < 2
+    resumed = subprocess.run(LAUNCH + STRATEGIES["ddp"] + [
+        TRAIN, *common, "--output_dir", str(tmp_path / "resumed"), "--resume_from_checkpoint", str(checkpoint),
+        "--tokenizer_name_or_path", str(tmp_path / "straight" / "tokenizer")],
+        capture_output=True, text=True, timeout=400, env=env)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+
+    weights_straight = load_file(tmp_path / "straight" / "model" / "model.safetensors")
+    weights_resumed = load_file(tmp_path / "resumed" / "model" / "model.safetensors")
+    middle = load_file(checkpoint / "model.safetensors")
+    assert any(not torch.equal(middle[k], weights_straight[k]) for k in weights_straight)
+    for key in weights_straight:  # bit for bit: the same batches, the same processes, the same random states
+        torch.testing.assert_close(weights_resumed[key], weights_straight[key], rtol=0, atol=0, msg=key)
