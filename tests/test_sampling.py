@@ -127,3 +127,9 @@ def test_training_job_refuses_a_bad_token_budget_before_training(tmp_path, flags
     with pytest.raises(ValueError, match=message):
         run(*tiny_args(tmp_path, "transformer_seq2seq", *flags))
     assert not list(tmp_path.glob("checkpoint-*"))
+
+
+def test_padded_tokens_counts_each_side_padded_to_its_longest():
+    # sources of 2 and 4 tokens, targets of 3 and 5: 2 sentences x (4 + 5) positions
+    assert padded_tokens([0, 1], [2, 4, 9], [3, 5, 9]) == 18
+    assert padded_tokens([], [2], [3]) == 0
