@@ -245,8 +245,10 @@ class CountingSeq2SeqTrainer(Seq2SeqTrainer):
         train_dataset = train_dataset if train_dataset is not None else self.train_dataset
         if self.args.train_sampling_strategy != "group_by_length" or not hasattr(train_dataset, "column_names"):
             return super()._get_train_sampler(train_dataset)
+        length_column = self.args.length_column_name  # Trainer's convention: a precomputed length column
         self.epoch_sampler = LengthGroupedEpochSampler(
-            [len(ids) for ids in train_dataset["input_ids"]],
+            train_dataset[length_column] if length_column in train_dataset.column_names
+            else [len(ids) for ids in train_dataset["input_ids"]],
             self.args.train_batch_size * self.args.gradient_accumulation_steps, seed=self._sampler_seed())
         return self.epoch_sampler
 
@@ -389,6 +391,7 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
             "source_lang": data_args.source_lang,
             "target_lang": data_args.target_lang,
             "recipe": data_args.recipe,
+            "max_tokens_per_batch": data_args.max_tokens_per_batch,  # None: batches of sentences
             "num_parameters": num_parameters,
             "train_seconds": round(train_seconds, 1),  # training steps only, validation excluded
             "validation_seconds": round(eval_seconds, 1),

@@ -2,10 +2,12 @@
 that cover the corpus once per epoch, shard across processes, and build the same global batches whatever the
 number of processes. Lengths come from the real tokenizer on the synthetic reversal corpus."""
 
+import json
 import random
 
 import pytest
 import torch
+from safetensors.torch import load_file
 from transformers.trainer_pt_utils import get_length_grouped_indices
 
 from hf_s2s import data as data_lib
@@ -18,6 +20,7 @@ from hf_s2s.sampling import (
     split_balanced,
 )
 from hf_s2s.training import run
+from tests.helpers import TINY
 from tests.test_training import tiny_args
 
 
@@ -133,3 +136,19 @@ def test_padded_tokens_counts_each_side_padded_to_its_longest():
     # sources of 2 and 4 tokens, targets of 3 and 5: 2 sentences x (4 + 5) positions
     assert padded_tokens([0, 1], [2, 4, 9], [3, 5, 9]) == 18
     assert padded_tokens([], [2], [3]) == 0
+
+
+def test_token_budget_with_accumulation_trains_like_the_summed_budget_in_one_step(tmp_path):
+    """2 accumulated micro-batches of 200 tokens are the pieces of the global batch of 400 tokens; with the loss
+    normalised over the whole step (num_items_in_batch) the run ends with the weights of 1 x 400."""
+    common = ("--max_steps", "4", "--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end",
+              "false", "--test_num_beams", "1", "--model_config", json.dumps({**TINY["transformer_seq2seq"],
+                                                                              "dropout": 0.0}))
+    accumulated = run(*tiny_args(tmp_path / "accumulated", "transformer_seq2seq", *common,
+                                 "--max_tokens_per_batch", "200", "--gradient_accumulation_steps", "2"))
+    whole = run(*tiny_args(tmp_path / "whole", "transformer_seq2seq", *common, "--max_tokens_per_batch", "400"))
+    assert accumulated["train_tokens"] == whole["train_tokens"] and whole["max_tokens_per_batch"] == 400
+    weights_accumulated = load_file(tmp_path / "accumulated" / "model" / "model.safetensors")
+    weights_whole = load_file(tmp_path / "whole" / "model" / "model.safetensors")
+    for key in weights_whole:  # the same sums in another order: float rounding only
+        torch.testing.assert_close(weights_accumulated[key], weights_whole[key], rtol=0, atol=1e-5, msg=key)
