@@ -260,11 +260,13 @@ class CountingSeq2SeqTrainer(Seq2SeqTrainer):
             [len(ids) for ids in dataset["input_ids"]], [len(ids) for ids in dataset["labels"]],
             self.max_tokens_per_batch, seed=self._sampler_seed(), num_processes=self.args.world_size,
             rank=self.args.process_index, accumulation_steps=self.args.gradient_accumulation_steps)
+        args = self.args  # the data loader settings Trainer's own training loader takes
         loader = self.accelerator.prepare(DataLoader(
             dataset, batch_sampler=self.epoch_sampler, collate_fn=self.data_collator,
-            num_workers=self.args.dataloader_num_workers, pin_memory=self.args.dataloader_pin_memory,
-            worker_init_fn=partial(seed_worker, num_workers=self.args.dataloader_num_workers,
-                                   rank=self.args.process_index)))
+            num_workers=args.dataloader_num_workers, pin_memory=args.dataloader_pin_memory,
+            persistent_workers=args.dataloader_persistent_workers, prefetch_factor=args.dataloader_prefetch_factor,
+            multiprocessing_context=args.dataloader_multiprocessing_context, in_order=args.dataloader_in_order,
+            worker_init_fn=partial(seed_worker, num_workers=args.dataloader_num_workers, rank=args.process_index)))
         # accelerate deals a batch sampler's batches out round-robin across processes (BatchSamplerShard); ours
         # yields this process's share already, so the wrapper passes everything through, as Trainer does for
         # its own rank-aware BatchRebalanceSampler.
