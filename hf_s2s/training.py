@@ -255,6 +255,10 @@ class CountingSeq2SeqTrainer(Seq2SeqTrainer):
     def get_train_dataloader(self) -> DataLoader:
         if self.max_tokens_per_batch is None:
             return super().get_train_dataloader()
+        split = {name for name in ("split_batches", "dispatch_batches") if getattr(self.args.accelerator_config, name)}
+        if split:
+            raise ValueError(f"--max_tokens_per_batch gives each process its own share of every batch; it cannot be "
+                             f"combined with --accelerator_config {sorted(split)} (process 0 cutting batches up)")
         dataset = self._remove_unused_columns(self.train_dataset, description="Training")
         self.epoch_sampler = TokenBudgetBatchSampler(
             [len(ids) for ids in dataset["input_ids"]], [len(ids) for ids in dataset["labels"]],

@@ -125,6 +125,8 @@ def test_token_budget_refuses_pairs_longer_than_the_budget_and_too_few_pairs():
     (("--max_tokens_per_batch", "0"), "--max_tokens_per_batch must be a positive number of tokens .* got 0"),
     (("--max_tokens_per_batch", "500", "--streaming", "true", "--max_steps", "2"), "got 500 with --streaming"),
     (("--max_tokens_per_batch", "10"), r"--max_tokens_per_batch 10 is smaller than \d+ training pair"),
+    (("--max_tokens_per_batch", "400", "--accelerator_config", '{"dispatch_batches": true}'),
+     r"cannot be combined with --accelerator_config \['dispatch_batches'\]"),
 ])
 def test_training_job_refuses_a_bad_token_budget_before_training(tmp_path, flags, message):
     with pytest.raises(ValueError, match=message):
