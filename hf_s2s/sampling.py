@@ -54,6 +54,21 @@ def padded_tokens(indices: Sequence[int], source_lengths: Sequence[int], target_
     return len(indices) * (max(source_lengths[i] for i in indices) + max(target_lengths[i] for i in indices))
 
 
+def fill_to_budget(order: Sequence[int], source_lengths: Sequence[int], target_lengths: Sequence[int],
+                   budget: int, min_size: int = 1) -> list[list[int]]:
+    """Cut ``order`` into consecutive batches, each taking pairs while its padded cost (:func:`padded_tokens`)
+    stays within ``budget``, and at least ``min_size`` pairs whatever their cost."""
+    batches, batch, longest_source, longest_target = [], [], 0, 0
+    for i in order:
+        source, target = max(longest_source, source_lengths[i]), max(longest_target, target_lengths[i])
+        if len(batch) >= min_size and (len(batch) + 1) * (source + target) > budget:
+            batches.append(batch)
+            batch, source, target = [], source_lengths[i], target_lengths[i]
+        batch.append(i)
+        longest_source, longest_target = source, target
+    return [*batches, batch] if batch else batches
+
+
 def split_balanced(batch: list[int], source_lengths: Sequence[int], target_lengths: Sequence[int],
                    parts: int) -> list[list[int]]:
     """Split a length-sorted ``batch`` into ``parts`` non-empty contiguous pieces whose largest padded cost
@@ -62,26 +77,15 @@ def split_balanced(batch: list[int], source_lengths: Sequence[int], target_lengt
     if len(batch) < parts:
         raise ValueError(f"cannot split a batch of {len(batch)} sentences into {parts} non-empty parts")
 
-    def greedy(cap: int) -> list[list[int]]:
-        pieces, piece, longest_source, longest_target = [], [], 0, 0
-        for i in batch:
-            source, target = max(longest_source, source_lengths[i]), max(longest_target, target_lengths[i])
-            if piece and (len(piece) + 1) * (source + target) > cap:
-                pieces.append(piece)
-                piece, source, target = [], source_lengths[i], target_lengths[i]
-            piece.append(i)
-            longest_source, longest_target = source, target
-        return [*pieces, piece]
-
     low = max(source_lengths[i] + target_lengths[i] for i in batch)  # any piece holds at least one sentence
     high = padded_tokens(batch, source_lengths, target_lengths)
     while low < high:  # the smallest cap at which the greedy cut needs at most `parts` pieces
         cap = (low + high) // 2
-        if len(greedy(cap)) <= parts:
+        if len(fill_to_budget(batch, source_lengths, target_lengths, cap)) <= parts:
             high = cap
         else:
             low = cap + 1
-    pieces = greedy(low)
+    pieces = fill_to_budget(batch, source_lengths, target_lengths, low)
     while len(pieces) < parts:  # halving the largest piece never raises the largest cost
         largest = max(range(len(pieces)), key=lambda k: len(pieces[k]))
         piece = pieces[largest]
@@ -139,18 +143,9 @@ class TokenBudgetBatchSampler(torch.utils.data.Sampler[list[int]]):
         """Steps 1 and 2 of the class docstring: length-sorted global batches of at least ``parts`` pairs."""
         order = torch.randperm(len(source_lengths), generator=torch.Generator().manual_seed(self.seed)).tolist()
         order.sort(key=lambda i: (source_lengths[i], target_lengths[i]))  # stable: ties keep the random order
-        batches, batch, longest_source, longest_target = [], [], 0, 0
-        for i in order:
-            source, target = max(longest_source, source_lengths[i]), max(longest_target, target_lengths[i])
-            if len(batch) >= parts and (len(batch) + 1) * (source + target) > budget:
-                batches.append(batch)
-                batch, source, target = [], source_lengths[i], target_lengths[i]
-            batch.append(i)
-            longest_source, longest_target = source, target
-        if len(batch) < parts and batches:
-            batches[-1].extend(batch)
-        else:
-            batches.append(batch)
+        batches = fill_to_budget(order, source_lengths, target_lengths, budget, min_size=parts)
+        if len(batches) > 1 and len(batches[-1]) < parts:
+            batches[-2].extend(batches.pop())
         return batches
 
     def set_epoch(self, epoch: int) -> None:
@@ -166,5 +161,5 @@ class TokenBudgetBatchSampler(torch.utils.data.Sampler[list[int]]):
                 yield self.batches[b][step * self.num_processes + self.rank]
 
 
-__all__ = ["LengthGroupedEpochSampler", "TokenBudgetBatchSampler", "epoch_generator", "padded_tokens",
-           "split_balanced"]
+__all__ = ["LengthGroupedEpochSampler", "TokenBudgetBatchSampler", "epoch_generator", "fill_to_budget",
+           "padded_tokens", "split_balanced"]
