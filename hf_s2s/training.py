@@ -12,10 +12,12 @@ import os
 import platform
 import time
 from dataclasses import dataclass, field, fields
+from functools import partial
 from pathlib import Path
 
 import torch
 import transformers
+from torch.utils.data import DataLoader
 from transformers import (
     AutoConfig,
     AutoModelForSeq2SeqLM,
@@ -25,6 +27,7 @@ from transformers import (
     Seq2SeqTrainer,
     Seq2SeqTrainingArguments,
 )
+from transformers.trainer_utils import seed_worker
 
 from . import data as data_lib
 from . import tokenization
@@ -32,6 +35,7 @@ from .checkpoints import average_checkpoints, list_checkpoints
 from .hub import family_defaults, write_model_card
 from .metrics import build_compute_metrics, compute_translation_metrics
 from .plotting import plot_alignment
+from .sampling import LengthGroupedEpochSampler, TokenBudgetBatchSampler
 from .translate import alignment, translate
 
 logger = logging.getLogger(__name__)
@@ -85,6 +89,12 @@ class DataArguments:
         default=0,
         metadata={"help": "after training, average the weights of the last N epoch checkpoints and keep the average "
                           "if its validation BLEU beats the best single checkpoint's (0 or 1: no averaging)"},
+    )
+    max_tokens_per_batch: int | None = field(
+        default=None,
+        metadata={"help": "fill each training batch to this many padded source + target tokens per process (length "
+                          "buckets, shuffled; as fairseq --max-tokens) instead of --per_device_train_batch_size "
+                          "sentences; replaces --train_sampling_strategy"},
     )
     test_num_beams: str = field(default="1,5", metadata={"help": "beam sizes for the final test evaluation"})
     num_sample_translations: int = field(default=20, metadata={"help": "test translations written to samples.txt"})
@@ -214,9 +224,67 @@ def average_last_checkpoints(trainer: Seq2SeqTrainer, last: int) -> dict:
 
 class CountingSeq2SeqTrainer(Seq2SeqTrainer):
     """Seq2SeqTrainer that counts the source + target tokens (padding excluded) of the batches it trains on, so
-    training speed is measured on what was trained: streamed corpora and resumed runs included."""
+    training speed is measured on what was trained: streamed corpora and resumed runs included.
+
+    Its training order is a pure function of (seed, epoch) (:mod:`hf_s2s.sampling`), so a run resumed in any
+    epoch trains on the same batches as the uninterrupted run; with ``max_tokens_per_batch`` the batches are
+    token-budget batches (:class:`~hf_s2s.sampling.TokenBudgetBatchSampler`)."""
 
     train_tokens = 0
+
+    def __init__(self, *args, max_tokens_per_batch: int | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.max_tokens_per_batch = max_tokens_per_batch
+        self.epoch_sampler = None  # the sampler of the current training data loader, told the epoch
+
+    def _sampler_seed(self) -> int:
+        return self.args.data_seed if self.args.data_seed is not None else self.args.seed
+
+    def _get_train_sampler(self, train_dataset=None):
+        """``group_by_length`` as Trainer does it, but shuffled by the sampler's own per-epoch generator."""
+        train_dataset = train_dataset if train_dataset is not None else self.train_dataset
+        if self.args.train_sampling_strategy != "group_by_length" or not hasattr(train_dataset, "column_names"):
+            return super()._get_train_sampler(train_dataset)
+        length_column = self.args.length_column_name  # Trainer's convention: a precomputed length column
+        self.epoch_sampler = LengthGroupedEpochSampler(
+            train_dataset[length_column] if length_column in train_dataset.column_names
+            else [len(ids) for ids in train_dataset["input_ids"]],
+            self.args.train_batch_size * self.args.gradient_accumulation_steps, seed=self._sampler_seed())
+        return self.epoch_sampler
+
+    def get_train_dataloader(self) -> DataLoader:
+        if self.max_tokens_per_batch is None:
+            return super().get_train_dataloader()
+        split = {name for name in ("split_batches", "dispatch_batches") if getattr(self.args.accelerator_config, name)}
+        if split:
+            raise ValueError(f"--max_tokens_per_batch gives each process its own share of every batch; it cannot be "
+                             f"combined with --accelerator_config {sorted(split)} (process 0 cutting batches up)")
+        dataset = self._remove_unused_columns(self.train_dataset, description="Training")
+        self.epoch_sampler = TokenBudgetBatchSampler(
+            [len(ids) for ids in dataset["input_ids"]], [len(ids) for ids in dataset["labels"]],
+            self.max_tokens_per_batch, seed=self._sampler_seed(), num_processes=self.args.world_size,
+            rank=self.args.process_index, accumulation_steps=self.args.gradient_accumulation_steps)
+        args = self.args  # the data loader settings Trainer's own training loader takes
+        loader = self.accelerator.prepare(DataLoader(
+            dataset, batch_sampler=self.epoch_sampler, collate_fn=self.data_collator,
+            num_workers=args.dataloader_num_workers, pin_memory=args.dataloader_pin_memory,
+            persistent_workers=args.dataloader_persistent_workers, prefetch_factor=args.dataloader_prefetch_factor,
+            multiprocessing_context=args.dataloader_multiprocessing_context, in_order=args.dataloader_in_order,
+            worker_init_fn=partial(seed_worker, num_workers=args.dataloader_num_workers, rank=args.process_index)))
+        # accelerate deals a batch sampler's batches out round-robin across processes (BatchSamplerShard); ours
+        # yields this process's share already, so the wrapper passes everything through, as Trainer does for
+        # its own rank-aware BatchRebalanceSampler.
+        shard = loader.batch_sampler
+        if shard is not self.epoch_sampler:
+            shard.num_processes, shard.process_index = 1, 0
+        return loader
+
+    def _run_epoch(self, *args, epoch: int, **kwargs):
+        # Trainer's own set_epoch does not reach a sampler under accelerate's shard wrapper in the epoch a
+        # multi-process run resumes in (SkipBatchSampler(BatchSamplerShard(...)) hides it): tell it directly.
+        if self.epoch_sampler is not None:
+            self.epoch_sampler.set_epoch(epoch)
+        return super()._run_epoch(*args, epoch=epoch, **kwargs)
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         self.train_tokens += int(inputs["attention_mask"].sum()) + int((inputs["labels"] != -100).sum())
@@ -253,6 +321,10 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
     transformers.set_seed(training_args.seed)
     if data_args.streaming and training_args.max_steps <= 0:
         raise ValueError("--streaming reads a corpus of unknown length: give the number of steps with --max_steps")
+    if data_args.max_tokens_per_batch is not None and (data_args.streaming or data_args.max_tokens_per_batch < 1):
+        raise ValueError(f"--max_tokens_per_batch must be a positive number of tokens on a corpus read into memory "
+                         f"(not --streaming), got {data_args.max_tokens_per_batch}"
+                         f"{' with --streaming' if data_args.streaming else ''}")
     output_dir = Path(training_args.output_dir)
     last = data_args.average_last_checkpoints
     if last > 1 and training_args.save_total_limit is not None and training_args.save_total_limit <= last:
@@ -298,6 +370,7 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
         model=model, args=training_args, train_dataset=tokenized["train"],
         eval_dataset=tokenized.get("validation"), data_collator=collator, processing_class=tokenizer,
         compute_metrics=build_compute_metrics(tokenizer), callbacks=callbacks,
+        max_tokens_per_batch=data_args.max_tokens_per_batch,
     )
     start = time.perf_counter()
     train_result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
@@ -324,6 +397,7 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
             "source_lang": data_args.source_lang,
             "target_lang": data_args.target_lang,
             "recipe": data_args.recipe,
+            "max_tokens_per_batch": data_args.max_tokens_per_batch,  # None: batches of sentences
             "num_parameters": num_parameters,
             "train_seconds": round(train_seconds, 1),  # training steps only, validation excluded
             "validation_seconds": round(eval_seconds, 1),

@@ -16,7 +16,7 @@ from transformers.utils import logging
 
 from hf_s2s.benchmark import BenchSettings, run_benchmark, to_markdown
 
-SECTIONS = ("training", "memory", "generation", "cache", "rnn", "peak", "learning")
+SECTIONS = ("training", "memory", "generation", "cache", "rnn", "peak", "learning", "batching")
 
 
 def main(argv=None):

@@ -35,7 +35,11 @@ def test_quick_run_writes_json_and_markdown(tmp_path):
     assert set(learning) == {"hf_s2s", "hf_s2s, init_std 0.1", "textbook"}
     assert all(0 < loss < 20 for loss in learning.values()) and learning["hf_s2s"] != learning["hf_s2s, init_std 0.1"]
     assert 0 < saved["summary"]["flop_utilisation"]["MarianMT"] < 1.5
-    for heading in ("Transformer training", "Generation", "Cache scaling", "textbook", "RNN learning", "Targets"):
+    grouped, budget = saved["batching"]["length-grouped, 8 sentences"], saved["batching"]["token budget 140"]
+    assert budget["padding_fraction"] < grouped["padding_fraction"] < 1
+    assert all(r["tokens_per_s"] > 0 and len(r["times"]) == 2 for r in (grouped, budget))
+    for heading in ("Transformer training", "Generation", "Cache scaling", "textbook", "RNN learning", "Batching",
+                    "Targets"):
         assert heading in markdown
 
 

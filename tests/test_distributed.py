@@ -59,3 +59,56 @@ def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path, st
     weights_one = load_file(tmp_path / "one" / "model" / "model.safetensors")
     for key in weights_one:
         torch.testing.assert_close(weights_two[key], weights_one[key], rtol=0, atol=1e-5, msg=key)
+
+
+def train(args: list[str], processes: int) -> str:
+    """scripts/train.py on one process, or on two under accelerate (DDP over gloo); returns its log."""
+    command = (LAUNCH + STRATEGIES["ddp"] if processes == 2 else [sys.executable]) + [TRAIN, *args]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=400,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout + done.stderr
+
+
+def assert_same_weights(folder: Path, reference: Path, atol: float) -> None:
+    weights, expected = load_file(folder / "model.safetensors"), load_file(reference / "model.safetensors")
+    assert weights.keys() == expected.keys()
+    for key in expected:
+        torch.testing.assert_close(weights[key], expected[key], rtol=0, atol=atol, msg=key)
+
+
+@pytest.mark.timeout(600)
+def test_token_budget_on_two_processes_matches_one_process_with_the_summed_budget(tmp_path):
+    """Each process trains on its piece of a global batch built with the summed budget (2 x 200 tokens); the
+    loss is normalised by the target tokens of both pieces. One process with 400 tokens trains on the whole
+    global batch: the same steps, the same weights (up to the order of float sums)."""
+    log_two = train([*COMMON, "--max_tokens_per_batch", "200", "--output_dir", str(tmp_path / "two")], processes=2)
+    log_one = train([*COMMON, "--max_tokens_per_batch", "400", "--output_dir", str(tmp_path / "one")], processes=1)
+
+    results_two = json.loads((tmp_path / "two" / "results.json").read_text())
+    results_one = json.loads((tmp_path / "one" / "results.json").read_text())
+    assert results_two["world_size"] == 2
+    assert results_two["train_tokens"] == results_one["train_tokens"]  # the same pairs, split between processes
+    losses_two, losses_one = step_losses(log_two), step_losses(log_one)
+    assert len(losses_one) == 4 and losses_two == pytest.approx(losses_one, abs=2e-3)
+    assert_same_weights(tmp_path / "two" / "model", tmp_path / "one" / "model", atol=1e-5)
+
+
+@pytest.mark.timeout(600)
+def test_two_process_run_resumed_in_its_second_epoch_ends_like_the_uninterrupted_one(tmp_path):
+    """256 pairs in global batches of 2 x 200 tokens make 10 steps an epoch; the run resumed from step 12 must
+    train on the second epoch's remaining batches in the uninterrupted run's order, on both processes."""
+    model_config = {**json.loads(COMMON[COMMON.index("--model_config") + 1]), "dropout": 0.1}
+    common = [*COMMON, "--max_tokens_per_batch", "200", "--max_steps", "14", "--save_strategy", "steps",
+              "--save_steps", "12", "--model_config", json.dumps(model_config)]
+    train([*common, "--output_dir", str(tmp_path / "straight")], processes=2)
+    checkpoint = tmp_path / "straight" / "checkpoint-12"
+    assert 1 < json.loads((checkpoint / "trainer_state.json").read_text())["epoch"] < 2
+    train([*common, "--output_dir", str(tmp_path / "resumed"), "--resume_from_checkpoint", str(checkpoint),
+           "--tokenizer_name_or_path", str(tmp_path / "straight" / "tokenizer")], processes=2)
+
+    middle = load_file(checkpoint / "model.safetensors")
+    final = load_file(tmp_path / "straight" / "model" / "model.safetensors")
+    assert any(not torch.equal(middle[k], final[k]) for k in final)
+    # bit for bit: the same batches on the same processes with the same random states
+    assert_same_weights(tmp_path / "resumed" / "model", tmp_path / "straight" / "model", atol=0)

@@ -79,32 +79,36 @@ def synthetic_length_pairs(count: int = 1000, low: int = 3, high: int = 12, seed
 
 def make_batches(
     length_pairs: list[tuple[int, int]], num_batches: int, batch_size: int, vocab_size: int, seed: int = 0,
-    first_token_id: int = 4, eos_token_id: int = 2,
 ) -> list[dict[str, torch.Tensor]]:
-    """Random right-padded training batches: each draws ``batch_size`` pairs at random from ``length_pairs`` (no
-    sorting by length: the padding is what a shuffled data loader gives) and fills them with random ids ending in
-    </s>. input_ids/attention_mask (B, S) padded with 0, labels (B, T) padded with -100; ``num_tokens`` is the
-    count of real source + target tokens."""
+    """Random right-padded training batches (:func:`padded_batch`): each draws ``batch_size`` pairs at random from
+    ``length_pairs`` (no sorting by length: the padding is what a shuffled data loader gives)."""
     g = torch.Generator().manual_seed(seed)
     batches = []
     for _ in range(num_batches):
         picks = torch.randint(0, len(length_pairs), (batch_size,), generator=g).tolist()
-        src_lens = [length_pairs[i][0] for i in picks]
-        tgt_lens = [length_pairs[i][1] for i in picks]
-        input_ids = torch.zeros(batch_size, max(src_lens), dtype=torch.long)
-        labels = torch.full((batch_size, max(tgt_lens)), -100, dtype=torch.long)
-        for row, (s, t) in enumerate(zip(src_lens, tgt_lens, strict=True)):
-            input_ids[row, :s] = torch.randint(first_token_id, vocab_size, (s,), generator=g)
-            input_ids[row, s - 1] = eos_token_id
-            labels[row, :t] = torch.randint(first_token_id, vocab_size, (t,), generator=g)
-            labels[row, t - 1] = eos_token_id
-        batches.append({
-            "input_ids": input_ids,
-            "attention_mask": (input_ids != 0).long(),
-            "labels": labels,
-            "num_tokens": sum(src_lens) + sum(tgt_lens),
-        })
+        batches.append(padded_batch([length_pairs[i] for i in picks], vocab_size, g))
     return batches
+
+
+def padded_batch(pairs: list[tuple[int, int]], vocab_size: int, generator: torch.Generator,
+                 first_token_id: int = 4, eos_token_id: int = 2) -> dict[str, torch.Tensor]:
+    """One training batch of the given (source length, target length) pairs, filled with random ids ending in
+    </s>: input_ids/attention_mask (B, S) padded with 0, labels (B, T) padded with -100; ``num_tokens`` is the
+    count of real source + target tokens."""
+    src_lens, tgt_lens = [s for s, _ in pairs], [t for _, t in pairs]
+    input_ids = torch.zeros(len(pairs), max(src_lens), dtype=torch.long)
+    labels = torch.full((len(pairs), max(tgt_lens)), -100, dtype=torch.long)
+    for row, (s, t) in enumerate(pairs):
+        input_ids[row, :s] = torch.randint(first_token_id, vocab_size, (s,), generator=generator)
+        input_ids[row, s - 1] = eos_token_id
+        labels[row, :t] = torch.randint(first_token_id, vocab_size, (t,), generator=generator)
+        labels[row, t - 1] = eos_token_id
+    return {
+        "input_ids": input_ids,
+        "attention_mask": (input_ids != 0).long(),
+        "labels": labels,
+        "num_tokens": sum(src_lens) + sum(tgt_lens),
+    }
 
 
 def model_inputs(batch: dict) -> dict[str, torch.Tensor]:

@@ -84,6 +84,14 @@ def to_markdown(report: dict) -> str:
         lines += _table(["model", "hf_s2s", "hf_s2s, init_std 0.1 (old default)", "textbook", "hf_s2s / textbook"],
                         rows)
         lines.append("")
+    if "batching" in report:
+        rows = [[name, _fmt(r["batches_per_epoch"]), f"{r['sentences_per_batch']:.1f}",
+                 f"{100 * r['padding_fraction']:.1f}%", _fmt(r["tokens_per_s"])] for name, r in report["batching"].items()]
+        lines += [f"**Batching** (one epoch of the length distribution; padding = share of padded source + target "
+                  f"positions; hf_s2s Transformer training tokens/s on {report['settings']['batching_batches']} "
+                  "batches drawn from the epoch)", ""]
+        lines += _table(["batches", "per epoch", "sentences per batch", "padding", "tokens/s"], rows)
+        lines.append("")
     lines += ["**Targets**", ""]
     lines += _table(["target", "met"], [[k, "yes" if v else "no"] for k, v in summary["targets"].items()])
     return "\n".join(lines) + "\n"

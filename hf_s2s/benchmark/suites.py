@@ -5,7 +5,8 @@
 3. cache scaling: time per generated token as the output grows, cached vs uncached;
 4. the RNN family vs the textbook loop of ``reference_rnn``, training and greedy decoding;
 5. FLOP utilisation of the Transformer training step against the measured matmul peak;
-6. RNN learning: validation loss after the same steps on the same real batches, hf_s2s vs the textbook RNN.
+6. RNN learning: validation loss after the same steps on the same real batches, hf_s2s vs the textbook RNN;
+7. batching: token-budget batches vs length-grouped batches of sentences, padding fraction and tokens/s.
 """
 
 import os
@@ -24,6 +25,7 @@ from ..configuration_rnn_seq2seq import RNNSeq2SeqConfig
 from ..configuration_transformer_seq2seq import TransformerSeq2SeqConfig
 from ..modeling_rnn_seq2seq import RNNSeq2SeqForConditionalGeneration
 from ..modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
+from ..sampling import LengthGroupedEpochSampler, TokenBudgetBatchSampler, padded_tokens
 from .measure import (
     count_matmul_flops,
     interleaved_times,
@@ -32,6 +34,7 @@ from .measure import (
     median,
     model_inputs,
     multi30k_length_pairs,
+    padded_batch,
     peak_training_memory,
     set_threads,
     synthetic_length_pairs,
@@ -80,6 +83,10 @@ class BenchSettings:
     use_multi30k: bool = True  # length distribution from Multi30k; False: synthetic lengths (smoke runs)
     learning_steps: int = 100  # training steps of the RNN learning comparison (real sentences, Adam 1e-3)
     learning_validation_pairs: int = 256
+    # Token budget of the batching comparison: 1,800 padded tokens make about as many batches per Multi30k epoch
+    # as the length-grouped batches of `dims.batch_size` (64) sentences, so both take the same number of steps.
+    token_budget: int = 1800
+    batching_batches: int = 8  # batches of each kind per timed repeat, drawn at random from one epoch
 
     @classmethod
     def quick(cls) -> "BenchSettings":
@@ -89,7 +96,8 @@ class BenchSettings:
                                  rnn_hidden=16, batch_size=8),
             threads=1, repeats=2, warmup=1, train_batches=1, rnn_train_batches=1, generation_batch=4, new_tokens=4,
             num_beams=2, cache_lengths=(4, 8), cache_batch=2, uncached_max_length=8, memory_steps=0, matmul_size=128,
-            use_multi30k=False, learning_steps=3, learning_validation_pairs=16,
+            use_multi30k=False, learning_steps=3, learning_validation_pairs=16, token_budget=140,
+            batching_batches=2,
         )
 
 
@@ -346,6 +354,38 @@ def bench_rnn_learning(settings: BenchSettings, length_pairs) -> dict:
     return results
 
 
+def bench_batching(settings: BenchSettings, length_pairs) -> dict:
+    """7: one epoch of token-budget batches (:class:`~hf_s2s.sampling.TokenBudgetBatchSampler`) against the main
+    job's length-grouped batches of ``batch_size`` sentences (Trainer's ``group_by_length``, which sorts by source
+    length only). The padding fraction is exact, over the whole epoch; tokens/s times hf_s2s Transformer training
+    steps on ``batching_batches`` batches drawn at random from each epoch (real source + target tokens/s)."""
+    dims = settings.dims
+    source, target = [s for s, _ in length_pairs], [t for _, t in length_pairs]
+    grouped = list(LengthGroupedEpochSampler(source, dims.batch_size, seed=settings.seed))
+    epochs = {
+        f"length-grouped, {dims.batch_size} sentences": [grouped[i: i + dims.batch_size]
+                                                        for i in range(0, len(grouped), dims.batch_size)],
+        f"token budget {settings.token_budget}": list(TokenBudgetBatchSampler(source, target, settings.token_budget,
+                                                                              seed=settings.seed)),
+    }
+    g = torch.Generator().manual_seed(settings.seed)
+    results, runs = {}, {}
+    for name, batches in epochs.items():
+        padded = sum(padded_tokens(batch, source, target) for batch in batches)
+        picks = torch.randperm(len(batches), generator=g)[: settings.batching_batches].tolist()
+        timed = [padded_batch([length_pairs[i] for i in batches[k]], dims.vocab_size, g) for k in picks]
+        torch.manual_seed(settings.seed)
+        step = make_trainer(build_hf_s2s_transformer(dims))
+        runs[name] = lambda step=step, timed=timed: [step(b) for b in timed]
+        results[name] = {"batches_per_epoch": len(batches), "sentences_per_batch": len(source) / len(batches),
+                         "padding_fraction": 1 - (sum(source) + sum(target)) / padded,
+                         "timed_tokens": sum(b["num_tokens"] for b in timed)}
+    times = interleaved_times(runs, settings.repeats, settings.warmup)
+    for name, result in results.items():
+        result.update(tokens_per_s=result["timed_tokens"] / median(times[name]), times=times[name])
+    return results
+
+
 def profile_top_ops(fn: Callable[[], object], top: int = 15) -> list[dict]:
     """torch.profiler over one call of ``fn``: the ``top`` ops by self CPU time and their share of the total."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
@@ -360,7 +400,8 @@ def profile_top_ops(fn: Callable[[], object], top: int = 15) -> list[dict]:
 
 
 def run_benchmark(settings: BenchSettings, sections: tuple[str, ...] = ("training", "memory", "generation", "cache",
-                                                                          "rnn", "peak", "learning")) -> dict:
+                                                                          "rnn", "peak", "learning", "batching")
+                  ) -> dict:
     threads = set_threads(settings.threads)
     torch.manual_seed(settings.seed)
     length_pairs = multi30k_length_pairs() if settings.use_multi30k else synthetic_length_pairs(seed=settings.seed)
@@ -376,7 +417,7 @@ def run_benchmark(settings: BenchSettings, sections: tuple[str, ...] = ("trainin
     }
     runners = {"training": bench_training, "memory": bench_training_memory, "generation": bench_generation,
                "cache": bench_cache_scaling, "rnn": bench_rnn_vs_textbook,
-               "learning": bench_rnn_learning}
+               "learning": bench_rnn_learning, "batching": bench_batching}
     report["section_seconds"] = {}
     for name in sections:
         start = time.perf_counter()
