@@ -400,7 +400,7 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
             if encoder_outputs is None:
                 if input_ids is None:
                     raise ValueError("RNNSeq2SeqModel needs `input_ids` or `encoder_outputs`")
-                encoder_outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask)
+                encoder_outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask, return_dict=True)
             elif not isinstance(encoder_outputs, BaseModelOutput):
                 encoder_outputs = BaseModelOutput(last_hidden_state=encoder_outputs[0])
             memory = encoder_outputs.last_hidden_state  # (B, S, E)
@@ -486,7 +486,7 @@ class RNNSeq2SeqForConditionalGeneration(RNNSeq2SeqPreTrainedModel, GenerationMi
         outputs = self.model(
             input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
             encoder_outputs=encoder_outputs, past_key_values=past_key_values, use_cache=use_cache,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
         )
         hidden = outputs.last_hidden_state if packing is None else packing.pack(outputs.last_hidden_state)
         logits, loss = output_layer_and_loss(

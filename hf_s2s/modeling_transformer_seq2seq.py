@@ -450,6 +450,7 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
                 output_attentions=output_attentions,
                 output_hidden_states=output_hidden_states,
                 packing=source_packing,
+                return_dict=True,
             )
         elif not isinstance(encoder_outputs, BaseModelOutput):
             encoder_outputs = BaseModelOutput(*encoder_outputs)
@@ -567,6 +568,7 @@ class TransformerSeq2SeqForConditionalGeneration(TransformerSeq2SeqPreTrainedMod
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
             decoder_packing=packing,
+            return_dict=True,
         )
         logits, loss = output_layer_and_loss(
             self.lm_head, outputs.last_hidden_state, labels, packing, num_items_in_batch, self.config.label_smoothing
