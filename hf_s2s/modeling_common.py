@@ -16,9 +16,7 @@ logger = logging.get_logger(__name__)
 
 # Keyword arguments transformers itself may pass to a model's forward (Trainer, generate, its integrations):
 # accepted and, where they do not apply, ignored, as transformers' own models do. Any other name is a TypeError.
-TRANSFORMERS_KWARGS = frozenset(TransformersKwargs.__annotations__) | {
-    "cache_position", "position_ids", "decoder_position_ids", "logits_to_keep",
-}
+TRANSFORMERS_KWARGS = frozenset(TransformersKwargs.__annotations__) | {"cache_position", "decoder_position_ids"}
 
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
