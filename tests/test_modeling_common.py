@@ -152,6 +152,21 @@ def test_label_smoothing_in_the_model_equals_trainers_label_smoother(model_type,
         torch.testing.assert_close(model.train()(**batch, **num_items).loss, expected, rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_padding_free_training_gives_the_gradients_of_the_padded_computation(model_type):
+    """The packed path (labels in training mode) against the full logits of the same batch, smoothed by
+    LabelSmoother: the same gradient for every parameter."""
+    batch = padded_batch()
+    num_items = torch.tensor(11)
+    packed = make_model(model_type, label_smoothing=0.1).train()
+    packed(**batch, num_items_in_batch=num_items).loss.backward()
+    padded = make_model(model_type).train()
+    outputs = padded(**decoder_inputs(padded, batch))
+    LabelSmoother(epsilon=0.1)(outputs, batch["labels"], num_items_in_batch=num_items).backward()
+    for (name, a), (_, b) in zip(packed.named_parameters(), padded.named_parameters(), strict=True):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-6, msg=name)
+
+
 def test_training_job_moves_label_smoothing_into_the_model_so_labels_reach_it(tmp_path):
     model = make_model("transformer_seq2seq").train()
     batch = padded_batch()
