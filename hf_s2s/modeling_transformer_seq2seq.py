@@ -547,6 +547,7 @@ class TransformerSeq2SeqForConditionalGeneration(TransformerSeq2SeqPreTrainedMod
         with labels runs padding-free (positions after each row's last label are skipped and the output layer
         runs on the kept ones) and returns the loss without logits."""
         check_kwargs(self, kwargs)
+        _, output_hidden_states = output_flags(self.config, False, output_hidden_states)  # per-layer states: padded
         packing = None
         if labels is not None:
             use_cache = False

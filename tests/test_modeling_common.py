@@ -136,6 +136,11 @@ def test_eval_logits_with_labels_are_the_ordinary_logits(model_type):
     assert (with_labels[2, 2:] != 0).all()  # after the last label too
     model.train()
     assert model(**batch).logits is None  # training with labels: the loss only, from the label positions
+    if model_type == "transformer_seq2seq":  # per-layer states asked by the config: the padded path, all returned
+        model.config.output_hidden_states = True
+        out = model(**batch)
+        torch.testing.assert_close(out.logits, with_labels, rtol=1e-5, atol=1e-6)
+        assert out.decoder_hidden_states[-1].shape[:2] == batch["labels"].shape
 
 
 @pytest.mark.parametrize("model_type", FAMILIES)
