@@ -1,6 +1,6 @@
 """Attention of the Transformer encoder-decoder and what it works on, Vaswani et al. 2017 (arXiv:1706.03762):
-position embeddings (attention itself is blind to order), the token packing that lets position-wise work skip
-padding, and multi-head attention. modeling_transformer_seq2seq builds the layers, encoder and decoder from them.
+position embeddings (attention itself is blind to order), the source's padding-free packing (``TokenPacking``
+itself lives in modeling_common), and multi-head attention. modeling_transformer_seq2seq builds the layers, encoder and decoder from them.
 
 Shape letters: B batch, H heads, T_q / T_k query / key length, T_past decoder tokens already in the cache, N real
 (unpadded) tokens, D d_model, d_h head size (D / H).
@@ -19,7 +19,7 @@ from transformers.cache_utils import EncoderDecoderCache
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .configuration_transformer_seq2seq import TransformerSeq2SeqConfig
-from .modeling_common import is_capturing_graph
+from .modeling_common import TokenPacking, is_capturing_graph
 
 # ----------------------------------------------------------------------------------------------------------
 # Positions
@@ -72,38 +72,15 @@ class TransformerSeq2SeqPositionalEmbedding(nn.Module):
 # ----------------------------------------------------------------------------------------------------------
 
 
-class TokenPacking:
-    """The real tokens of a padded batch, so position-wise work skips the padding.
-
-    Projections, feed-forward blocks, LayerNorm and dropout treat every position alone, so they run on the N real
-    tokens of a (B, T) batch, packed into (N, D), instead of on all B x T positions; only the attention kernel
-    needs the padded layout, and ``unpack`` restores it around the kernel. With Multi30k-like lengths about half of
-    a shuffled batch is padding. keep: (B, T) bool, True where a token's output is needed.
-    """
-
-    def __init__(self, keep: torch.Tensor):
-        self.shape = keep.shape  # (B, T)
-        self.index = keep.reshape(-1).nonzero().squeeze(1)  # (N,) flat positions of the kept tokens
-
-    @classmethod
-    def when_padded(cls, keep: torch.Tensor | None) -> "TokenPacking | None":
-        """A packing for a (B, T) mask that leaves something out; None for no mask or a full one, and None while a
-        graph is captured (compile, export, ONNX): whether to pack reads the mask's values, a data-dependent
-        branch, and the packed length N is data-dependent too. The padded path gives the same outputs at real
-        tokens; at padding positions its outputs are computed rather than zero (nothing reads them: they are
-        masked out of attention and carry no loss)."""
-        if keep is None or keep.dim() != 2 or is_capturing_graph() or bool(keep.all()):
-            return None
-        return cls(keep.bool())
-
-    def pack(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, T, ...) -> (N, ...)"""
-        return x.reshape(-1, *x.shape[2:]).index_select(0, self.index)
-
-    def unpack(self, x: torch.Tensor) -> torch.Tensor:
-        """(N, ...) -> (B, T, ...), zeros where nothing was kept."""
-        full = x.new_zeros(self.shape[0] * self.shape[1], *x.shape[1:]).index_copy(0, self.index, x)
-        return full.view(*self.shape, *x.shape[1:])
+def pack_source(attention_mask: torch.Tensor | None) -> tuple[torch.Tensor | None, TokenPacking | None]:
+    """(attention_mask, packing) of a source batch: the packing of its real tokens, and the mask itself, or None
+    when it masks nothing (then no attention mask is built at all). One device-to-host read (the packing's
+    ``nonzero``); with a packing, masks can be built without transformers' own all-ones check (another read).
+    attention_mask: (B, T_src); a 4D mask or a captured graph is returned as is, without a packing."""
+    packing = TokenPacking.from_mask(attention_mask)
+    if packing is None and attention_mask is not None and attention_mask.dim() == 2 and not is_capturing_graph():
+        return None, None  # a mask with no zero
+    return attention_mask, packing
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -57,6 +57,7 @@ class RNNSeq2SeqConfig(PreTrainedConfig):
     decoder_init: str = "bridge"  # decoder initial state: "bridge" (tanh projection), "last" (final state) or "zero"
     dropout: float = 0.1  # dropout on embeddings, between RNN layers and on the readout vector
     teacher_forcing_ratio: float = 1.0  # training only: probability of feeding the gold token (< 1 = scheduled sampling)
+    label_smoothing: float = 0.0  # eps of the label-smoothed loss the model computes from labels (Trainer's factor)
     init_std: float = 1.0  # std of the normal init of embeddings (PyTorch's default; 0.1 learned far slower under
     # Adam on Multi30k). Matrices use Xavier, recurrent matrices orthogonal
     tie_word_embeddings: bool = False  # share the target embedding with the output projection
@@ -81,6 +82,7 @@ class RNNSeq2SeqConfig(PreTrainedConfig):
         check_choice("decoder_init", self.decoder_init, DECODER_INITS)
         check_dropout("dropout", self.dropout)
         check_probability("teacher_forcing_ratio", self.teacher_forcing_ratio)
+        check_probability("label_smoothing", self.label_smoothing)
         if self.input_feeding and not self.attention_type.startswith("luong"):
             raise ValueError(
                 f"`input_feeding` applies to the Luong attention types only "

@@ -12,6 +12,7 @@ from .config_checks import (
     check_choice,
     check_dropout,
     check_positive,
+    check_probability,
     check_token_id,
     reject_unknown_kwargs,
 )
@@ -56,6 +57,7 @@ class TransformerSeq2SeqConfig(PreTrainedConfig):
     scale_embedding: bool = True  # multiply token embeddings by sqrt(d_model) (paper section 3.4)
     share_encoder_decoder_embeddings: bool = True  # one token embedding for source and target (needs one vocab)
     tie_word_embeddings: bool = True  # output projection shares the decoder input embedding's weight
+    label_smoothing: float = 0.0  # eps of the label-smoothed loss the model computes from labels (Trainer's factor)
     init_std: float = 0.02  # std of the normal init of linear and embedding weights
     use_cache: bool = True  # return the decoder key/value cache (used by generate)
     pad_token_id: int | None = 0  # padding id (package tokenizer convention: <pad> = 0)
@@ -93,6 +95,7 @@ class TransformerSeq2SeqConfig(PreTrainedConfig):
         check_choice("position_embedding_type", self.position_embedding_type, POSITION_EMBEDDING_TYPES)
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             check_dropout(name, getattr(self, name))
+        check_probability("label_smoothing", self.label_smoothing)
         if not (isinstance(self.init_std, int | float) and self.init_std > 0):
             raise ValueError(f"`init_std` must be a positive float, got {self.init_std!r}")
         if self.share_encoder_decoder_embeddings and self.decoder_vocab_size != self.vocab_size:

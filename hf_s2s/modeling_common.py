@@ -1,4 +1,6 @@
-"""Pieces shared by the hf_s2s modeling files: the label shift, the token-sum loss and input checks.
+"""Pieces shared by the hf_s2s modeling files: the label shift, the padding-free token packing, the output layer
+and its (label-smoothed) token-sum loss, clear errors for bad token ids, and the parts of the pretrained classes
+that both families share.
 
 Copied beside the modeling files into every saved model folder (``save_pretrained`` follows single-dot
 relative imports), so it must import nothing from hf_s2s.
@@ -6,6 +8,15 @@ relative imports), so it must import nothing from hf_s2s.
 
 import torch
 import torch.nn.functional as F
+from torch import nn
+from transformers.utils import logging
+from transformers.utils.generic import TransformersKwargs
+
+logger = logging.get_logger(__name__)
+
+# Keyword arguments transformers itself may pass to a model's forward (Trainer, generate, its integrations):
+# accepted and, where they do not apply, ignored, as transformers' own models do. Any other name is a TypeError.
+TRANSFORMERS_KWARGS = frozenset(TransformersKwargs.__annotations__) | {"cache_position", "decoder_position_ids"}
 
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
@@ -19,31 +30,120 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
     return shifted.masked_fill(shifted == -100, pad_token_id)
 
 
+class TokenPacking:
+    """The needed tokens of a padded batch, so position-wise work skips the padding.
+
+    Projections, feed-forward blocks, LayerNorm, dropout and the output layer treat every position alone, so they
+    run on the N needed tokens of a (B, T) batch, packed into (N, D), instead of on all B x T positions; only the
+    attention kernel needs the padded layout, and ``unpack`` restores it around the kernel. With Multi30k-like
+    lengths about half of a shuffled batch is padding. keep: (B, T) bool, True where a token's output is needed.
+    """
+
+    def __init__(self, keep: torch.Tensor, index: torch.Tensor):
+        self.shape = keep.shape  # (B, T)
+        self.index = index  # (N,) flat positions of the kept tokens
+
+    @classmethod
+    def from_mask(cls, keep: torch.Tensor | None) -> "TokenPacking | None":
+        """A packing for a (B, T) mask that leaves something out; None for no mask, a full one, or while a graph is
+        captured (compile, export, ONNX: the packed length N is data-dependent).
+
+        One device-to-host read, the ``nonzero`` that finds N; whether anything is left out is then known on the
+        host (N < B x T) without reading the mask again, so callers can also skip building attention masks for a
+        full batch. The padded path gives the same outputs at needed tokens."""
+        if keep is None or keep.dim() != 2 or is_capturing_graph():
+            return None
+        index = keep.reshape(-1).nonzero().squeeze(1)  # (N,)
+        return cls(keep, index) if index.numel() < keep.numel() else None
+
+    @classmethod
+    def through_last_label(cls, labels: torch.Tensor) -> "TokenPacking | None":
+        """The decoder positions a teacher-forced loss needs: each row up to its last label (a prefix, so a
+        causal decoder can drop the rest without changing what comes before). labels: (B, T), -100 ignored."""
+        positions = torch.arange(labels.shape[1], device=labels.device)  # (T,)
+        last = torch.where(labels != -100, positions, -1).amax(dim=1)  # (B,)
+        return cls.from_mask(positions[None, :] <= last[:, None])  # keep: (B, T)
+
+    def pack(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, ...) -> (N, ...)"""
+        return x.reshape(-1, *x.shape[2:]).index_select(0, self.index)
+
+    def unpack(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, ...) -> (B, T, ...), zeros where nothing was kept."""
+        full = x.new_zeros(self.shape[0] * self.shape[1], *x.shape[1:]).index_copy(0, self.index, x)
+        return full.view(*self.shape, *x.shape[1:])
+
+
 def seq2seq_loss(
     logits: torch.Tensor,
     labels: torch.Tensor,
     num_items_in_batch: int | torch.Tensor | None = None,
     label_smoothing: float = 0.0,
 ) -> torch.Tensor:
-    """Token-level cross-entropy over positions whose label is not -100.
+    """Token-level cross-entropy over positions whose label is not -100, label-smoothed by ``label_smoothing``
+    as transformers' ``LabelSmoother`` does it: (1 - eps) * NLL + eps * the mean of -log p over the vocabulary.
 
-    logits: (batch, tgt_len, vocab); labels: (batch, tgt_len). With ``num_items_in_batch`` (what Trainer
+    logits: (..., vocab); labels: (...), the same leading shape. With ``num_items_in_batch`` (what Trainer
     passes: the number of label tokens in the whole accumulated, all-process batch) the summed loss is divided
     by it, so gradient accumulation and several processes give the same gradient as one big batch; without it,
-    the mean over this batch's label tokens.
+    the mean over this batch's label tokens. A label outside the vocabulary is a ValueError naming it.
     """
-    loss = F.cross_entropy(
-        logits.float().reshape(-1, logits.size(-1)),
-        labels.reshape(-1).to(logits.device),
-        ignore_index=-100,
-        reduction="sum",
-        label_smoothing=label_smoothing,
-    )
+    flat_labels = labels.reshape(-1).to(logits.device)
+    try:
+        loss = F.cross_entropy(
+            logits.float().reshape(-1, logits.size(-1)), flat_labels,
+            ignore_index=-100, reduction="sum", label_smoothing=label_smoothing,
+        )
+    except IndexError:  # read the values only on the failure path: the forward stays free of host reads
+        check_token_ids(flat_labels.masked_fill(flat_labels == -100, 0), logits.size(-1), "labels")
+        raise
     if num_items_in_batch is None:
         num_items_in_batch = (labels != -100).sum()
     if torch.is_tensor(num_items_in_batch):
         num_items_in_batch = num_items_in_batch.to(loss.device)
     return loss / num_items_in_batch
+
+
+def output_layer_and_loss(
+    lm_head: nn.Module,
+    hidden_states: torch.Tensor,
+    labels: torch.Tensor | None,
+    packing: TokenPacking | None,
+    num_items_in_batch: int | torch.Tensor | None,
+    label_smoothing: float,
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The output layer and the loss, shared by both families; returns (logits, loss).
+
+    hidden_states: (B, T, H), or (N, H) the tokens of ``packing`` (from ``TokenPacking.through_last_label``)
+    when the caller ran padding-free. Packed, the output layer and the loss run on those tokens only and no logits
+    are returned (None: nothing else would be ordinary (B, T, V) logits); otherwise logits are (B, T, V)."""
+    logits = lm_head(hidden_states)  # (N, V) packed, else (B, T, V)
+    if packing is not None:
+        return None, seq2seq_loss(logits, packing.pack(labels), num_items_in_batch, label_smoothing)
+    loss = seq2seq_loss(logits, labels, num_items_in_batch, label_smoothing) if labels is not None else None
+    return logits, loss
+
+
+def check_kwargs(forward_owner: nn.Module, kwargs: dict) -> None:
+    """Raise the TypeError Python raises for an unexpected keyword argument (a misspelled ``output_attention``
+    would otherwise vanish into ``**kwargs``), except for the names transformers itself passes."""
+    unexpected = sorted(set(kwargs) - TRANSFORMERS_KWARGS)
+    if unexpected:
+        raise TypeError(f"{type(forward_owner).__name__}.forward() got an unexpected keyword argument {unexpected[0]!r}")
+
+
+def output_flags(config, output_attentions: bool | None, output_hidden_states: bool | None) -> tuple[bool, bool]:
+    """The call's output flags, else the config's, as transformers' models read them. Only the eager kernel returns
+    attention weights: asked for them under another, transformers' sdpa integration warns and returns none, and so
+    does this (the weights are then None)."""
+    output_attentions = config.output_attentions if output_attentions is None else output_attentions
+    output_hidden_states = config.output_hidden_states if output_hidden_states is None else output_hidden_states
+    if output_attentions and getattr(config, "_attn_implementation", None) not in (None, "eager"):
+        logger.warning_once(
+            f"`{config._attn_implementation}` attention does not support `output_attentions=True`. "
+            "Please set your attention to `eager` if you want any of these features."
+        )
+    return bool(output_attentions), bool(output_hidden_states)
 
 
 def is_capturing_graph() -> bool:
@@ -53,8 +153,21 @@ def is_capturing_graph() -> bool:
     return torch.compiler.is_compiling() or torch.compiler.is_exporting() or torch.jit.is_tracing()
 
 
+def embed(embedding: nn.Embedding, input_ids: torch.Tensor, name: str) -> torch.Tensor:
+    """``embedding(input_ids)``, with a clear error naming ``name`` for ids outside the table. The ids are read back
+    only when the lookup fails, so the forward makes no device-to-host read for the check (ids are validated where
+    data enters: ``check_tokenizer_fits_model``). On a GPU an out-of-range id is a device-side assert instead."""
+    if is_capturing_graph():
+        return embedding(input_ids)
+    try:
+        return embedding(input_ids)
+    except IndexError:
+        check_token_ids(input_ids, embedding.num_embeddings, name)
+        raise
+
+
 def check_token_ids(input_ids: torch.Tensor | None, vocab_size: int, name: str) -> None:
-    """Raise a clear error for ids outside [0, vocab_size) instead of a bare index error from the embedding."""
+    """Raise a clear error for ids outside [0, vocab_size) instead of a bare index error; reads the ids back."""
     if input_ids is None or is_capturing_graph():
         return  # reading the values back is a data-dependent branch
     if input_ids.numel() == 0:
@@ -66,3 +179,42 @@ def check_token_ids(input_ids: torch.Tensor | None, vocab_size: int, name: str) 
             f"`{name}` holds token id {bad}, outside the model's vocabulary [0, {vocab_size}); "
             "check that the tokenizer matches the model (vocab_size in its config)"
         )
+
+
+class Seq2SeqPreTrainedMixin:
+    """What both families' ``PreTrainedModel`` bases add to transformers' own, written once. Classes are named
+    ``<Family>Model`` and ``<Family>ForConditionalGeneration`` after their ``<Family>Config``; the base model
+    (``self.base_model``) holds ``decoder.embed_tokens`` (None when the decoder reads the encoder's table)."""
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """As transformers' save_pretrained; when the classes are registered for remote code, config.json's
+        ``auto_map`` names both auto classes (transformers writes only the saved class's own one), so
+        ``AutoModel`` and ``AutoModelForSeq2SeqLM`` both load the folder with ``trust_remote_code=True``."""
+        if getattr(self, "_auto_class", None) is not None:
+            module = type(self).__module__.rsplit(".", 1)[-1]
+            family = type(self.config).__name__.removesuffix("Config")
+            auto_map = dict(getattr(self.config, "auto_map", None) or {})
+            auto_map.setdefault("AutoModel", f"{module}.{family}Model")
+            auto_map.setdefault("AutoModelForSeq2SeqLM", f"{module}.{family}ForConditionalGeneration")
+            self.config.auto_map = auto_map
+        return super().save_pretrained(save_directory, *args, **kwargs)
+
+    def _resize_token_embeddings(self, new_num_tokens, pad_to_multiple_of=None, mean_resizing=True) -> nn.Embedding:
+        """``resize_token_embeddings`` of the one vocabulary source and target share: transformers resizes the
+        source table and the output layer; the decoder's own target table (when it has one) and
+        ``decoder_vocab_size`` follow. Separate vocabularies of different sizes cannot be resized by one number."""
+        decoder = self.base_model.decoder
+        target_table = decoder.embed_tokens if decoder.embed_tokens is not None else self.get_input_embeddings()
+        if target_table.num_embeddings != self.config.vocab_size:
+            raise ValueError(
+                f"resize_token_embeddings resizes one vocabulary shared by source and target, but this model has "
+                f"vocab_size={self.config.vocab_size} and decoder_vocab_size={target_table.num_embeddings}"
+            )
+        embeddings = super()._resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        if decoder.embed_tokens is not None:
+            decoder.embed_tokens = self._get_resized_embeddings(
+                decoder.embed_tokens, embeddings.num_embeddings, mean_resizing=mean_resizing
+            )
+        if getattr(self.config, "decoder_vocab_size", None) is not None:
+            self.config.decoder_vocab_size = embeddings.num_embeddings
+        return embeddings

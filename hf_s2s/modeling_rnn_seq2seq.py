@@ -10,17 +10,29 @@ size (2 x encoder_hidden_size if bidirectional), H decoder_hidden_size, D embedd
 """
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from transformers import Cache, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
+from transformers.utils.generic import can_return_tuple
 
 from .attention_rnn_seq2seq import attend, build_attention
 from .configuration_rnn_seq2seq import RNNSeq2SeqConfig
-from .modeling_common import check_token_ids, seq2seq_loss, shift_tokens_right
+from .modeling_common import (
+    Seq2SeqPreTrainedMixin,
+    TokenPacking,
+    check_kwargs,
+    embed,
+    is_capturing_graph,
+    output_flags,
+    output_layer_and_loss,
+    shift_tokens_right,
+)
 
 _RNN_CLASSES = {"gru": nn.GRU, "lstm": nn.LSTM}
 
@@ -28,23 +40,39 @@ _RNN_CLASSES = {"gru": nn.GRU, "lstm": nn.LSTM}
 def source_mask_from_inputs(
     input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None, pad_token_id: int | None, shape
 ) -> torch.Tensor:
-    """The source mask (B, S) bool, True on real tokens. Without ``attention_mask`` it is inferred from the pad
-    id (padding must never enter the recurrence), else all ones. Only right padding is supported (packing takes
-    each row's prefix), so a mask that is not a prefix of ones is an error."""
+    """The source mask (B, S) bool, True on real tokens: ``attention_mask``, else inferred from the pad id
+    (padding must never enter the recurrence nor be attended to), else all ones."""
     if attention_mask is not None:
-        mask = attention_mask.bool()
-    elif input_ids is not None and pad_token_id is not None:
-        mask = input_ids.ne(pad_token_id)
-    else:
-        return torch.ones(shape, dtype=torch.bool)
-    lengths = mask.sum(dim=1)  # (B,)
-    prefix = torch.arange(mask.shape[1], device=mask.device)[None, :] < lengths[:, None]  # (B, S)
-    if not torch.equal(prefix, mask):
+        return attention_mask.bool()
+    if input_ids is not None and pad_token_id is not None:
+        return input_ids.ne(pad_token_id)
+    return torch.ones(shape, dtype=torch.bool)
+
+
+def source_lengths(source_mask: torch.Tensor) -> torch.Tensor:
+    """The lengths (B,) on the host, as ``pack_padded_sequence`` needs them: one device-to-host copy of the mask
+    per source batch, where right padding is also checked (packing takes each row's prefix), so a mask that is
+    not ones then zeros is an error. source_mask: (B, S) bool."""
+    host = source_mask.cpu()
+    if is_capturing_graph():
+        return host.sum(dim=1)
+    rows = host.numpy()  # host arithmetic: no further reads of the device
+    lengths = rows.sum(axis=1)  # (B,)
+    if not (rows == (np.arange(rows.shape[1])[None, :] < lengths[:, None])).all():
         raise ValueError(
             "RNNSeq2Seq needs right-padded sources: every attention_mask row must be ones then zeros "
             "(set the tokenizer's padding_side='right')"
         )
-    return mask
+    return torch.from_numpy(lengths)
+
+
+@dataclass
+class RNNSeq2SeqEncoderOutput(BaseModelOutput):
+    """The encoder's output: ``last_hidden_state`` the memory (B, S, E), zero on padding, and ``source_mask``
+    (B, S) bool, the real tokens the decoder may attend to (inferred from the pad id when no attention_mask was
+    given). A zero-length source comes back as one masked step (S = 1), so every later shape is valid."""
+
+    source_mask: torch.BoolTensor | None = None
 
 
 class RNNSeq2SeqCache(Cache):
@@ -144,20 +172,28 @@ class RNNSeq2SeqEncoder(nn.Module):
             dropout=config.dropout if config.encoder_layers > 1 else 0.0,
         )
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs) -> BaseModelOutput:
-        """input_ids, attention_mask: (B, S), right-padded."""
-        check_token_ids(input_ids, self.config.vocab_size, "input_ids")
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+    ) -> RNNSeq2SeqEncoderOutput:
+        """input_ids, attention_mask: (B, S), right-padded. The output flags are accepted as generate() passes them;
+        the encoder has no attention and returns only its last states."""
         mask = source_mask_from_inputs(input_ids, attention_mask, self.config.pad_token_id, input_ids.shape)
         if input_ids.shape[1] == 0:  # zero-length sources: one masked pad position keeps the shapes valid
             input_ids = input_ids.new_full((input_ids.shape[0], 1), self.config.pad_token_id or 0)
             mask = mask.new_zeros(input_ids.shape)
-        embeds = self.dropout(self.embed_tokens(input_ids))  # (B, S, D)
-        lengths = mask.sum(dim=1).clamp(min=1).cpu()  # packing needs >= 1 step; empty rows are zeroed below
+        embeds = self.dropout(embed(self.embed_tokens, input_ids, "input_ids"))  # (B, S, D)
+        lengths = source_lengths(mask).clamp(min=1)  # packing needs >= 1 step; empty rows are zeroed below
         packed = pack_padded_sequence(embeds, lengths, batch_first=True, enforce_sorted=False)
         outputs, _ = self.rnn(packed)
         memory, _ = pad_packed_sequence(outputs, batch_first=True, total_length=input_ids.shape[1])  # (B, S, E)
+        mask = mask.to(memory.device)
         memory = memory * mask[:, :, None].to(memory.dtype)
-        return BaseModelOutput(last_hidden_state=memory)
+        return RNNSeq2SeqEncoderOutput(last_hidden_state=memory, source_mask=mask)
 
 
 class RNNSeq2SeqDecoder(nn.Module):
@@ -197,6 +233,9 @@ class RNNSeq2SeqDecoder(nn.Module):
         self.bridge = (
             nn.Linear(memory_size, config.decoder_layers * hidden_size) if config.decoder_init == "bridge" else None
         )
+        # Scheduled sampling's prediction, readout (B, 1, H) -> token ids (B, 1): the output layer lives in the
+        # generation model, which sets this (a plain attribute, not a submodule); None in the bare model.
+        self.predict_next_token: Callable[[torch.Tensor], torch.Tensor] | None = None
 
     @property
     def steps_depend_on_outputs(self) -> bool:
@@ -253,19 +292,15 @@ class RNNSeq2SeqDecoder(nn.Module):
             state.input_feed = readout[:, -1]
         return readout, weights
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        state: RNNSeq2SeqCache,
-        next_token_fn: Callable[[torch.Tensor], torch.Tensor] | None = None,
-        teacher_forcing_ratio: float = 1.0,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(self, input_ids: torch.Tensor, state: RNNSeq2SeqCache) -> tuple[torch.Tensor, torch.Tensor | None]:
         """input_ids (B, T) -> readout (B, T, H), attention weights (B, T, S) or None; advances ``state``.
 
-        Scheduled sampling: with ``next_token_fn`` (readout (B, 1, H) -> token ids (B, 1)), each example's input at
-        step t > 0 is the model's own previous prediction with probability 1 - ``teacher_forcing_ratio``.
+        Scheduled sampling (training with ``teacher_forcing_ratio`` < 1 and ``predict_next_token`` set): each
+        example's input at step t > 0 is the model's own previous prediction with probability 1 - the ratio.
         """
-        embeds = self.dropout(self.embed_tokens(input_ids))  # (B, T, D)
+        ratio = self.config.teacher_forcing_ratio
+        next_token_fn = self.predict_next_token if self.training and ratio < 1.0 else None
+        embeds = self.dropout(embed(self.embed_tokens, input_ids, "decoder_input_ids"))  # (B, T, D)
         if next_token_fn is None and not self.steps_depend_on_outputs:
             readout, weights = self._run(embeds, state)
         else:
@@ -274,7 +309,7 @@ class RNNSeq2SeqDecoder(nn.Module):
                 step = embeds[:, t : t + 1]  # (B, 1, D)
                 if next_token_fn is not None and t > 0:
                     predicted = self.dropout(self.embed_tokens(next_token_fn(readouts[-1])))  # (B, 1, D)
-                    sample = torch.rand(step.shape[0], 1, 1, device=step.device) >= teacher_forcing_ratio
+                    sample = torch.rand(step.shape[0], 1, 1, device=step.device) >= ratio
                     step = torch.where(sample, predicted, step)
                 readout, weights = self._run(step, state)
                 readouts.append(readout)
@@ -285,7 +320,7 @@ class RNNSeq2SeqDecoder(nn.Module):
         return self.dropout(readout), weights
 
 
-class RNNSeq2SeqPreTrainedModel(PreTrainedModel):
+class RNNSeq2SeqPreTrainedModel(Seq2SeqPreTrainedMixin, PreTrainedModel):
     config: RNNSeq2SeqConfig
     base_model_prefix = "model"
     main_input_name = "input_ids"
@@ -315,14 +350,6 @@ class RNNSeq2SeqPreTrainedModel(PreTrainedModel):
                 else:
                     init.zeros_(param)
 
-    def save_pretrained(self, save_directory, *args, **kwargs):
-        """Also writes an ``AutoModel`` entry into config.json's auto_map (transformers registers one auto class
-        per model class), so the base model loads from the folder with trust_remote_code too."""
-        if getattr(self, "_auto_class", None) is not None:
-            module = type(self).__module__.rsplit(".", 1)[-1]
-            self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), "AutoModel": f"{module}.RNNSeq2SeqModel"}
-        return super().save_pretrained(save_directory, *args, **kwargs)
-
 
 class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
     """Encoder + decoder; ``last_hidden_state`` is the decoder readout (B, T, H) that the output layer reads."""
@@ -342,6 +369,7 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
     def get_encoder(self, modality: str | None = None):
         return self.encoder
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -351,17 +379,19 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
         past_key_values: RNNSeq2SeqCache | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
-        return_dict: bool | None = None,
-        next_token_fn: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        output_hidden_states: bool | None = None,
         **kwargs,
     ) -> Seq2SeqModelOutput:
         """input_ids, attention_mask (B, S); decoder_input_ids (B, T). With an initialised ``past_key_values`` only
-        the new decoder tokens are read and the encoder is not needed. ``next_token_fn``: see the decoder."""
+        the new decoder tokens are read and the encoder is not needed. The source mask comes with the encoder's
+        output (inferred from the pad id without attention_mask), so a decoder fed by generate() sees the same.
+        ``return_dict=False`` gives a tuple. An RNN has no per-layer hidden states: ``output_hidden_states`` is
+        accepted and returns none."""
+        check_kwargs(self, kwargs)
         if decoder_input_ids is None:
             raise ValueError("RNNSeq2SeqModel needs `decoder_input_ids` (or `labels` on the generation model)")
-        check_token_ids(decoder_input_ids, self.config.target_vocab_size, "decoder_input_ids")
         use_cache = use_cache if use_cache is not None else self.config.use_cache
-        output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
+        output_attentions, _ = output_flags(self.config, output_attentions, output_hidden_states)
         if past_key_values is not None and not isinstance(past_key_values, RNNSeq2SeqCache):
             raise TypeError(f"past_key_values must be an RNNSeq2SeqCache, got {type(past_key_values).__name__}")
 
@@ -370,23 +400,18 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
             if encoder_outputs is None:
                 if input_ids is None:
                     raise ValueError("RNNSeq2SeqModel needs `input_ids` or `encoder_outputs`")
-                encoder_outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask)
+                encoder_outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask, return_dict=True)
             elif not isinstance(encoder_outputs, BaseModelOutput):
                 encoder_outputs = BaseModelOutput(last_hidden_state=encoder_outputs[0])
             memory = encoder_outputs.last_hidden_state  # (B, S, E)
-            source_mask = source_mask_from_inputs(
-                input_ids, attention_mask, self.config.pad_token_id, memory.shape[:2]
-            ).to(memory.device)
-            if memory.shape[1] != source_mask.shape[1]:  # zero-length sources: the encoder added one masked step
-                source_mask = source_mask.new_zeros(memory.shape[:2])
-            state = self.decoder.init_state(memory, source_mask, past_key_values or RNNSeq2SeqCache())
+            source_mask = getattr(encoder_outputs, "source_mask", None)
+            if source_mask is None:  # encoder outputs made elsewhere: the mask from the inputs
+                source_mask = source_mask_from_inputs(input_ids, attention_mask, self.config.pad_token_id, memory.shape[:2])
+            state = self.decoder.init_state(memory, source_mask.to(memory.device), past_key_values or RNNSeq2SeqCache())
         elif encoder_outputs is None:
             encoder_outputs = BaseModelOutput(last_hidden_state=state.memory)
 
-        readout, weights = self.decoder(
-            decoder_input_ids, state, next_token_fn=next_token_fn,
-            teacher_forcing_ratio=self.config.teacher_forcing_ratio,
-        )
+        readout, weights = self.decoder(decoder_input_ids, state)
         return Seq2SeqModelOutput(
             last_hidden_state=readout,
             past_key_values=state if use_cache else None,
@@ -409,8 +434,12 @@ class RNNSeq2SeqForConditionalGeneration(RNNSeq2SeqPreTrainedModel, GenerationMi
         super().__init__(config)
         self.model = RNNSeq2SeqModel(config)
         self.lm_head = nn.Linear(config.decoder_hidden_size, config.target_vocab_size, bias=False)
-        self.loss_type = "ForMaskedLM"  # labels are already aligned with the logits: no second shift
+        self.model.decoder.predict_next_token = self._predict_next_token
         self.post_init()
+
+    def _predict_next_token(self, readout: torch.Tensor) -> torch.Tensor:
+        """Scheduled sampling feeds back the argmax prediction: readout (B, 1, H) -> token ids (B, 1)."""
+        return self.lm_head(readout).argmax(dim=-1)
 
     def get_encoder(self, modality: str | None = None):
         return self.model.encoder
@@ -424,27 +453,10 @@ class RNNSeq2SeqForConditionalGeneration(RNNSeq2SeqPreTrainedModel, GenerationMi
     def set_output_embeddings(self, value):
         self.lm_head = value
 
-    def _resize_token_embeddings(self, new_num_tokens, pad_to_multiple_of=None, mean_resizing=True) -> nn.Embedding:
-        """``resize_token_embeddings`` of the one vocabulary source and target share: transformers resizes the
-        source table and the output layer; the decoder's own target table follows (it is a separate table even
-        for a shared vocabulary). Separate vocabularies of different sizes cannot be resized by one number."""
-        if self.config.target_vocab_size != self.config.vocab_size:
-            raise ValueError(
-                f"resize_token_embeddings resizes one vocabulary shared by source and target, but this model has "
-                f"vocab_size={self.config.vocab_size} and decoder_vocab_size={self.config.decoder_vocab_size}"
-            )
-        embeddings = super()._resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
-        decoder = self.model.decoder
-        decoder.embed_tokens = self._get_resized_embeddings(
-            decoder.embed_tokens, embeddings.num_embeddings, mean_resizing=mean_resizing
-        )
-        if self.config.decoder_vocab_size is not None:
-            self.config.decoder_vocab_size = embeddings.num_embeddings
-        return embeddings
-
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -455,29 +467,31 @@ class RNNSeq2SeqForConditionalGeneration(RNNSeq2SeqPreTrainedModel, GenerationMi
         labels: torch.Tensor | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
-        return_dict: bool | None = None,
+        output_hidden_states: bool | None = None,
+        num_items_in_batch: int | torch.Tensor | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
         """labels (B, T), -100 on ignored positions; the loss is the token sum over ``num_items_in_batch``
-        (Trainer passes it) or the token mean."""
-        num_items_in_batch = kwargs.pop("num_items_in_batch", None)
+        (Trainer passes it) or the token mean, smoothed by ``config.label_smoothing``. A training forward with
+        labels runs the output layer on each row's positions up to its last label only and returns the loss
+        without logits; otherwise logits are (B, T, V)."""
+        check_kwargs(self, kwargs)
+        packing = None
         if labels is not None:
-            check_token_ids(labels[labels != -100], self.config.target_vocab_size, "labels")
             use_cache = False
             if decoder_input_ids is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
-        next_token_fn = None
-        if self.training and self.config.teacher_forcing_ratio < 1.0:
-            def next_token_fn(readout):  # scheduled sampling feeds back the argmax prediction
-                return self.lm_head(readout).argmax(dim=-1)
-
+            if self.training:
+                packing = TokenPacking.through_last_label(labels)
         outputs = self.model(
             input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
             encoder_outputs=encoder_outputs, past_key_values=past_key_values, use_cache=use_cache,
-            output_attentions=output_attentions, next_token_fn=next_token_fn,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
         )
-        logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
-        loss = seq2seq_loss(logits, labels, num_items_in_batch) if labels is not None else None
+        hidden = outputs.last_hidden_state if packing is None else packing.pack(outputs.last_hidden_state)
+        logits, loss = output_layer_and_loss(
+            self.lm_head, hidden, labels, packing, num_items_in_batch, self.config.label_smoothing
+        )
         return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,

@@ -28,16 +28,25 @@ from transformers.modeling_outputs import (
     Seq2SeqLMOutput,
     Seq2SeqModelOutput,
 )
+from transformers.utils.generic import can_return_tuple
 
 from .attention_transformer_seq2seq import (
-    TokenPacking,
     TransformerSeq2SeqAttention,
     TransformerSeq2SeqPositionalEmbedding,
     eager_attention_forward,  # noqa: F401  (re-exported: importable from here as before the split)
+    pack_source,
     sinusoidal_positions,  # noqa: F401  (re-exported)
 )
 from .configuration_transformer_seq2seq import TransformerSeq2SeqConfig
-from .modeling_common import check_token_ids, seq2seq_loss, shift_tokens_right
+from .modeling_common import (
+    Seq2SeqPreTrainedMixin,
+    TokenPacking,
+    check_kwargs,
+    embed,
+    output_flags,
+    output_layer_and_loss,
+    shift_tokens_right,
+)
 
 # Default max_length of the generation config a new model gets (generate's own default, 20, cuts sentences).
 DEFAULT_GENERATION_MAX_LENGTH = 128
@@ -161,15 +170,6 @@ class TransformerSeq2SeqDecoderLayer(GradientCheckpointingLayer):
 # ----------------------------------------------------------------------------------------------------------
 
 
-def _check_attentions_available(config: TransformerSeq2SeqConfig, output_attentions: bool) -> None:
-    if output_attentions and config._attn_implementation != "eager":
-        raise ValueError(
-            f"output_attentions=True needs attn_implementation='eager' (this model uses "
-            f"'{config._attn_implementation}', whose kernel returns no weights); load with "
-            "attn_implementation='eager' or call model.set_attn_implementation('eager')"
-        )
-
-
 class TransformerSeq2SeqEncoder(nn.Module):
     """Token embeddings (x sqrt(D) when ``scale_embedding``) + positions, dropout, ``encoder_layers`` layers, and a
     final LayerNorm under pre-LN. Also what ``get_encoder()`` returns to ``generate``.
@@ -190,31 +190,37 @@ class TransformerSeq2SeqEncoder(nn.Module):
         self.layers = nn.ModuleList([TransformerSeq2SeqEncoderLayer(config) for _ in range(config.encoder_layers)])
         self.layer_norm = nn.LayerNorm(config.d_model) if config.norm_position == "pre" else None
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-        **kwargs,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        packing: TokenPacking | None = None,
     ) -> BaseModelOutput:
         """input_ids: (B, T_src) source ids, or inputs_embeds: (B, T_src, D) unscaled token embeddings;
-        attention_mask: (B, T_src), 1 for real tokens and 0 for padding. Returns last_hidden_state (B, T_src, D)."""
+        attention_mask: (B, T_src), 1 for real tokens and 0 for padding; packing: its real tokens when the caller
+        already built it (``pack_source``), else built here. Returns last_hidden_state (B, T_src, D)."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("the encoder needs exactly one of `input_ids` and `inputs_embeds`")
-        _check_attentions_available(self.config, output_attentions)
+        output_attentions, output_hidden_states = output_flags(self.config, output_attentions, output_hidden_states)
         if inputs_embeds is None:
-            check_token_ids(input_ids, self.config.vocab_size, "input_ids")
-            inputs_embeds = self.embed_tokens(input_ids)  # (B, T_src, D)
+            inputs_embeds = embed(self.embed_tokens, input_ids, "input_ids")  # (B, T_src, D)
         seq_len = inputs_embeds.shape[1]
         positions = self.embed_positions(seq_len, 0, inputs_embeds.device)  # (T_src, D)
         hidden_states = inputs_embeds * self.embed_scale + positions.to(inputs_embeds.dtype)
 
-        mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask)
+        if packing is None:
+            attention_mask, packing = pack_source(attention_mask)
+        mask = create_bidirectional_mask(
+            config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask,
+            allow_is_bidirectional_skip=packing is None,  # with a packing the mask has padding: no need to look
+        )
         # Padding-free layers: only the real tokens go through the position-wise work (hidden states (N, D));
         # padding positions of the output are zero. Per-layer hidden states are returned padded, so not then.
-        packing = None if output_hidden_states else TokenPacking.when_padded(attention_mask)
+        packing = None if output_hidden_states else packing
         if packing is not None:
             hidden_states = packing.pack(hidden_states)  # (N, D)
         hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
@@ -264,16 +270,18 @@ class TransformerSeq2SeqDecoder(nn.Module):
         encoder_attention_mask: torch.Tensor | None = None,
         past_key_values: EncoderDecoderCache | None = None,
         use_cache: bool = False,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-        output_mask: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        packing: TokenPacking | None = None,
+        source_packing: TokenPacking | None = None,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
         """inputs_embeds: (B, T_tgt, D) unscaled target token embeddings; encoder_hidden_states: (B, T_src, D);
         attention_mask: (B, T_past + T_tgt) target padding (or a ready 4D mask from generate);
-        encoder_attention_mask: (B, T_src) source padding; output_mask: (B, T_tgt) bool, True where an output is
-        needed, a prefix of each row (training passes the positions up to each row's last label): the rest is
-        not computed and is zero. Returns last_hidden_state (B, T_tgt, D) and the cache."""
-        _check_attentions_available(self.config, output_attentions)
+        encoder_attention_mask: (B, T_src) source padding, with ``source_packing`` its real tokens when the caller
+        built it (``pack_source``). packing: the target positions whose outputs are needed, a prefix of each row
+        (``TokenPacking.through_last_label``, from the labels); only those are computed, without a cache, and
+        last_hidden_state is then (N, D), those positions packed. Else last_hidden_state is (B, T_tgt, D)."""
+        output_attentions, output_hidden_states = output_flags(self.config, output_attentions, output_hidden_states)
         if use_cache and past_key_values is None:
             past_key_values = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
         if past_key_values is not None and not isinstance(past_key_values, EncoderDecoderCache):
@@ -308,14 +316,13 @@ class TransformerSeq2SeqDecoder(nn.Module):
             inputs_embeds=hidden_states,
             attention_mask=encoder_attention_mask,
             encoder_hidden_states=encoder_hidden_states,
+            allow_is_bidirectional_skip=source_packing is None,  # with a packing the mask has padding
         )
         # Padding-free layers without a cache (teacher forcing): the needed target tokens (N, D) only; a causal
         # query never reads a later position, so dropping each row's suffix changes nothing before it. The
         # cross-attention K/V projection skips source padding (with a cache it runs once per source anyway).
-        packing = source_packing = None
-        if past_key_values is None and not output_hidden_states:
-            packing = TokenPacking.when_padded(output_mask)
-            source_packing = TokenPacking.when_padded(encoder_attention_mask)
+        if past_key_values is not None or output_hidden_states:
+            packing = source_packing = None
         if packing is not None:
             hidden_states = packing.pack(hidden_states)  # (N, D)
         hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
@@ -335,9 +342,7 @@ class TransformerSeq2SeqDecoder(nn.Module):
             all_self_attentions.append(self_weights)
             all_cross_attentions.append(cross_weights)
         if self.layer_norm is not None:
-            hidden_states = self.layer_norm(hidden_states)
-        if packing is not None:
-            hidden_states = packing.unpack(hidden_states)  # (B, T_tgt, D)
+            hidden_states = self.layer_norm(hidden_states)  # (B, T_tgt, D), or (N, D) packed
         all_hidden_states.append(hidden_states)
         return BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=hidden_states,
@@ -353,7 +358,7 @@ class TransformerSeq2SeqDecoder(nn.Module):
 # ----------------------------------------------------------------------------------------------------------
 
 
-class TransformerSeq2SeqPreTrainedModel(PreTrainedModel):
+class TransformerSeq2SeqPreTrainedModel(Seq2SeqPreTrainedMixin, PreTrainedModel):
     config: TransformerSeq2SeqConfig
     base_model_prefix = "model"
     main_input_name = "input_ids"
@@ -383,18 +388,6 @@ class TransformerSeq2SeqPreTrainedModel(PreTrainedModel):
             if is_token_table and not getattr(module.weight, "_is_hf_initialized", False):
                 init.zeros_(module.weight[module.padding_idx])
 
-    def save_pretrained(self, save_directory, *args, **kwargs):
-        """As transformers' save_pretrained; when the classes are registered for remote code, config.json's
-        ``auto_map`` names both auto classes (transformers writes only the saved class's own one), so
-        ``AutoModel`` and ``AutoModelForSeq2SeqLM`` both load the folder with ``trust_remote_code=True``."""
-        if self._auto_class is not None:
-            module = type(self).__module__.rsplit(".", 1)[-1]
-            auto_map = dict(getattr(self.config, "auto_map", None) or {})
-            auto_map.setdefault("AutoModel", f"{module}.TransformerSeq2SeqModel")
-            auto_map.setdefault("AutoModelForSeq2SeqLM", f"{module}.TransformerSeq2SeqForConditionalGeneration")
-            self.config.auto_map = auto_map
-        return super().save_pretrained(save_directory, *args, **kwargs)
-
 
 class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
     """The bare encoder-decoder, returning the decoder's last hidden states (``Seq2SeqModelOutput``)."""
@@ -421,6 +414,7 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
     def get_decoder(self, *args, **kwargs) -> TransformerSeq2SeqDecoder:
         return self.decoder
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -434,23 +428,29 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-        decoder_output_mask: torch.Tensor | None = None,
+        decoder_packing: TokenPacking | None = None,
         **kwargs,
     ) -> Seq2SeqModelOutput:
         """input_ids: (B, T_src); attention_mask: (B, T_src) source padding; decoder_input_ids: (B, T_tgt) (only the
         new tokens when ``past_key_values`` holds earlier ones); encoder_outputs: reused encoder result (generate
-        runs the encoder once); decoder_output_mask: (B, T_tgt) bool prefix mask of the decoder outputs needed (see
-        the decoder). Returns last_hidden_state (B, T_tgt, D), the cache and encoder outputs."""
+        runs the encoder once); decoder_packing: the decoder positions needed (see the decoder; the generation
+        model passes it with labels). Returns last_hidden_state (B, T_tgt, D) (packed (N, D) with
+        ``decoder_packing``), the cache and encoder outputs. ``return_dict=False`` gives a tuple."""
+        check_kwargs(self, kwargs)
         use_cache = self.config.use_cache if use_cache is None else use_cache
-        output_attentions = bool(output_attentions)
-        output_hidden_states = bool(output_hidden_states)
+        output_attentions, output_hidden_states = output_flags(self.config, output_attentions, output_hidden_states)
+        source_packing = None
         if encoder_outputs is None:
+            # Source padding, found once for the encoder and the decoder's cross-attention.
+            attention_mask, source_packing = pack_source(attention_mask)
             encoder_outputs = self.encoder(
                 input_ids=input_ids,
                 attention_mask=attention_mask,
                 inputs_embeds=inputs_embeds,
                 output_attentions=output_attentions,
                 output_hidden_states=output_hidden_states,
+                packing=source_packing,
+                return_dict=True,
             )
         elif not isinstance(encoder_outputs, BaseModelOutput):
             encoder_outputs = BaseModelOutput(*encoder_outputs)
@@ -458,8 +458,7 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
         if (decoder_input_ids is None) == (decoder_inputs_embeds is None):
             raise ValueError("the decoder needs exactly one of `decoder_input_ids` and `decoder_inputs_embeds` (or labels)")
         if decoder_inputs_embeds is None:
-            check_token_ids(decoder_input_ids, self.config.decoder_vocab_size, "decoder_input_ids")
-            decoder_inputs_embeds = self.get_decoder_input_embeddings()(decoder_input_ids)  # (B, T_tgt, D)
+            decoder_inputs_embeds = embed(self.get_decoder_input_embeddings(), decoder_input_ids, "decoder_input_ids")
         decoder_outputs = self.decoder(
             inputs_embeds=decoder_inputs_embeds,
             encoder_hidden_states=encoder_outputs.last_hidden_state,
@@ -469,7 +468,8 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
-            output_mask=decoder_output_mask,
+            packing=decoder_packing,
+            source_packing=source_packing,
         )
         return Seq2SeqModelOutput(
             last_hidden_state=decoder_outputs.last_hidden_state,
@@ -494,9 +494,6 @@ class TransformerSeq2SeqForConditionalGeneration(TransformerSeq2SeqPreTrainedMod
         target_table = "encoder" if config.share_encoder_decoder_embeddings else "decoder"
         # applies only when config.tie_word_embeddings is True (transformers checks it)
         self._tied_weights_keys = {"lm_head.weight": f"model.{target_table}.embed_tokens.weight"}
-        # We compute the loss ourselves on unshifted labels; "ForConditionalGeneration" (what the class name
-        # would select) would shift the labels a second time.
-        self.loss_type = "ForMaskedLM"
         self.post_init()
         if self.generation_config.max_length in (None, 20):  # unset, or transformers' generic default
             self.generation_config.max_length = DEFAULT_GENERATION_MAX_LENGTH
@@ -513,24 +510,6 @@ class TransformerSeq2SeqForConditionalGeneration(TransformerSeq2SeqPreTrainedMod
     def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
         self.lm_head = new_embeddings
 
-    def _resize_token_embeddings(self, new_num_tokens, pad_to_multiple_of=None, mean_resizing=True) -> nn.Embedding:
-        """``resize_token_embeddings`` of the one vocabulary source and target share: transformers resizes the
-        source table and the output layer; the target table (when not shared) and ``decoder_vocab_size`` follow.
-        Separate vocabularies of different sizes cannot be resized by one number: an error."""
-        if self.config.decoder_vocab_size != self.config.vocab_size:
-            raise ValueError(
-                f"resize_token_embeddings resizes one vocabulary shared by source and target, but this model has "
-                f"vocab_size={self.config.vocab_size} and decoder_vocab_size={self.config.decoder_vocab_size}"
-            )
-        embeddings = super()._resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
-        decoder = self.model.decoder
-        if decoder.embed_tokens is not None:
-            decoder.embed_tokens = self._get_resized_embeddings(
-                decoder.embed_tokens, embeddings.num_embeddings, mean_resizing=mean_resizing
-            )
-        self.config.decoder_vocab_size = embeddings.num_embeddings
-        return embeddings
-
     @staticmethod
     def _reorder_cache(past_key_values: EncoderDecoderCache, beam_idx: torch.LongTensor) -> EncoderDecoderCache:
         """Beam search (generate calls this when the model defines it): reorder the self-attention cache only.
@@ -543,6 +522,7 @@ class TransformerSeq2SeqForConditionalGeneration(TransformerSeq2SeqPreTrainedMod
         """labels: (B, T_tgt) with -100 on padding -> teacher-forcing decoder inputs (B, T_tgt)."""
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -562,19 +542,20 @@ class TransformerSeq2SeqForConditionalGeneration(TransformerSeq2SeqPreTrainedMod
     ) -> Seq2SeqLMOutput:
         """As ``TransformerSeq2SeqModel.forward``, plus labels: (B, T_tgt) target ids with -100 where no loss is
         taken; without decoder inputs they are shifted right into them. ``num_items_in_batch`` (from Trainer): the
-        label-token count of the whole accumulated batch, which the summed loss is divided by. Returns logits
-        (B, T_tgt, V_tgt) and the loss."""
-        decoder_output_mask = None
+        label-token count of the whole accumulated batch, which the summed loss is divided by;
+        ``config.label_smoothing`` smooths it. Returns logits (B, T_tgt, V_tgt) and the loss; a training forward
+        with labels runs padding-free (positions after each row's last label are skipped and the output layer
+        runs on the kept ones) and returns the loss without logits."""
+        check_kwargs(self, kwargs)
+        _, output_hidden_states = output_flags(self.config, False, output_hidden_states)  # per-layer states: padded
+        packing = None
         if labels is not None:
-            check_token_ids(labels.masked_fill(labels == -100, 0), self.config.decoder_vocab_size, "labels")
             use_cache = False
-            if decoder_input_ids is None and decoder_inputs_embeds is None:
-                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
-            if past_key_values is None:
-                # Outputs after a row's last label feed no loss term: the decoder skips them (a prefix per row).
-                positions = torch.arange(labels.shape[1], device=labels.device)  # (T_tgt,)
-                last = torch.where(labels != -100, positions, -1).amax(dim=1)  # (B,)
-                decoder_output_mask = positions[None, :] <= last[:, None]  # (B, T_tgt)
+            if decoder_input_ids is None and decoder_inputs_embeds is None:  # an id error names the labels
+                shifted = self.prepare_decoder_input_ids_from_labels(labels)  # (B, T_tgt)
+                decoder_inputs_embeds = embed(self.model.get_decoder_input_embeddings(), shifted, "labels")
+            if self.training and past_key_values is None and not output_hidden_states:
+                packing = TokenPacking.through_last_label(labels)
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -587,16 +568,12 @@ class TransformerSeq2SeqForConditionalGeneration(TransformerSeq2SeqPreTrainedMod
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
-            decoder_output_mask=decoder_output_mask,
+            decoder_packing=packing,
+            return_dict=True,
         )
-        packing = TokenPacking.when_padded(decoder_output_mask)
-        if packing is not None:  # the output layer and the loss on the needed positions only
-            packed_logits = self.lm_head(packing.pack(outputs.last_hidden_state))  # (N, V_tgt)
-            loss = seq2seq_loss(packed_logits[None], packing.pack(labels)[None], num_items_in_batch)
-            logits = packing.unpack(packed_logits)  # (B, T_tgt, V_tgt), zero after each row's last label
-        else:
-            logits = self.lm_head(outputs.last_hidden_state)  # (B, T_tgt, V_tgt)
-            loss = seq2seq_loss(logits, labels, num_items_in_batch) if labels is not None else None
+        logits, loss = output_layer_and_loss(
+            self.lm_head, outputs.last_hidden_state, labels, packing, num_items_in_batch, self.config.label_smoothing
+        )
         return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,

@@ -222,6 +222,14 @@ def average_last_checkpoints(trainer: Seq2SeqTrainer, last: int) -> dict:
             "best_single_validation_bleu": best_single, "used": used}
 
 
+def smooth_labels_in_model(trainer: Seq2SeqTrainer) -> None:
+    """Move Trainer's label smoothing into the model (``config.label_smoothing``, the same loss as Trainer's
+    ``LabelSmoother``): with its own smoothing on, Trainer pops the labels before calling the model, which then never
+    runs its padding-free loss path. The training arguments keep the factor, so what is saved and reported says it."""
+    trainer.model.config.label_smoothing = trainer.args.label_smoothing_factor
+    trainer.label_smoother = None
+
+
 class CountingSeq2SeqTrainer(Seq2SeqTrainer):
     """Seq2SeqTrainer that counts the source + target tokens (padding excluded) of the batches it trains on, so
     training speed is measured on what was trained: streamed corpora and resumed runs included.
@@ -372,6 +380,7 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
         compute_metrics=build_compute_metrics(tokenizer), callbacks=callbacks,
         max_tokens_per_batch=data_args.max_tokens_per_batch,
     )
+    smooth_labels_in_model(trainer)
     start = time.perf_counter()
     train_result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     # Validation (generation + BLEU each epoch) is timed by Trainer; training speed leaves it out.

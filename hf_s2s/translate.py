@@ -68,14 +68,20 @@ def alignment(model, tokenizer, sentence: str, *, num_beams: int = 1, max_new_to
     """Translate one sentence and return ``(weights, source_tokens, target_tokens)``, where ``weights`` is the
     (target_len, source_len) cross-attention that produced each target token: the last decoder layer's,
     averaged over heads. The weights come from a teacher-forced pass over the generated translation, which
-    gives the same attention as the decoding steps and works for every model family."""
+    gives the same attention as the decoding steps and works for every model family. Only the eager kernel returns
+    weights: a model using another is switched to eager for the pass and switched back afterwards."""
     model.eval()
-    if getattr(model.config, "_attn_implementation", None) not in (None, "eager"):
-        model.set_attn_implementation("eager")  # sdpa returns no attention weights
     device = next(model.parameters()).device
     batch = tokenizer([sentence], return_tensors="pt").to(device)
     sequences = model.generate(**batch, num_beams=num_beams, max_new_tokens=max_new_tokens)
-    outputs = model(**batch, decoder_input_ids=sequences[:, :-1], output_attentions=True)
+    kernel = getattr(model.config, "_attn_implementation", None)
+    if kernel not in (None, "eager"):
+        model.set_attn_implementation("eager")
+    try:
+        outputs = model(**batch, decoder_input_ids=sequences[:, :-1], output_attentions=True)
+    finally:
+        if kernel not in (None, "eager"):
+            model.set_attn_implementation(kernel)
     if not outputs.cross_attentions:
         raise ValueError(f"{type(model).__name__} returned no cross-attention weights (attention_type 'none'?)")
     weights = outputs.cross_attentions[-1][0].mean(dim=0)  # (tgt_len, src_len)

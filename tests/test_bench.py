@@ -69,7 +69,7 @@ def test_textbook_rnn_matches_hf_s2s_shapes_and_sizes(cell_type, attention_type)
     loss.backward()
     tokens = textbook.eval().greedy(batch["input_ids"], batch["attention_mask"], num_tokens=5)
     assert tokens.shape == (3, 5) and tokens.max() < dims.vocab_size
-    ours_logits = ours(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"]).logits
+    ours_logits = ours.eval()(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"]).logits
     assert ours_logits.shape == (3, batch["labels"].shape[1], dims.vocab_size)
     # the same architecture at the same sizes: parameter counts agree within 2% (layouts of biases differ)
     count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731

@@ -171,6 +171,27 @@ def test_padded_batch_equals_each_sentence_alone(cell_type, attention_type):
         torch.testing.assert_close(weights.sum(-1), torch.ones(6), atol=1e-6, rtol=0)
 
 
+@pytest.mark.parametrize("attention_type", ["bahdanau", "luong_general"])
+def test_right_padded_batch_without_attention_mask_equals_each_sentence_alone(attention_type):
+    """Without attention_mask the encoder infers the mask from the pad id; the decoder must attend with that same
+    mask (it used all ones and read the padding, issue 11 item 6)."""
+    model = tiny_model("lstm", attention_type)
+    ids, _ = batch(*SOURCES)
+    kwargs = dict(max_new_tokens=6, min_new_tokens=6, output_attentions=True)
+    for num_beams in (1, 3):
+        batched = model.generate(input_ids=ids, num_beams=num_beams, return_dict_in_generate=True,
+                                 output_scores=True, **kwargs)
+        for i, source in enumerate(SOURCES):
+            alone = model.generate(input_ids=torch.tensor([source]), num_beams=num_beams,
+                                   return_dict_in_generate=True, output_scores=True, **kwargs)
+            assert alone.sequences[0].tolist() == batched.sequences[i].tolist()
+            if num_beams == 1:
+                step_scores = torch.stack([s[i] for s in batched.scores])  # (steps, V)
+                torch.testing.assert_close(step_scores, torch.cat(alone.scores), atol=1e-5, rtol=0)
+                weights = attention_rows(batched, len(SOURCES))[i]  # (steps, S_padded)
+                assert (weights[:, len(source) :] == 0).all()
+
+
 def test_beam_cross_attentions_shape():
     model = tiny_model("gru", "bahdanau")
     ids, mask = batch(*SOURCES)
@@ -311,7 +332,6 @@ def test_loss_with_num_items_in_batch_is_the_token_mean():
     out = model(input_ids=ids, attention_mask=mask, labels=labels)
     expected = torch.nn.functional.cross_entropy(out.logits.reshape(-1, VOCAB), labels.reshape(-1), ignore_index=-100)
     torch.testing.assert_close(out.loss, expected)
-    assert model.loss_type == "ForMaskedLM"
     # Two halves of an accumulated batch, each divided by the whole batch's token count, add up to the mean.
     total = (labels != -100).sum()
     halves = [model(input_ids=ids[s], attention_mask=mask[s], labels=labels[s], num_items_in_batch=total).loss
@@ -331,19 +351,20 @@ def test_scheduled_sampling(attention_type):
     teacher = tiny_model("gru", attention_type).train()
     never = tiny_model("gru", attention_type, teacher_forcing_ratio=0.0).train()
     half = tiny_model("gru", attention_type, teacher_forcing_ratio=0.5).train()
-    tf_logits = teacher(input_ids=ids, attention_mask=mask, labels=labels).logits
+    # decoder inputs rather than labels: a training forward with labels returns the loss without logits
+    inputs = dict(input_ids=ids, attention_mask=mask, decoder_input_ids=teacher.prepare_decoder_input_ids_from_labels(labels))
+    tf_logits = teacher(**inputs).logits
     torch.manual_seed(0)
-    assert not torch.allclose(half(input_ids=ids, attention_mask=mask, labels=labels).logits, tf_logits)
+    assert not torch.allclose(half(**inputs).logits, tf_logits)
     # ratio 0: every input after the start token is the model's own argmax, i.e. greedy decoding's logits
-    own = never(input_ids=ids, attention_mask=mask, labels=labels).logits
+    own = never(**inputs).logits
     greedy_inputs = torch.cat([torch.ones(4, 1, dtype=torch.long), own[:, :-1].argmax(-1)], dim=1)
     with torch.no_grad():
         replay = teacher(input_ids=ids, attention_mask=mask, decoder_input_ids=greedy_inputs).logits
     torch.testing.assert_close(own, replay, atol=1e-5, rtol=0)
     # only in training mode: in eval the model is teacher-forced whatever the ratio
     with torch.no_grad():
-        torch.testing.assert_close(half.eval()(input_ids=ids, attention_mask=mask, labels=labels).logits,
-                                   teacher.eval()(input_ids=ids, attention_mask=mask, labels=labels).logits)
+        torch.testing.assert_close(half.eval()(**inputs).logits, teacher.eval()(**inputs).logits)
 
 
 REVERSAL_RECIPES = {  # tiny GRU models; "none" (no attention) needs more data and epochs

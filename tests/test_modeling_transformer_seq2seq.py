@@ -179,14 +179,6 @@ def test_cross_attentions_are_real_distributions_over_the_source():
             assert (weights[padding] == 0).all()
 
 
-def test_output_attentions_under_sdpa_is_a_clear_error():
-    model = make_model(attn_implementation="sdpa")
-    input_ids, attention_mask = source_batch()
-    with pytest.raises(ValueError, match="attn_implementation='eager'"):
-        model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=input_ids[:, :2],
-              output_attentions=True)
-
-
 def test_default_generation_config_decodes_out_of_the_box():
     model = make_model()
     config = model.generation_config

@@ -1,0 +1,108 @@
+"""No host syncs on the hot path (issue 13): a training step and a 10-step greedy decode of each family read values
+back from the device no more often than transformers' MarianMT does for the same work.
+
+On a GPU every such read (``.item()``, ``bool(t)``, ``torch.equal``, ``nonzero``) stalls the stream. They are
+counted here on CPU with a ``TorchDispatchMode`` that records the aten operators behind them. Not visible to it:
+a device-to-host copy (``.cpu()``); the RNN encoder makes one per source batch, the lengths that
+``pack_padded_sequence`` needs on the host (and the right-padding check reads that host copy).
+"""
+
+from collections import Counter
+
+import pytest
+import torch
+from helpers import random_tiny_model
+from torch.utils._python_dispatch import TorchDispatchMode
+from transformers import MarianConfig, MarianMTModel
+
+VOCAB, PAD, EOS, START = 40, 0, 2, 1
+# The aten operators that read a tensor's values back to the host.
+SYNC_OPS = {"_local_scalar_dense", "nonzero", "equal", "is_nonzero", "item"}
+
+
+class CountSyncs(TorchDispatchMode):
+    """Counts the device-to-host reads made while active, by operator name."""
+
+    def __init__(self):
+        super().__init__()
+        self.counts = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func._schema.name.split("::")[-1]
+        if name in SYNC_OPS:
+            self.counts[name] += 1
+        return func(*args, **(kwargs or {}))
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def padded_batch():
+    """A right-padded source batch and labels with -100 padding, as the collator gives them."""
+    torch.manual_seed(0)
+    input_ids = torch.randint(4, VOCAB, (4, 7))
+    input_ids[1, 5:] = PAD
+    input_ids[2, 3:] = PAD
+    labels = torch.randint(4, VOCAB, (4, 6))
+    labels[0, 4:] = -100
+    labels[3, 2:] = -100
+    return {"input_ids": input_ids, "attention_mask": (input_ids != PAD).long(), "labels": labels}
+
+
+def marian():
+    config = MarianConfig(
+        vocab_size=VOCAB, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
+        pad_token_id=PAD, eos_token_id=EOS, decoder_start_token_id=START, forced_eos_token_id=None,
+    )
+    return MarianMTModel(config)
+
+
+def training_step_syncs(model) -> CountSyncs:
+    """Forward with labels (num_items_in_batch as Trainer passes it), backward and an optimizer step."""
+    batch = padded_batch()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    model.train()
+    with CountSyncs() as counter:
+        loss = model(**batch, num_items_in_batch=(batch["labels"] != -100).sum()).loss
+        loss.backward()
+        optimizer.step()
+    return counter
+
+
+def greedy_decode_syncs(model) -> CountSyncs:
+    """Ten greedy steps (no early stop: min_new_tokens)."""
+    batch = padded_batch()
+    model.eval()
+    with CountSyncs() as counter:
+        sequences = model.generate(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                                   max_new_tokens=10, min_new_tokens=10, num_beams=1, do_sample=False)
+    assert sequences.shape[1] == 11
+    return counter
+
+
+@pytest.fixture(scope="module")
+def marian_counts():
+    model = marian()
+    return training_step_syncs(model).total, greedy_decode_syncs(model).total
+
+
+@pytest.mark.parametrize("model_type", ["transformer_seq2seq", "rnn_seq2seq"])
+def test_training_step_and_greedy_decode_sync_no_more_than_marian(model_type, marian_counts):
+    marian_train, marian_decode = marian_counts
+    model = random_tiny_model(model_type, VOCAB, pad_token_id=PAD, eos_token_id=EOS, decoder_start_token_id=START)
+    model.generation_config.max_length = None
+    train, decode = training_step_syncs(model), greedy_decode_syncs(model)
+    assert train.total <= marian_train, f"training step: {dict(train.counts)} against MarianMT's {marian_train}"
+    assert decode.total <= marian_decode, f"10 greedy steps: {dict(decode.counts)} against MarianMT's {marian_decode}"
+
+
+def test_the_counter_sees_syncs():
+    """The counter has teeth: the reads the old forward made are counted."""
+    ids = padded_batch()["input_ids"]
+    with CountSyncs() as counter:
+        int(ids.max())
+        torch.equal(ids, ids)
+        ids.nonzero()
+    assert counter.counts == Counter({"_local_scalar_dense": 1, "equal": 1, "nonzero": 1})
