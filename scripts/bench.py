@@ -16,7 +16,7 @@ from transformers.utils import logging
 
 from hf_s2s.benchmark import BenchSettings, run_benchmark, to_markdown
 
-SECTIONS = ("training", "memory", "generation", "cache", "rnn", "peak", "learning", "batching")
+SECTIONS = ("training", "memory", "generation", "cache", "rnn", "peak", "learning", "batching", "pipeline")
 
 
 def main(argv=None):

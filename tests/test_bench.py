@@ -38,8 +38,11 @@ def test_quick_run_writes_json_and_markdown(tmp_path):
     grouped, budget = saved["batching"]["length-grouped, 8 sentences"], saved["batching"]["token budget 140"]
     assert budget["padding_fraction"] < grouped["padding_fraction"] < 1
     assert all(r["tokens_per_s"] > 0 and len(r["times"]) == 2 for r in (grouped, budget))
+    pipeline = saved["pipeline"]
+    assert set(pipeline["models"]) == {"hf_s2s (main job)", "MarianMT"} and pipeline["tokens_per_run"] > 0
+    assert all(m["tokens_per_s"] > 0 and len(m["times"]) == 2 for m in pipeline["models"].values())
     for heading in ("Transformer training", "Generation", "Cache scaling", "textbook", "RNN learning", "Batching",
-                    "Targets"):
+                    "Training job pipeline", "Targets"):
         assert heading in markdown
 
 
@@ -86,3 +89,22 @@ def test_batches_follow_the_length_pairs_and_pad():
     assert batch["input_ids"].shape == (2, 3) and batch["labels"].shape == (2, 4)
     assert batch["num_tokens"] == 2 * (3 + 4)
     assert (batch["input_ids"][:, -1] == 2).all() and (batch["labels"][:, -1] == 2).all()
+
+
+def test_pipeline_section_runs_the_training_jobs_path(tmp_path):
+    """The pipeline section's runs are the main job's: its recipe's arguments, its trainer, label smoothing 0.1 in
+    the hf_s2s model (Trainer's smoother off, so the labels reach it) and in Trainer for MarianMT."""
+    from hf_s2s.benchmark.pipeline import pipeline_dataset, pipeline_trainer
+    from hf_s2s.training import CountingSeq2SeqTrainer, load_recipe
+
+    settings = BenchSettings.quick()
+    tokenizer, train_dataset = pipeline_dataset(settings)
+    ours = pipeline_trainer("hf_s2s (main job)", settings, tokenizer, train_dataset, str(tmp_path))
+    marian = pipeline_trainer("MarianMT", settings, tokenizer, train_dataset, str(tmp_path))
+    assert isinstance(ours, CountingSeq2SeqTrainer) and isinstance(marian, CountingSeq2SeqTrainer)
+    assert ours.args.label_smoothing_factor == marian.args.label_smoothing_factor == 0.1
+    assert ours.model.config.label_smoothing == 0.1 and ours.label_smoother is None
+    assert marian.label_smoother is not None
+    recipe = load_recipe("transformer_small")
+    assert ours.args.learning_rate == recipe["learning_rate"] and ours.args.adam_beta2 == recipe["adam_beta2"]
+    assert ours.args.train_sampling_strategy == "group_by_length" and ours.args.max_steps == settings.pipeline_steps

@@ -92,6 +92,16 @@ def to_markdown(report: dict) -> str:
                   "batches drawn from the epoch)", ""]
         lines += _table(["batches", "per epoch", "sentences per batch", "padding", "tokens/s"], rows)
         lines.append("")
+    if "pipeline" in report:
+        p = report["pipeline"]
+        marian = p["models"]["MarianMT"]["tokens_per_s"]
+        rows = [[name, _fmt(m["tokens_per_s"]), f"{m['tokens_per_s'] / marian:.2f}x",
+                 _fmt(m["peak_rss_mb"]) if "peak_rss_mb" in m else "-"] for name, m in p["models"].items()]
+        lines += [f"**Training job pipeline** (recipe `{p['recipe']}` through the job's trainer and collator, label "
+                  f"smoothing on; {p['steps']} steps on {p['pairs']:,} pairs per run; real source + target tokens/s; "
+                  "peak resident memory of the whole pipeline in a fresh process)", ""]
+        lines += _table(["model", "tokens/s", "vs Marian", "peak memory (MB)"], rows)
+        lines.append("")
     lines += ["**Targets**", ""]
     lines += _table(["target", "met"], [[k, "yes" if v else "no"] for k, v in summary["targets"].items()])
     return "\n".join(lines) + "\n"

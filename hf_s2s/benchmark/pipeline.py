@@ -1,0 +1,144 @@
+"""Benchmark section ``pipeline``: training speed and memory on the path users run.
+
+The other training section times a bare loop that hands ``labels`` to the model. The training job does more:
+a trained tokenizer, a tokenized corpus, ``DataCollatorForSeq2Seq``, the job's own trainer
+(:class:`~hf_s2s.training.CountingSeq2SeqTrainer`: length-grouped or token-budget batches) and the main job's
+recipe (label smoothing 0.1, AdamW with beta2 0.98, warm-up). This section runs exactly that for hf_s2s and for
+MarianMT of the same dimensions, on the same batches (the sampler is seeded alike, so both train on identical
+batches: checked), timed round-robin in one process, with the peak memory of each in a fresh process.
+
+MarianMT takes label smoothing the way Trainer gives it to any transformers model (Trainer smooths the full
+logits); hf_s2s takes it as the training job does (the model smooths its own loss on label positions).
+"""
+
+import resource
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import fields
+from multiprocessing import get_context
+
+import torch
+from transformers import DataCollatorForSeq2Seq, MarianConfig, MarianMTModel, Seq2SeqTrainingArguments
+
+from .. import data as data_lib
+from .. import synthetic, tokenization
+from ..configuration_transformer_seq2seq import TransformerSeq2SeqConfig
+from ..modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
+from .measure import MULTI30K_DIR, median, set_threads
+
+RECIPE = "transformer_small"  # the README's main job
+MODELS = ("hf_s2s (main job)", "MarianMT")
+
+
+def pipeline_dataset(settings):
+    """(tokenizer, tokenized training split): the first ``pipeline_pairs`` Multi30k de-en training pairs with a
+    BPE of ``pipeline_vocab_size`` entries trained on them, or a synthetic corpus for smoke runs."""
+    if settings.use_multi30k:
+        corpus = data_lib.load_translation_corpus("multi30k", source_lang="de", target_lang="en",
+                                                  data_dir=MULTI30K_DIR)
+        source, target = "de", "en"
+    else:
+        corpus = synthetic.text_reversal_corpus(num_train=settings.pipeline_pairs, num_validation=8, num_test=8)
+        source, target = "src", "tgt"
+    corpus = {"train": corpus["train"].select(range(min(settings.pipeline_pairs, len(corpus["train"]))))}
+    tokenizer = tokenization.train_tokenizer(corpus["train"], source_lang=source, target_lang=target,
+                                             vocab_size=settings.pipeline_vocab_size)
+    tokenized = data_lib.tokenize_corpus(corpus, tokenizer, source_lang=source, target_lang=target,
+                                         max_source_length=128, max_target_length=128)
+    return tokenizer, tokenized["train"]
+
+
+def pipeline_arguments(output_dir: str, steps: int, seed: int) -> Seq2SeqTrainingArguments:
+    """The main job's training arguments (its defaults under its recipe), training only: no evaluation, no
+    checkpoints, no logging, ``steps`` optimizer steps."""
+    from ..training import default_training_arguments, load_recipe
+
+    known = {f.name for f in fields(Seq2SeqTrainingArguments)}
+    values = {k: v for k, v in {**default_training_arguments(), **load_recipe(RECIPE)}.items() if k in known}
+    values.update(output_dir=output_dir, max_steps=steps, eval_strategy="no", save_strategy="no",
+                  load_best_model_at_end=False, report_to=[], logging_strategy="no", disable_tqdm=True,
+                  use_cpu=True, seed=seed)
+    return Seq2SeqTrainingArguments(**values)
+
+
+def build_pipeline_model(name: str, settings, tokenizer) -> torch.nn.Module:
+    """The main job's model for this tokenizer, or a MarianMT of the same dimensions (post-LN, as Marian is)."""
+    dims, ids = settings.dims, tokenization.special_token_ids(tokenizer)
+    if name == "MarianMT":
+        return MarianMTModel(MarianConfig(
+            vocab_size=len(tokenizer), d_model=dims.d_model, encoder_layers=dims.layers, decoder_layers=dims.layers,
+            encoder_attention_heads=dims.heads, decoder_attention_heads=dims.heads, encoder_ffn_dim=dims.ffn_dim,
+            decoder_ffn_dim=dims.ffn_dim, activation_function="relu", dropout=0.1, attention_dropout=0.0,
+            activation_dropout=0.0, max_position_embeddings=dims.max_positions, scale_embedding=True,
+            share_encoder_decoder_embeddings=True, tie_word_embeddings=True, pad_token_id=ids["pad_token_id"],
+            eos_token_id=ids["eos_token_id"], decoder_start_token_id=ids["decoder_start_token_id"],
+            forced_eos_token_id=None))
+    return TransformerSeq2SeqForConditionalGeneration(TransformerSeq2SeqConfig(
+        vocab_size=len(tokenizer), d_model=dims.d_model, encoder_layers=dims.layers, decoder_layers=dims.layers,
+        encoder_attention_heads=dims.heads, decoder_attention_heads=dims.heads, encoder_ffn_dim=dims.ffn_dim,
+        decoder_ffn_dim=dims.ffn_dim, max_position_embeddings=dims.max_positions, **ids))
+
+
+def pipeline_trainer(name: str, settings, tokenizer, train_dataset, output_dir: str):
+    """The training job's trainer around a fresh model (seeded alike for every model)."""
+    from ..training import CountingSeq2SeqTrainer, smooth_labels_in_model
+
+    torch.manual_seed(settings.seed)
+    model = build_pipeline_model(name, settings, tokenizer)
+    args = pipeline_arguments(output_dir, settings.pipeline_steps, settings.seed)
+    trainer = CountingSeq2SeqTrainer(
+        model=model, args=args, train_dataset=train_dataset, processing_class=tokenizer,
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100))
+    if name != "MarianMT":
+        smooth_labels_in_model(trainer)
+    return trainer
+
+
+def bench_pipeline(settings, length_pairs=None) -> dict:
+    """Training tokens/s (real source + target tokens) of ``pipeline_steps`` steps of the training job's trainer,
+    hf_s2s against MarianMT, round-robin over ``repeats`` fresh runs; peak memory of each in a fresh process."""
+    tokenizer, train_dataset = pipeline_dataset(settings)
+    times = {name: [] for name in MODELS}
+    tokens = {name: set() for name in MODELS}
+    with tempfile.TemporaryDirectory() as output_dir:
+        for repeat in range(settings.warmup + settings.repeats):
+            for name in MODELS:
+                trainer = pipeline_trainer(name, settings, tokenizer, train_dataset, output_dir)
+                start = time.perf_counter()
+                trainer.train()
+                seconds = time.perf_counter() - start
+                tokens[name].add(trainer.train_tokens)
+                if repeat >= settings.warmup:
+                    times[name].append(seconds)
+    counts = {count for per_model in tokens.values() for count in per_model}
+    if len(counts) != 1:
+        raise RuntimeError(f"the pipeline's models trained on different batches (token counts {tokens})")
+    trained = counts.pop()
+    memory = pipeline_peak_memory(settings) if settings.memory_steps else {}
+    models = {name: {"tokens_per_s": trained / median(times[name]), "times": times[name], **memory.get(name, {})}
+              for name in MODELS}
+    return {"recipe": RECIPE, "pairs": len(train_dataset), "steps": settings.pipeline_steps,
+            "tokens_per_run": trained, "models": models}
+
+
+def _pipeline_memory_probe(settings, name: str) -> dict:
+    """Runs in a fresh process: the pipeline of one model; peak resident memory of the process."""
+    set_threads(settings.threads)
+    tokenizer, train_dataset = pipeline_dataset(settings)
+    with tempfile.TemporaryDirectory() as output_dir:
+        trainer = pipeline_trainer(name, settings, tokenizer, train_dataset, output_dir)
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+        trainer.train()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"peak_rss_mb": peak, "peak_rss_before_training_mb": before}
+
+
+def pipeline_peak_memory(settings) -> dict:
+    """Peak RSS of the whole pipeline (corpus, tokenizer, model, trainer, ``pipeline_steps`` steps) per model,
+    each in its own fresh process so no model's allocations count against another's."""
+    results = {}
+    for name in MODELS:
+        with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
+            results[name] = pool.submit(_pipeline_memory_probe, settings, name).result()
+    return results
