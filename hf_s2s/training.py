@@ -194,7 +194,7 @@ def average_last_checkpoints(trainer: Seq2SeqTrainer, last: int) -> dict:
         return {"checkpoints": [c.name for c in checkpoints], "used": False}
     averaged_dir = output_dir / "averaged"
     if trainer.is_world_process_zero():
-        average_checkpoints(checkpoints, averaged_dir)
+        average_checkpoints(checkpoints, averaged_dir, overwrite=True)  # this run's own folder: a rerun replaces it
     trainer.accelerator.wait_for_everyone()
     model = trainer.model
     kept = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}

@@ -22,12 +22,12 @@ TINY = {
 }
 
 def random_tiny_model(model_type: str, vocab_size: int, seed: int = 0, **config_overrides):
-    """A random tiny model (``TINY`` sizes) whose greedy outputs differ between inputs: a tiny model at its
+    """A random tiny model (``TINY`` sizes unless overridden) whose greedy outputs differ between inputs: a tiny model at its
     init repeats one token for every input, which would make equality tests toothless, so every matrix is
     redrawn with a larger std. Returned in eval mode."""
     from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
-    config = AutoConfig.for_model(model_type, **TINY[model_type], vocab_size=vocab_size, **config_overrides)
+    config = AutoConfig.for_model(model_type, **{**TINY[model_type], "vocab_size": vocab_size, **config_overrides})
     torch.manual_seed(seed)
     model = AutoModelForSeq2SeqLM.from_config(config)
     with torch.no_grad():
