@@ -11,7 +11,7 @@ import torch
 
 import hf_s2s  # noqa: F401
 from hf_s2s.loading import load_model, load_tokenizer
-from hf_s2s.translate import check_decoding_options, read_sentences, translate
+from hf_s2s.translate import Hypothesis, check_decoding_options, read_sentences, translate
 from tests.saved_folders import save_tiny_model_folder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,6 +78,8 @@ def test_blank_sentences_give_blank_hypotheses_and_the_rest_is_unchanged(model_d
     assert [[h.text for h in hyps] for i, hyps in enumerate(results) if i in (1, 3)] == [[""] * nbest] * 2
     assert [results[i] for i in (0, 2, 4)] == alone
     assert all(h.text for hyps in alone for h in hyps)
+    only_blank = translate(model, tokenizer, ["", " "], num_beams=num_beams, num_return_sequences=nbest)
+    assert only_blank == [[Hypothesis("", 0.0)] * nbest] * 2
 
 
 def test_translate_script_keeps_blank_lines_aligned(model_dir):
