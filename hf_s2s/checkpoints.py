@@ -76,6 +76,8 @@ def average_checkpoints(checkpoints: list[str | Path], output_dir: str | Path, o
     output_dir = Path(output_dir)
     if not checkpoints:
         raise ValueError("average_checkpoints needs at least one checkpoint")
+    if output_dir.resolve() in {c.resolve() for c in checkpoints}:
+        raise ValueError(f"the output folder {output_dir} is one of the checkpoints being averaged: choose another")
     if not overwrite:
         refuse_to_overwrite(output_dir, flag="--overwrite_output_dir (overwrite=True)")
     for ckpt in checkpoints:

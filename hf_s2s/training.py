@@ -30,6 +30,7 @@ from . import data as data_lib
 from . import tokenization
 from .checkpoints import average_checkpoints, list_checkpoints
 from .hub import family_defaults, write_model_card
+from .loading import load_model
 from .metrics import build_compute_metrics, compute_translation_metrics
 from .plotting import plot_alignment
 from .translate import alignment, translate
@@ -155,7 +156,7 @@ def parse_args(argv: list[str] | None = None):
 def build_model(model_args: ModelArguments, tokenizer):
     """A new model of the chosen family sized to ``tokenizer``, or a saved one to fine-tune."""
     if model_args.model_name_or_path:
-        model = AutoModelForSeq2SeqLM.from_pretrained(model_args.model_name_or_path)
+        model = load_model(model_args.model_name_or_path)  # strict: weights that do not match the config are refused
     else:
         if model_args.model_type not in FAMILIES:
             raise ValueError(f"`model_type` must be one of {list(FAMILIES)}, got {model_args.model_type!r}")

@@ -16,12 +16,16 @@ class Hypothesis:
 
 
 def check_decoding_options(*, num_beams: int, num_return_sequences: int = 1, batch_size: int = 1,
-                           do_sample: bool = False) -> None:
+                           max_new_tokens: int | None = None, do_sample: bool = False) -> None:
     """Refuse decoding options that cannot work, before any model is loaded: each error names the option (its
-    command-line flag in brackets), the value and what is allowed."""
-    for name, flag, value in (("num_beams", "--beams", num_beams), ("num_return_sequences", "--nbest", num_return_sequences),
-                              ("batch_size", "--batch-size", batch_size)):
-        if not isinstance(value, int) or value < 1:
+    command-line flag in brackets), the value and what is allowed. ``max_new_tokens`` None means the model's
+    generation config decides."""
+    counts = [("num_beams", "--beams", num_beams), ("num_return_sequences", "--nbest", num_return_sequences),
+              ("batch_size", "--batch-size", batch_size)]
+    if max_new_tokens is not None:
+        counts.append(("max_new_tokens", "--max-new-tokens", max_new_tokens))
+    for name, flag, value in counts:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} ({flag}) must be a whole number >= 1, got {value!r}")
     if num_return_sequences > num_beams and not do_sample:
         raise ValueError(f"num_return_sequences ({num_return_sequences}, --nbest) must be <= num_beams "
@@ -74,7 +78,7 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = 64, n
     the model's generation config (``max_length``); other ``generate`` arguments pass through. A blank sentence
     (empty or whitespace) is not decoded: its hypotheses are empty with score 0, never an invented translation."""
     check_decoding_options(num_beams=num_beams, num_return_sequences=num_return_sequences, batch_size=batch_size,
-                           do_sample=bool(generate_kwargs.get("do_sample")))
+                           max_new_tokens=max_new_tokens, do_sample=bool(generate_kwargs.get("do_sample")))
     model.eval()
     device = next(model.parameters()).device
     results: list[list[Hypothesis]] = [[Hypothesis("", 0.0)] * num_return_sequences for _ in sentences]

@@ -29,7 +29,8 @@ def main(argv=None):
     parser.add_argument("--sentence", help="the sentence whose alignment is plotted (default: the first input)")
     args = parser.parse_args(argv)
     try:  # everything that can be wrong is found before the model is loaded, and said in one line
-        check_decoding_options(num_beams=args.beams, num_return_sequences=args.nbest, batch_size=args.batch_size)
+        check_decoding_options(num_beams=args.beams, num_return_sequences=args.nbest, batch_size=args.batch_size,
+                               max_new_tokens=args.max_new_tokens)
         sentences = [args.sentence] if args.plot_alignment and args.sentence else read_sentences(args.input)
         tokenizer = load_tokenizer(args.model)
         model = load_model(args.model)

@@ -53,6 +53,14 @@ def test_average_refuses_an_output_folder_holding_a_model_and_leaves_it_intact(c
     assert snapshot(trained_model_dir) == before
 
 
+def test_average_refuses_to_write_into_one_of_its_checkpoints_even_when_asked_to_overwrite(checkpoints, tmp_path):
+    inputs = [shutil.copytree(checkpoints[name], tmp_path / name) for name in ("first", "second")]
+    before = snapshot(inputs[1])
+    with pytest.raises(ValueError, match=f"the output folder {inputs[1]} is one of the checkpoints"):
+        average_checkpoints(inputs, inputs[1], overwrite=True)
+    assert snapshot(inputs[1]) == before
+
+
 def test_average_script_refuses_without_a_traceback_and_overwrites_when_asked(checkpoints, trained_model_dir):
     command = [sys.executable, str(ROOT / "scripts" / "average_checkpoints.py"), "--checkpoints",
                str(checkpoints["first"]), str(checkpoints["second"]), "--output", str(trained_model_dir)]

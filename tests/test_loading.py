@@ -16,6 +16,7 @@ from transformers import AutoModelForSeq2SeqLM
 import hf_s2s  # noqa: F401
 from hf_s2s.hub import push_to_hub
 from hf_s2s.loading import ModelFolderError, load_model, load_tokenizer
+from hf_s2s.training import parse_args, run
 from tests.helpers import TINY
 from tests.saved_folders import save_tiny_model_folder, tiny_tokenizer
 
@@ -127,6 +128,16 @@ def test_push_to_hub_refuses_a_folder_whose_weights_do_not_match(folders, tmp_pa
     with pytest.raises(ModelFolderError, match="do not match its config.json"):
         push_to_hub(folder, "someone/x", dry_run=True, staging_dir=tmp_path / "staging")
     assert not (tmp_path / "staging").exists()  # refused before anything was written
+
+
+def test_training_refuses_to_fine_tune_a_folder_whose_weights_do_not_match(folders, tmp_path):
+    folder, _ = broken_copy(folders, "transformer_seq2seq", "missing", tmp_path)  # would train from random weights
+    args = parse_args(["--dataset", "synthetic:reversal", "--source_lang", "src", "--target_lang", "tgt",
+                       "--model_name_or_path", str(folder), "--max_train_samples", "8", "--max_steps", "1",
+                       "--output_dir", str(tmp_path / "run"), "--report_to", "none", "--use_cpu", "true"])
+    with pytest.raises(ModelFolderError, match="do not match its config.json"):
+        run(*args)
+    assert not list((tmp_path / "run").glob("checkpoint-*"))
 
 
 def test_train_tokenizer_refuses_a_folder_holding_a_tokenizer(folders, tmp_path):

@@ -34,6 +34,7 @@ def run_translate(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
     ({"num_beams": 2, "num_return_sequences": 0}, "num_return_sequences \\(--nbest\\) must be a whole number >= 1"),
     ({"num_beams": 2, "batch_size": 0}, "batch_size \\(--batch-size\\) must be a whole number >= 1, got 0"),
     ({"num_beams": 2, "num_return_sequences": 3}, "num_return_sequences \\(3, --nbest\\) must be <= num_beams"),
+    ({"num_beams": 2, "max_new_tokens": 0}, "max_new_tokens \\(--max-new-tokens\\) must be a whole number >= 1"),
 ])
 def test_impossible_decoding_options_are_refused(options, message):
     with pytest.raises(ValueError, match=message):
