@@ -73,6 +73,7 @@ _NOT_ALLOWED = "not an allowed module"
 _COMPUTED_LOOKUP_ROOTS = ("self", "config")
 # Modes of open() that write, append or create a file.
 _WRITING_MODE = re.compile(r"[wax+]")
+
 MULTI30K_HUB_DATASET = "bentrevett/multi30k"
 MULTI30K_CITATION = """@inproceedings{elliott-etal-2016-multi30k,
     title = "{M}ulti30{K}: Multilingual {E}nglish-{G}erman Image Descriptions",
@@ -332,6 +333,8 @@ def _import_problems(node: ast.Import | ast.ImportFrom, filename: str) -> list[s
         elif set(module.split(".")) & FORBIDDEN_ATTRIBUTES:
             problems.append(f"{filename}:{node.lineno} imports {module!r} (file, network or code loading access)")
     if isinstance(node, ast.ImportFrom):
+        problems += [f"{filename}:{node.lineno} imports * from {node.module!r} (names must be imported one by one to "
+                     "be checked)" for alias in node.names if alias.name == "*"]
         problems += [f"{filename}:{node.lineno} imports {alias.name!r} from {node.module!r} (file, network or code "
                      "loading access)" for alias in node.names if alias.name in FORBIDDEN_ATTRIBUTES | FORBIDDEN_BUILTINS]
     return problems

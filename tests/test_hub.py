@@ -236,6 +236,7 @@ UNSAFE_SNIPPETS = {
     "torch_os": "import torch\ntorch.os.system('ls')\n",
     "torch_load": "import torch\nfrom torch import load\n",
     "torch_hub_module": "import torch.hub\n",
+    "star_import": "from torch import *\nload('weights.pt')\n",
     "computed_getattr": "import torch\ngetattr(torch, 'o' + 's')\n",
     "subclasses_escape": "classes = ().__class__.__base__.__subclasses__()\n",
     "open_for_writing": "open('weights.txt', 'w').write('x')\n",
