@@ -55,7 +55,7 @@ COMPILED_SUFFIXES = (".pyc", ".pyo", ".so", ".pyd", ".dll", ".dylib")
 # it may import only these modules (and its single-dot siblings), what the shipped model code needs.
 ALLOWED_MODULES = frozenset({
     "__future__", "abc", "collections", "copy", "dataclasses", "enum", "functools", "itertools", "logging", "math",
-    "numbers", "operator", "re", "typing", "warnings", "torch", "transformers", "tokenizers",
+    "numbers", "operator", "re", "typing", "warnings", "contextvars", "torch", "transformers", "tokenizers", "numpy",
 })
 # Names that run strings as code, reach the interpreter's internals or write files, whether called or passed on.
 FORBIDDEN_BUILTINS = frozenset({"eval", "exec", "compile", "__import__", "globals", "locals", "vars", "breakpoint",
