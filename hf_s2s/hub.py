@@ -333,10 +333,11 @@ def _import_problems(node: ast.Import | ast.ImportFrom, filename: str) -> list[s
         elif set(module.split(".")) & FORBIDDEN_ATTRIBUTES:
             problems.append(f"{filename}:{node.lineno} imports {module!r} (file, network or code loading access)")
     if isinstance(node, ast.ImportFrom):
-        problems += [f"{filename}:{node.lineno} imports * from {node.module!r} (names must be imported one by one to "
-                     "be checked)" for alias in node.names if alias.name == "*"]
+        problems += [f"{filename}:{node.lineno} imports * from {node.module!r} (names must be imported one by one "
+                     "to be checked)" for alias in node.names if alias.name == "*"]
         problems += [f"{filename}:{node.lineno} imports {alias.name!r} from {node.module!r} (file, network or code "
-                     "loading access)" for alias in node.names if alias.name in FORBIDDEN_ATTRIBUTES | FORBIDDEN_BUILTINS]
+                     "loading access)" for alias in node.names
+                     if alias.name in FORBIDDEN_ATTRIBUTES | FORBIDDEN_BUILTINS]
     return problems
 
 
@@ -350,10 +351,11 @@ def _call_problems(node: ast.Call, filename: str) -> list[str]:
             if name.value in FORBIDDEN_ATTRIBUTES | FORBIDDEN_BUILTINS:
                 return [f"{filename}:{node.lineno} {function}(..., {name.value!r})"]
         elif target.split(".")[0] not in _COMPUTED_LOOKUP_ROOTS:
-            return [f"{filename}:{node.lineno} {function} with a computed attribute name on {target or 'an expression'}"
-                    f" (allowed only on {' and '.join(_COMPUTED_LOOKUP_ROOTS)})"]
+            return [f"{filename}:{node.lineno} {function} with a computed attribute name on "
+                    f"{target or 'an expression'} (allowed only on {' and '.join(_COMPUTED_LOOKUP_ROOTS)})"]
     if function == "open":
-        mode = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "mode"), None)
+        keyword_mode = next((k.value for k in node.keywords if k.arg == "mode"), None)
+        mode = node.args[1] if len(node.args) > 1 else keyword_mode
         if mode is not None and not (isinstance(mode, ast.Constant) and isinstance(mode.value, str)
                                      and not _WRITING_MODE.search(mode.value)):
             return [f"{filename}:{node.lineno} opens a file for writing"]
@@ -449,8 +451,8 @@ def _check_staging_folder(model_dir: Path, output_dir: Path) -> None:
     model, staging = model_dir.resolve(), output_dir.resolve()
     if staging == model or model.is_relative_to(staging) or staging.is_relative_to(model):
         relation = ("is" if staging == model else "contains" if model.is_relative_to(staging) else "is inside")
-        raise HubFolderError(f"the staging folder {output_dir} {relation} the model folder {model_dir}: give a new or "
-                             "empty folder outside it")
+        raise HubFolderError(f"the staging folder {output_dir} {relation} the model folder {model_dir}: give a "
+                             "new or empty folder outside it")
     if output_dir.exists() and not output_dir.is_dir():
         raise HubFolderError(f"the staging folder {output_dir} is a file: give a new or empty folder")
     if output_dir.exists() and any(output_dir.iterdir()):

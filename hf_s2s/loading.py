@@ -54,12 +54,14 @@ def _check_weight_files(folder: Path) -> None:
             with safe_open(file, framework="pt"):
                 pass
         except (SafetensorError, OSError) as error:
-            raise ModelFolderError(f"{file} is truncated or corrupt ({error}); save or copy the model again") from error
+            raise ModelFolderError(f"{file} is truncated or corrupt ({error}); save or copy the model again") \
+                from error
 
 
 def _describe_keys(kind: str, keys) -> str:
     keys = sorted(str(k[0] if isinstance(k, tuple) else k) for k in keys)
-    shown = ", ".join(keys[:_SHOWN_KEYS]) + (f" and {len(keys) - _SHOWN_KEYS} more" if len(keys) > _SHOWN_KEYS else "")
+    more = f" and {len(keys) - _SHOWN_KEYS} more" if len(keys) > _SHOWN_KEYS else ""
+    shown = ", ".join(keys[:_SHOWN_KEYS]) + more
     return f"{len(keys)} {kind} ({shown})"
 
 

@@ -156,7 +156,7 @@ def parse_args(argv: list[str] | None = None):
 def build_model(model_args: ModelArguments, tokenizer):
     """A new model of the chosen family sized to ``tokenizer``, or a saved one to fine-tune."""
     if model_args.model_name_or_path:
-        model = load_model(model_args.model_name_or_path)  # strict: weights that do not match the config are refused
+        model = load_model(model_args.model_name_or_path)  # strict: weights must match the config
     else:
         if model_args.model_type not in FAMILIES:
             raise ValueError(f"`model_type` must be one of {list(FAMILIES)}, got {model_args.model_type!r}")

@@ -83,8 +83,10 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = 64, n
     device = next(model.parameters()).device
     results: list[list[Hypothesis]] = [[Hypothesis("", 0.0)] * num_return_sequences for _ in sentences]
     to_decode = [i for i, sentence in enumerate(sentences) if sentence.strip()]
-    encoded = tokenizer([sentences[i] for i in to_decode], truncation=max_source_length is not None,
-                        max_length=max_source_length)["input_ids"] if to_decode else []  # (a fast tokenizer fails on [])
+    encoded = []  # a fast tokenizer raises on an empty batch
+    if to_decode:
+        encoded = tokenizer([sentences[i] for i in to_decode], truncation=max_source_length is not None,
+                            max_length=max_source_length)["input_ids"]
     eos_token_id = model.generation_config.eos_token_id
     for positions in _batches_by_length([len(ids) for ids in encoded], batch_size):
         batch_indices = [to_decode[i] for i in positions]

@@ -22,7 +22,8 @@ def main(argv=None):
     parser.add_argument("repo_id", help="the Hub repository, namespace/name")
     parser.add_argument("--dry-run", action="store_true",
                         help="build and check the folder that would be uploaded, without the network")
-    parser.add_argument("--staging-dir", help="where the folder is built (required with --dry-run): a new or empty folder outside the model folder")
+    parser.add_argument("--staging-dir", help="where the folder is built (required with --dry-run): a new or empty "
+                                              "folder outside the model folder")
     parser.add_argument("--private", action="store_true", help="create the repository as private")
     parser.add_argument("--token", help="Hub token (default: the logged-in one or $HF_TOKEN)")
     parser.add_argument("--license", default="apache-2.0", help="license in the card metadata")

@@ -22,7 +22,7 @@ TINY = {
 }
 
 def random_tiny_model(model_type: str, vocab_size: int, seed: int = 0, **config_overrides):
-    """A random tiny model (``TINY`` sizes unless overridden) whose greedy outputs differ between inputs: a tiny model at its
+    """A random tiny model (``TINY`` sizes) whose greedy outputs differ between inputs: a tiny model at its
     init repeats one token for every input, which would make equality tests toothless, so every matrix is
     redrawn with a larger std. Returned in eval mode."""
     from transformers import AutoConfig, AutoModelForSeq2SeqLM

@@ -108,7 +108,8 @@ def test_translate_script_refuses_a_broken_folder_instead_of_translating_with_ra
 def test_translate_script_names_the_missing_or_corrupt_piece(folders, tmp_path, case):
     folder = shutil.copytree(folders["rnn_seq2seq"], tmp_path / "model")
     if case == "missing_folder":
-        folder, expected = tmp_path / "mistyped" / "model", f"model folder {tmp_path / 'mistyped' / 'model'} does not exist"
+        folder = tmp_path / "mistyped" / "model"
+        expected = f"model folder {folder} does not exist"
     elif case == "no_tokenizer":
         (folder / "tokenizer.json").unlink()
         (folder / "tokenizer_config.json").unlink()
