@@ -86,7 +86,6 @@ def load_model(name_or_path: str | Path, model_class=AutoModelForSeq2SeqLM, **kw
         raise
     problems = [_describe_keys(f"{kind} weights", info[f"{kind}_keys"])
                 for kind in ("missing", "unexpected", "mismatched") if info[f"{kind}_keys"]]
-    problems += [str(message) for message in info.get("error_msgs", [])]
     if problems:
         raise ModelFolderError(
             f"the weights in {name_or_path} do not match its config.json (model_type "
