@@ -4,6 +4,7 @@ Averaging the last few checkpoints is a cheap, reliable gain for NMT models (Vas
 last 5 or 20); fairseq, Joey NMT and Marian ship it, transformers does not.
 """
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -11,10 +12,16 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from .loading import load_model, refuse_to_overwrite
+
 WEIGHTS_NAME = "model.safetensors"
 # Files copied from the newest checkpoint so the averaged folder loads like any saved model.
 _COPIED_SUFFIXES = (".json", ".py", ".txt", ".model", ".md")
 _SKIPPED = {"trainer_state.json", "training_args.bin", "optimizer.pt", "scheduler.pt", "rng_state.pth"}
+# Files a training run writes beside the weights to describe them: stale once the weights are replaced.
+_DESCRIBES_WEIGHTS = ("results.json", "README.md")
+# config.json fields that record how a checkpoint was saved, not what the model is.
+_CONFIG_BOOKKEEPING = {"transformers_version", "_name_or_path", "dtype", "torch_dtype"}
 
 
 def list_checkpoints(run_dir: str | Path) -> list[Path]:
@@ -35,24 +42,59 @@ def find_checkpoints(run_dir: str | Path, last: int) -> list[Path]:
     return found[-last:]
 
 
-def average_checkpoints(checkpoints: list[str | Path], output_dir: str | Path) -> Path:
+def _config(checkpoint: Path) -> dict:
+    path = checkpoint / "config.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: {checkpoint} is not a saved checkpoint")
+    config = json.loads(path.read_text())
+    return {k: v for k, v in config.items() if k not in _CONFIG_BOOKKEEPING}
+
+
+def _check_same_model(checkpoints: list[Path]) -> None:
+    """Refuse checkpoints of different models: any config field that differs (an activation or an embedding
+    scale changes what the weights mean even when every shape agrees), named with its values."""
+    reference = _config(checkpoints[0])
+    for ckpt in checkpoints[1:]:
+        config = _config(ckpt)
+        differing = sorted(k for k in set(reference) | set(config) if reference.get(k) != config.get(k))
+        if differing:
+            details = ", ".join(f"{k} ({reference.get(k)!r} vs {config.get(k)!r})" for k in differing)
+            raise ValueError(f"{ckpt} and {checkpoints[0]} are different models, their config.json differ in "
+                             f"{details}: only checkpoints of one run can be averaged")
+
+
+def average_checkpoints(checkpoints: list[str | Path], output_dir: str | Path, overwrite: bool = False) -> Path:
     """Average the safetensors weights of ``checkpoints`` into ``output_dir``; config, generation config,
     tokenizer and code files are copied from the last checkpoint. Integer tensors (none in these models)
-    must agree exactly. Returns the output folder."""
+    must agree exactly. Returns the output folder.
+
+    Everything is checked before anything is written: the checkpoints must share one config (every field) and
+    the first must load strictly (:func:`hf_s2s.loading.load_model`: its weights match its config). An
+    ``output_dir`` that already holds a model, tokenizer or run results is refused unless ``overwrite``; then
+    its results.json and README.md are removed too, since they describe the weights being replaced."""
     checkpoints = [Path(c) for c in checkpoints]
+    output_dir = Path(output_dir)
     if not checkpoints:
         raise ValueError("average_checkpoints needs at least one checkpoint")
+    if output_dir.resolve() in {c.resolve() for c in checkpoints}:
+        raise ValueError(f"the output folder {output_dir} is one of the checkpoints being averaged: choose another")
+    if not overwrite:
+        refuse_to_overwrite(output_dir, flag="--overwrite_output_dir (overwrite=True)")
     for ckpt in checkpoints:
         if not (ckpt / WEIGHTS_NAME).is_file():
             raise FileNotFoundError(f"{ckpt / WEIGHTS_NAME} is missing (only safetensors checkpoints are averaged)")
+    _check_same_model(checkpoints)
+    load_model(checkpoints[0])
     total = {k: v.double() if v.is_floating_point() else v for k, v in load_file(checkpoints[0] / WEIGHTS_NAME).items()}
-    reference_keys = set(total)
     for ckpt in checkpoints[1:]:
         state = load_file(ckpt / WEIGHTS_NAME)
-        if set(state) != reference_keys:
-            diff = sorted(set(state) ^ reference_keys)[:5]
+        if set(state) != set(total):
+            diff = sorted(set(state) ^ set(total))[:5]
             raise ValueError(f"{ckpt} holds different weights from {checkpoints[0]} (e.g. {diff})")
         for key, value in state.items():
+            if value.shape != total[key].shape:
+                raise ValueError(f"{key} has shape {tuple(value.shape)} in {ckpt} but {tuple(total[key].shape)} in "
+                                 f"{checkpoints[0]}: checkpoints of different sizes cannot be averaged")
             if value.is_floating_point():
                 total[key] += value.double()
             elif not torch.equal(total[key], value):
@@ -61,8 +103,9 @@ def average_checkpoints(checkpoints: list[str | Path], output_dir: str | Path) -
     averaged = {
         k: (v / len(checkpoints)).to(originals[k].dtype) if v.is_floating_point() else v for k, v in total.items()
     }
-    output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
+    for stale in _DESCRIBES_WEIGHTS:
+        (output_dir / stale).unlink(missing_ok=True)
     for path in checkpoints[-1].iterdir():
         if path.is_file() and path.suffix in _COPIED_SUFFIXES and path.name not in _SKIPPED:
             shutil.copy2(path, output_dir / path.name)

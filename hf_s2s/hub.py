@@ -21,6 +21,7 @@ from pathlib import Path
 from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
 
 from . import pipeline_seq2seq
+from .loading import load_model, load_tokenizer
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 CARD_TEMPLATE = PACKAGE_DIR.parent / "model_cards" / "template.md"
@@ -48,10 +49,30 @@ REQUIRED_FILES = ("config.json", "model.safetensors", "generation_config.json", 
                   "tokenizer_config.json", "README.md")
 # Pickle-based or otherwise executable weight formats: never uploaded.
 PICKLED_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".npy", ".npz", ".joblib")
-# Substrings that must not appear in code a user runs with trust_remote_code: string execution, network access,
-# unpickling.
-UNSAFE_CODE_PATTERNS = ("eval(", "exec(", "compile(", "__import__", "requests", "urllib", "http", "socket",
-                        "subprocess", "os.system", "pickle", "torch.load", "marshal")
+# Compiled code cannot be read, so it cannot be checked: never uploaded.
+COMPILED_SUFFIXES = (".pyc", ".pyo", ".so", ".pyd", ".dll", ".dylib")
+# The code a user runs with trust_remote_code is read as a syntax tree (comments and strings never count):
+# it may import only these modules (and its single-dot siblings), what the shipped model code needs.
+ALLOWED_MODULES = frozenset({
+    "__future__", "abc", "collections", "copy", "dataclasses", "enum", "functools", "itertools", "logging", "math",
+    "numbers", "operator", "re", "typing", "warnings", "contextvars", "torch", "transformers", "tokenizers", "numpy",
+})
+# Names that run strings as code, reach the interpreter's internals or write files, whether called or passed on.
+FORBIDDEN_BUILTINS = frozenset({"eval", "exec", "compile", "__import__", "globals", "locals", "vars", "breakpoint",
+                                "input", "__builtins__", "__loader__", "__spec__"})
+# Attribute names that reach the operating system, the network, unpickling or code loading through an allowed
+# module (``torch.os``, ``torch.load``, ``torch.hub``) or escape through the object model (``__subclasses__``).
+FORBIDDEN_ATTRIBUTES = frozenset({
+    "os", "sys", "subprocess", "socket", "shutil", "importlib", "builtins", "pickle", "marshal", "ctypes",
+    "urllib", "requests", "http", "system", "popen", "load", "loads", "load_library", "hub", "cpp_extension",
+    "package", "serialization", "dynamic_module_utils", "__import__", "__builtins__", "__subclasses__",
+    "__globals__", "__code__", "__closure__", "__bases__", "__base__", "__mro__", "__getattribute__",
+})
+_NOT_ALLOWED = "not an allowed module"
+# Objects whose own fields shipped code may look up by a computed name (``getattr(self, name)``).
+_COMPUTED_LOOKUP_ROOTS = ("self", "config")
+# Modes of open() that write, append or create a file.
+_WRITING_MODE = re.compile(r"[wax+]")
 
 MULTI30K_HUB_DATASET = "bentrevett/multi30k"
 MULTI30K_CITATION = """@inproceedings{elliott-etal-2016-multi30k,
@@ -287,22 +308,82 @@ def write_model_card(model_dir: str | Path, results: dict | None = None, repo_id
 # ------------------------------------------------------------------------------------------------ Hub folder
 
 
-def _relative_imports(code: str, filename: str) -> tuple[set[str], list[str]]:
-    """Single-dot relative imports of a code file, and problems: ``..`` imports and absolute hf_s2s imports
-    (both break loading where hf_s2s is not installed)."""
+def _dotted(node: ast.expr) -> str | None:
+    """``a.b.c`` for a chain of attributes on a name, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
+
+
+def _import_problems(node: ast.Import | ast.ImportFrom, filename: str) -> list[str]:
+    if isinstance(node, ast.ImportFrom) and node.level == 1:
+        return []  # a sibling in the folder: checked as a code file of its own
+    if isinstance(node, ast.ImportFrom) and node.level > 1:
+        return [f"{filename}:{node.lineno} imports from {'.' * node.level}{node.module or ''} (outside the folder)"]
+    modules = [node.module or ""] if isinstance(node, ast.ImportFrom) else [alias.name for alias in node.names]
+    problems = []
+    for module in modules:
+        root = module.split(".")[0]
+        if root == "hf_s2s":
+            problems.append(f"{filename}:{node.lineno} imports hf_s2s (not installed where the folder is used)")
+        elif root not in ALLOWED_MODULES:
+            problems.append(f"{filename}:{node.lineno} imports {module!r}, {_NOT_ALLOWED}")
+        elif set(module.split(".")) & FORBIDDEN_ATTRIBUTES:
+            problems.append(f"{filename}:{node.lineno} imports {module!r} (file, network or code loading access)")
+    if isinstance(node, ast.ImportFrom):
+        problems += [f"{filename}:{node.lineno} imports * from {node.module!r} (names must be imported one by one "
+                     "to be checked)" for alias in node.names if alias.name == "*"]
+        problems += [f"{filename}:{node.lineno} imports {alias.name!r} from {node.module!r} (file, network or code "
+                     "loading access)" for alias in node.names
+                     if alias.name in FORBIDDEN_ATTRIBUTES | FORBIDDEN_BUILTINS]
+    return problems
+
+
+def _call_problems(node: ast.Call, filename: str) -> list[str]:
+    """getattr/setattr/delattr/hasattr with a computed name (allowed on ``self`` and ``config`` only, where it
+    walks their own fields) and open() in a writing mode."""
+    function = _dotted(node.func)
+    if function in ("getattr", "setattr", "delattr", "hasattr") and len(node.args) >= 2:
+        name, target = node.args[1], _dotted(node.args[0]) or ""
+        if isinstance(name, ast.Constant):
+            if name.value in FORBIDDEN_ATTRIBUTES | FORBIDDEN_BUILTINS:
+                return [f"{filename}:{node.lineno} {function}(..., {name.value!r})"]
+        elif target.split(".")[0] not in _COMPUTED_LOOKUP_ROOTS:
+            return [f"{filename}:{node.lineno} {function} with a computed attribute name on "
+                    f"{target or 'an expression'} (allowed only on {' and '.join(_COMPUTED_LOOKUP_ROOTS)})"]
+    if function == "open":
+        keyword_mode = next((k.value for k in node.keywords if k.arg == "mode"), None)
+        mode = node.args[1] if len(node.args) > 1 else keyword_mode
+        if mode is not None and not (isinstance(mode, ast.Constant) and isinstance(mode.value, str)
+                                     and not _WRITING_MODE.search(mode.value)):
+            return [f"{filename}:{node.lineno} opens a file for writing"]
+    return []
+
+
+def scan_code(code: str, filename: str) -> tuple[set[str], list[str]]:
+    """Read one shipped code file as a syntax tree; return the single-dot siblings it imports and its problems:
+    an import outside :data:`ALLOWED_MODULES` (or of hf_s2s, or from outside the folder), a name in
+    :data:`FORBIDDEN_BUILTINS`, an attribute in :data:`FORBIDDEN_ATTRIBUTES`, a computed getattr on anything but
+    ``self`` or ``config``, open() for writing. Comments and string contents are never read as code."""
+    try:
+        tree = ast.parse(code, filename=filename)
+    except SyntaxError as error:
+        return set(), [f"{filename}:{error.lineno} is not valid Python ({error.msg})"]
     siblings, problems = set(), []
-    for node in ast.walk(ast.parse(code, filename=filename)):
-        if isinstance(node, ast.ImportFrom):
-            if node.level == 1 and node.module:
-                siblings.add(node.module.split(".")[0] + ".py")
-            elif node.level > 1:
-                problems.append(f"{filename} imports from {'.' * node.level}{node.module or ''} (outside the folder)")
-            elif node.level == 0 and (node.module or "").split(".")[0] == "hf_s2s":
-                problems.append(f"{filename} imports hf_s2s (not installed where the folder is used)")
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name.split(".")[0] == "hf_s2s":
-                    problems.append(f"{filename} imports hf_s2s (not installed where the folder is used)")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+            siblings.add(node.module.split(".")[0] + ".py")
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            problems += _import_problems(node, filename)
+        elif isinstance(node, ast.Name) and node.id in FORBIDDEN_BUILTINS:
+            problems.append(f"{filename}:{node.lineno} uses {node.id}")
+        elif isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_ATTRIBUTES:
+            problems.append(f"{filename}:{node.lineno} uses {_dotted(node) or '...' + node.attr} (file, network or "
+                            "code loading access)")
+        elif isinstance(node, ast.Call):
+            problems += _call_problems(node, filename)
     return siblings, problems
 
 
@@ -311,8 +392,9 @@ def check_hub_folder(folder: str | Path) -> list[str]:
 
     Checks: the required files; config.json's ``model_type``, ``auto_map`` (AutoConfig, AutoModel,
     AutoModelForSeq2SeqLM, each pointing at a code file present) and ``custom_pipelines``; the family's code files
-    and every single-dot import they make; no pickled files; no code that executes strings, reaches the network
-    or unpickles; a card whose YAML metadata parses.
+    and every single-dot import they make; no pickled or compiled files; every .py file passes :func:`scan_code`
+    (no code that executes strings, reaches the file system or the network, or unpickles); a card whose YAML
+    metadata parses.
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -321,6 +403,8 @@ def check_hub_folder(folder: str | Path) -> list[str]:
     problems = [f"missing {name}" for name in REQUIRED_FILES if name not in files]
     problems += [f"pickled file {name} (only safetensors weights are allowed)" for name in files
                  if name.endswith(PICKLED_SUFFIXES)]
+    problems += [f"compiled code {name} (its code cannot be checked)" for name in files
+                 if name.endswith(COMPILED_SUFFIXES)]
 
     config = json.loads((folder / "config.json").read_text()) if "config.json" in files else {}
     model_type = config.get("model_type")
@@ -337,58 +421,74 @@ def check_hub_folder(folder: str | Path) -> list[str]:
         if config and (config.get("custom_pipelines") or {}).get(task, {}).get("impl") != spec["impl"]:
             problems.append(f"config.json custom_pipelines lacks the {task!r} pipeline ({spec['impl']})")
 
+    # Every shipped code file is scanned, whether or not anything imports it: the Hub serves them all.
+    scans = {name: scan_code((folder / name).read_text(), name) for name in files if name.endswith(".py")}
     checked = set()
     while code_files - checked:
         name = sorted(code_files - checked)[0]
         checked.add(name)
-        if name not in files:
+        if name not in scans:
             problems.append(f"missing code file {name}")
             continue
-        code = (folder / name).read_text()
-        siblings, import_problems = _relative_imports(code, name)
-        code_files |= siblings
-        problems += import_problems
-        problems += [f"{name} contains {pattern!r}" for pattern in UNSAFE_CODE_PATTERNS if pattern in code]
+        code_files |= scans[name][0]
+    problems += [problem for _, file_problems in scans.values() for problem in file_problems]
 
     if "README.md" in files:
         metadata = ModelCard.load(folder / "README.md").data.to_dict()
         for key in ("license", "library_name", "tags"):
             if not metadata.get(key):
                 problems.append(f"README.md card metadata lacks {key!r}")
+    if any(_NOT_ALLOWED in problem for problem in problems):
+        problems.append(f"the allowed modules are {', '.join(sorted(ALLOWED_MODULES))} and the folder's own files")
     if problems:
         raise HubFolderError(f"Hub folder {folder} is not ready to share: " + "; ".join(problems))
     return files
 
 
+def _check_staging_folder(model_dir: Path, output_dir: Path) -> None:
+    """The folder the Hub folder is built in must be new or empty, and apart from the model folder: building never
+    deletes or mixes into anything it did not create."""
+    model, staging = model_dir.resolve(), output_dir.resolve()
+    if staging == model or model.is_relative_to(staging) or staging.is_relative_to(model):
+        relation = ("is" if staging == model else "contains" if model.is_relative_to(staging) else "is inside")
+        raise HubFolderError(f"the staging folder {output_dir} {relation} the model folder {model_dir}: give a "
+                             "new or empty folder outside it")
+    if output_dir.exists() and not output_dir.is_dir():
+        raise HubFolderError(f"the staging folder {output_dir} is a file: give a new or empty folder")
+    if output_dir.exists() and any(output_dir.iterdir()):
+        held = sorted(p.name for p in output_dir.iterdir())
+        raise HubFolderError(f"the staging folder {output_dir} is not empty (it holds {', '.join(held[:5])}"
+                             f"{' ...' if len(held) > 5 else ''}); nothing is deleted to make room: give a new or "
+                             "empty folder")
+
+
 def build_hub_folder(model_dir: str | Path, output_dir: str | Path, repo_id: str | None = None,
-                     license: str = "apache-2.0", overwrite: bool = False) -> Path:
-    """Build in ``output_dir`` the exact folder :func:`push_to_hub` uploads for the trained model in ``model_dir``
-    (a folder written by ``hf_s2s.training.run`` or ``save_pretrained`` + tokenizer), check it, and return it.
+                     license: str = "apache-2.0") -> Path:
+    """Build in ``output_dir`` (new or empty, outside ``model_dir``) the exact folder :func:`push_to_hub` uploads
+    for the trained model in ``model_dir`` (a folder written by ``hf_s2s.training.run`` or ``save_pretrained`` +
+    tokenizer), check it, and return it.
 
-    The model is loaded and saved again (safetensors only, ``auto_map`` for the three auto classes, code files
-    copied by ``save_pretrained``), so nothing else from ``model_dir`` (optimizer state, training_args.bin) can
-    slip in. The card comes from ``model_dir/results.json`` when present (filled for ``repo_id``), else from
-    ``model_dir/README.md``; without either the build fails.
+    The model is loaded strictly (:func:`hf_s2s.loading.load_model`: weights that do not match the config are
+    refused) and saved again (safetensors only, ``auto_map`` for the three auto classes, code files copied by
+    ``save_pretrained``), so nothing else from ``model_dir`` (optimizer state, training_args.bin) can slip in.
+    The card comes from ``model_dir/results.json`` when present (filled for ``repo_id``), else from
+    ``model_dir/README.md``; without either the build fails. Everything is checked before ``output_dir`` is made.
     """
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
     model_dir, output_dir = Path(model_dir), Path(output_dir)
+    if not model_dir.is_dir():
+        raise HubFolderError(f"model folder {model_dir} does not exist")
     if not (model_dir / "config.json").is_file():
         raise HubFolderError(f"{model_dir} holds no config.json: not a saved model folder")
     if not ((model_dir / "results.json").is_file() or (model_dir / "README.md").is_file()):
         raise HubFolderError(f"{model_dir} has neither results.json nor README.md: no model card can be written "
                              "(write one with scripts/make_model_card.py)")
-    if output_dir.exists() and any(output_dir.iterdir()):
-        if not overwrite:
-            raise HubFolderError(f"{output_dir} exists and is not empty (pass overwrite=True to replace it)")
-        shutil.rmtree(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-
-    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir)
+    _check_staging_folder(model_dir, output_dir)
+    model = load_model(model_dir)
     if type(model).__module__.split(".")[0] != "hf_s2s":
         raise HubFolderError(f"{model_dir} loads as {type(model).__module__}.{type(model).__name__}, not an hf_s2s "
                              "model class (import hf_s2s, and load without trust_remote_code)")
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer = load_tokenizer(model_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
     model.config.custom_pipelines = CUSTOM_PIPELINES
     model.save_pretrained(output_dir)  # safetensors; writes auto_map and copies the code files
     tokenizer.save_pretrained(output_dir)
@@ -408,16 +508,15 @@ def push_to_hub(model_dir: str | Path, repo_id: str, *, dry_run: bool = False,
                 license: str = "apache-2.0", commit_message: str = "Upload hf_s2s model") -> Path | str:
     """Build and check the Hub folder, then create ``repo_id`` (if needed) and upload the folder.
 
-    ``dry_run``: build the folder in ``staging_dir`` (required then) and return its path; nothing touches the
-    network. Otherwise returns the URL of the upload commit.
+    ``dry_run``: build the folder in ``staging_dir`` (required then; a new or empty folder outside ``model_dir``,
+    never cleared) and return its path; nothing touches the network. Otherwise returns the URL of the upload commit.
     """
     if dry_run and staging_dir is None:
         raise ValueError("dry_run needs staging_dir: the folder that would be uploaded is built there")
     if "/" not in repo_id:
         raise ValueError(f"repo_id must be 'namespace/name', got {repo_id!r}")
     with tempfile.TemporaryDirectory(prefix="hf_s2s_hub_") as tmp:
-        folder = build_hub_folder(model_dir, staging_dir or Path(tmp) / "folder", repo_id=repo_id, license=license,
-                                  overwrite=staging_dir is not None)
+        folder = build_hub_folder(model_dir, staging_dir or Path(tmp) / "folder", repo_id=repo_id, license=license)
         if dry_run:
             return folder
         api = HfApi(token=token)

@@ -33,6 +33,7 @@ from . import data as data_lib
 from . import tokenization
 from .checkpoints import average_checkpoints, list_checkpoints
 from .hub import family_defaults, write_model_card
+from .loading import load_model
 from .metrics import build_compute_metrics, compute_translation_metrics
 from .plotting import plot_alignment
 from .sampling import LengthGroupedEpochSampler, TokenBudgetBatchSampler
@@ -165,7 +166,7 @@ def parse_args(argv: list[str] | None = None):
 def build_model(model_args: ModelArguments, tokenizer):
     """A new model of the chosen family sized to ``tokenizer``, or a saved one to fine-tune."""
     if model_args.model_name_or_path:
-        model = AutoModelForSeq2SeqLM.from_pretrained(model_args.model_name_or_path)
+        model = load_model(model_args.model_name_or_path)  # strict: weights must match the config
     else:
         if model_args.model_type not in FAMILIES:
             raise ValueError(f"`model_type` must be one of {list(FAMILIES)}, got {model_args.model_type!r}")
@@ -204,7 +205,7 @@ def average_last_checkpoints(trainer: Seq2SeqTrainer, last: int) -> dict:
         return {"checkpoints": [c.name for c in checkpoints], "used": False}
     averaged_dir = output_dir / "averaged"
     if trainer.is_world_process_zero():
-        average_checkpoints(checkpoints, averaged_dir)
+        average_checkpoints(checkpoints, averaged_dir, overwrite=True)  # this run's own folder: a rerun replaces it
     trainer.accelerator.wait_for_everyone()
     model = trainer.model
     kept = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}

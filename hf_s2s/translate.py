@@ -1,6 +1,8 @@
 """Translation with a trained model: length-batched decoding with n-best lists and scores, and alignments."""
 
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -11,6 +13,44 @@ class Hypothesis:
     # Log-probability of the hypothesis. Beam search: generate's beam score (sum of token log-probs divided
     # by length ** length_penalty). Greedy / sampling: the plain sum of token log-probs.
     score: float
+
+
+def check_decoding_options(*, num_beams: int, num_return_sequences: int = 1, batch_size: int = 1,
+                           max_new_tokens: int | None = None, do_sample: bool = False) -> None:
+    """Refuse decoding options that cannot work, before any model is loaded: each error names the option (its
+    command-line flag in brackets), the value and what is allowed. ``max_new_tokens`` None means the model's
+    generation config decides."""
+    counts = [("num_beams", "--beams", num_beams), ("num_return_sequences", "--nbest", num_return_sequences),
+              ("batch_size", "--batch-size", batch_size)]
+    if max_new_tokens is not None:
+        counts.append(("max_new_tokens", "--max-new-tokens", max_new_tokens))
+    for name, flag, value in counts:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} ({flag}) must be a whole number >= 1, got {value!r}")
+    if num_return_sequences > num_beams and not do_sample:
+        raise ValueError(f"num_return_sequences ({num_return_sequences}, --nbest) must be <= num_beams "
+                         f"({num_beams}, --beams): beam search returns at most one hypothesis per beam")
+
+
+def read_sentences(path: str | Path | None = None) -> list[str]:
+    """The lines of ``path`` (stdin when None), one sentence each, line ends (``\\n`` or ``\\r\\n``) removed and blank
+    lines kept (they translate to blank lines, so the output stays aligned with the input). An empty input, or a
+    line that is not UTF-8, is a ValueError naming the input and the line."""
+    name = str(path) if path else "standard input"
+    data = Path(path).read_bytes() if path else sys.stdin.buffer.read()
+    if not data:
+        raise ValueError(f"{name} is empty: there is nothing to translate (one sentence per line expected)")
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()  # the final line break ends the last line; it does not start a new one
+    sentences = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            sentences.append(line.decode("utf-8").removesuffix("\r"))
+        except UnicodeDecodeError as error:
+            raise ValueError(f"{name}, line {number}, is not UTF-8 text (byte {line[error.start:error.start + 1]!r} "
+                             f"at position {error.start + 1})") from error
+    return sentences
 
 
 def _batches_by_length(lengths: list[int], batch_size: int) -> list[list[int]]:
@@ -35,17 +75,22 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = 64, n
     """Translate ``sentences``; returns, for each, its ``num_return_sequences`` best hypotheses, best first.
 
     Sentences are decoded in batches of similar length. Without ``max_new_tokens`` the output length limit is
-    the model's generation config (``max_length``); other ``generate`` arguments pass through."""
-    if num_return_sequences > num_beams and not generate_kwargs.get("do_sample"):
-        raise ValueError(f"num_return_sequences ({num_return_sequences}) must be <= num_beams ({num_beams})")
+    the model's generation config (``max_length``); other ``generate`` arguments pass through. A blank sentence
+    (empty or whitespace) is not decoded: its hypotheses are empty with score 0, never an invented translation."""
+    check_decoding_options(num_beams=num_beams, num_return_sequences=num_return_sequences, batch_size=batch_size,
+                           max_new_tokens=max_new_tokens, do_sample=bool(generate_kwargs.get("do_sample")))
     model.eval()
     device = next(model.parameters()).device
-    encoded = tokenizer(sentences, truncation=max_source_length is not None, max_length=max_source_length)
-    lengths = [len(ids) for ids in encoded["input_ids"]]
-    results: list[list[Hypothesis] | None] = [None] * len(sentences)
+    results: list[list[Hypothesis]] = [[Hypothesis("", 0.0)] * num_return_sequences for _ in sentences]
+    to_decode = [i for i, sentence in enumerate(sentences) if sentence.strip()]
+    encoded = []  # a fast tokenizer raises on an empty batch
+    if to_decode:
+        encoded = tokenizer([sentences[i] for i in to_decode], truncation=max_source_length is not None,
+                            max_length=max_source_length)["input_ids"]
     eos_token_id = model.generation_config.eos_token_id
-    for batch_indices in _batches_by_length(lengths, batch_size):
-        features = [{"input_ids": encoded["input_ids"][i]} for i in batch_indices]
+    for positions in _batches_by_length([len(ids) for ids in encoded], batch_size):
+        batch_indices = [to_decode[i] for i in positions]
+        features = [{"input_ids": encoded[i]} for i in positions]
         batch = tokenizer.pad(features, return_tensors="pt").to(device)
         output = model.generate(
             **batch, num_beams=num_beams, num_return_sequences=num_return_sequences,

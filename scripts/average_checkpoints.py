@@ -17,11 +17,16 @@ def main(argv=None):
     parser.add_argument("--last", type=int, default=5, help="how many of the newest checkpoints to average")
     parser.add_argument("--checkpoints", nargs="+", help="explicit checkpoint folders instead of run_dir/--last")
     parser.add_argument("--output", required=True, help="folder to write the averaged model to")
+    parser.add_argument("--overwrite_output_dir", action="store_true",
+                        help="replace the model already in --output (its results.json and README.md are removed)")
     args = parser.parse_args(argv)
     if bool(args.run_dir) == bool(args.checkpoints):
         parser.error("give either run_dir (with --last) or --checkpoints")
-    checkpoints = args.checkpoints or find_checkpoints(args.run_dir, args.last)
-    average_checkpoints(checkpoints, args.output)
+    try:
+        checkpoints = args.checkpoints or find_checkpoints(args.run_dir, args.last)
+        average_checkpoints(checkpoints, args.output, overwrite=args.overwrite_output_dir)
+    except (OSError, ValueError) as error:
+        sys.exit(f"error: {error}")
     print(f"averaged {len(checkpoints)} checkpoints -> {args.output}")
     return 0
 

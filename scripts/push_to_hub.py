@@ -13,7 +13,7 @@ import argparse
 import sys
 
 import hf_s2s  # noqa: F401  (registers the model families)
-from hf_s2s.hub import HubFolderError, push_to_hub
+from hf_s2s.hub import push_to_hub
 
 
 def main(argv=None):
@@ -22,7 +22,8 @@ def main(argv=None):
     parser.add_argument("repo_id", help="the Hub repository, namespace/name")
     parser.add_argument("--dry-run", action="store_true",
                         help="build and check the folder that would be uploaded, without the network")
-    parser.add_argument("--staging-dir", help="where the folder is built (required with --dry-run; replaced if it exists)")
+    parser.add_argument("--staging-dir", help="where the folder is built (required with --dry-run): a new or empty "
+                                              "folder outside the model folder")
     parser.add_argument("--private", action="store_true", help="create the repository as private")
     parser.add_argument("--token", help="Hub token (default: the logged-in one or $HF_TOKEN)")
     parser.add_argument("--license", default="apache-2.0", help="license in the card metadata")
@@ -32,7 +33,7 @@ def main(argv=None):
     try:
         result = push_to_hub(args.model_dir, args.repo_id, dry_run=args.dry_run, staging_dir=args.staging_dir,
                              private=args.private, token=args.token, license=args.license)
-    except HubFolderError as error:
+    except (OSError, ValueError) as error:  # HubFolderError, ModelFolderError: the message says what is wrong
         sys.exit(f"error: {error}")
     print(f"dry run: the folder that would be uploaded is {result}" if args.dry_run else f"uploaded: {result}")
 

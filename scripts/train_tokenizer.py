@@ -14,6 +14,7 @@ import logging
 import sys
 
 from hf_s2s.data import load_translation_corpus
+from hf_s2s.loading import refuse_to_overwrite
 from hf_s2s.tokenization import MODEL_TYPES, train_translation_tokenizers
 
 
@@ -32,12 +33,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--separate_vocabs", action="store_true", help="one vocabulary per language instead of a joint one")
     parser.add_argument("--streaming", action="store_true", help="stream the corpus instead of loading it into memory")
     parser.add_argument("--output_dir", required=True)
+    parser.add_argument("--overwrite_output_dir", action="store_true",
+                        help="write over a tokenizer or model already in --output_dir (refused otherwise)")
     return parser.parse_args(argv)
 
 
 def main(argv=None) -> int:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     args = parse_args(argv)
+    if not args.overwrite_output_dir:
+        try:  # before the corpus is even read
+            refuse_to_overwrite(args.output_dir, flag="--overwrite_output_dir")
+        except FileExistsError as error:
+            sys.exit(f"error: {error}")
     corpus = load_translation_corpus(
         args.dataset, args.source_lang, args.target_lang, data_dir=args.data_dir,
         dataset_config=args.dataset_config, streaming=args.streaming,

@@ -9,11 +9,10 @@
 import argparse
 import sys
 
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
 import hf_s2s  # noqa: F401  (registers the model families)
+from hf_s2s.loading import load_model, load_tokenizer
 from hf_s2s.plotting import plot_alignment
-from hf_s2s.translate import alignment, translate
+from hf_s2s.translate import alignment, check_decoding_options, read_sentences, translate
 
 
 def main(argv=None):
@@ -29,22 +28,21 @@ def main(argv=None):
     parser.add_argument("--plot-alignment", metavar="PNG", help="save an attention heatmap for --sentence")
     parser.add_argument("--sentence", help="the sentence whose alignment is plotted (default: the first input)")
     args = parser.parse_args(argv)
-
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    model = AutoModelForSeq2SeqLM.from_pretrained(args.model)
+    try:  # everything that can be wrong is found before the model is loaded, and said in one line
+        check_decoding_options(num_beams=args.beams, num_return_sequences=args.nbest, batch_size=args.batch_size,
+                               max_new_tokens=args.max_new_tokens)
+        sentences = [args.sentence] if args.plot_alignment and args.sentence else read_sentences(args.input)
+        tokenizer = load_tokenizer(args.model)
+        model = load_model(args.model)
+    except (OSError, ValueError) as error:
+        sys.exit(f"error: {error}")
     if args.plot_alignment:
-        sentence = args.sentence
-        if sentence is None:
-            lines = _read_lines(args.input)
-            if not lines:
-                parser.error("--plot-alignment needs --sentence or at least one input line")
-            sentence = lines[0]
+        sentence = sentences[0]
         weights, source_tokens, target_tokens = alignment(model, tokenizer, sentence, num_beams=args.beams)
         plot_alignment(weights, source_tokens, target_tokens, args.plot_alignment)
         print(f"alignment of {len(target_tokens)} target x {len(source_tokens)} source tokens -> {args.plot_alignment}",
               file=sys.stderr)
         return 0
-    sentences = _read_lines(args.input)
     results = translate(model, tokenizer, sentences, batch_size=args.batch_size, num_beams=args.beams,
                         num_return_sequences=args.nbest, max_new_tokens=args.max_new_tokens,
                         length_penalty=args.length_penalty)
@@ -57,12 +55,6 @@ def main(argv=None):
                 fields.append(f"{hypothesis.score:.4f}")
             print("\t".join(fields))
     return 0
-
-
-def _read_lines(path):
-    stream = open(path, encoding="utf-8") if path else sys.stdin
-    with stream:
-        return [line.rstrip("\n") for line in stream]
 
 
 if __name__ == "__main__":

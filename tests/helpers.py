@@ -27,7 +27,7 @@ def random_tiny_model(model_type: str, vocab_size: int, seed: int = 0, **config_
     redrawn with a larger std. Returned in eval mode."""
     from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
-    config = AutoConfig.for_model(model_type, **TINY[model_type], vocab_size=vocab_size, **config_overrides)
+    config = AutoConfig.for_model(model_type, **{**TINY[model_type], "vocab_size": vocab_size, **config_overrides})
     torch.manual_seed(seed)
     model = AutoModelForSeq2SeqLM.from_config(config)
     with torch.no_grad():

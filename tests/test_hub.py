@@ -207,7 +207,8 @@ def test_check_refuses_pickles_unsafe_code_and_incomplete_config(hub_folders, tm
     folder = shutil.copytree(source, tmp_path / "unsafe")
     modeling = folder / "modeling_common.py"
     modeling.write_text(modeling.read_text() + "\nimport urllib.request\nexec('1')\n")
-    with pytest.raises(HubFolderError, match=r"modeling_common.py contains 'exec\('.*'urllib'|'urllib'.*'exec\('"):
+    with pytest.raises(HubFolderError, match=r"modeling_common.py:\d+ imports 'urllib.request', not an allowed module; "
+                                             r"modeling_common.py:\d+ uses exec"):
         check_hub_folder(folder)
 
     folder = shutil.copytree(source, tmp_path / "no_auto_map")
@@ -222,6 +223,92 @@ def test_check_refuses_pickles_unsafe_code_and_incomplete_config(hub_folders, tm
     modeling.write_text(modeling.read_text().replace("from .modeling_common import", "from hf_s2s.modeling_common import"))
     with pytest.raises(HubFolderError, match="imports hf_s2s"):
         check_hub_folder(folder)
+
+
+# Each snippet, appended to a shipped code file or shipped as a file nothing imports, must be refused.
+UNSAFE_SNIPPETS = {
+    "os_popen": "import os\nos.popen('ls')\n",
+    "from_os_import_system": "from os import system\nsystem('ls')\n",
+    "importlib_computed": "import importlib\nimportlib.import_module('o' + 's')\n",
+    "dunder_import": "__import__('o' + 's')\n",
+    "builtin_compile": "code = compile('1', 'x', 'eval')\n",
+    "eval_alias": "run = eval\n",
+    "torch_os": "import torch\ntorch.os.system('ls')\n",
+    "torch_load": "import torch\nfrom torch import load\n",
+    "torch_hub_module": "import torch.hub\n",
+    "star_import": "from torch import *\nload('weights.pt')\n",
+    "computed_getattr": "import torch\ngetattr(torch, 'o' + 's')\n",
+    "subclasses_escape": "classes = ().__class__.__base__.__subclasses__()\n",
+    "open_for_writing": "open('weights.txt', 'w').write('x')\n",
+    "socket": "import socket\n",
+}
+# ...while comments and strings never count, and torch.compile is not the compile builtin.
+SAFE_SNIPPETS = ("# see https://huggingface.co/docs and http://example.com\n"
+                 "NOTE = 'eval( exec( subprocess os.system __import__ requests'\n"
+                 "def compiled(model):\n    return torch.compile(model)\n"
+                 "def read(path):\n    with open(path) as f:\n        return f.read()\n")
+
+
+@pytest.mark.parametrize("where", ["imported", "unimported"])
+@pytest.mark.parametrize("snippet", list(UNSAFE_SNIPPETS))
+def test_code_scan_refuses_every_way_to_reach_the_system(hub_folders, tmp_path, snippet, where):
+    folder = shutil.copytree(hub_folders["rnn_seq2seq"], tmp_path / "folder")
+    target = folder / ("modeling_common.py" if where == "imported" else "helpers_nothing_imports.py")
+    target.write_text((target.read_text() if target.exists() else "") + "\n" + UNSAFE_SNIPPETS[snippet])
+    with pytest.raises(HubFolderError, match=re.escape(target.name) + r":\d+ "):
+        check_hub_folder(folder)
+
+
+def test_code_scan_passes_the_shipped_code_comments_strings_and_torch_compile(hub_folders, tmp_path):
+    folder = shutil.copytree(hub_folders["transformer_seq2seq"], tmp_path / "folder")
+    modeling = folder / "modeling_transformer_seq2seq.py"
+    modeling.write_text(modeling.read_text() + "\n" + SAFE_SNIPPETS)
+    assert "modeling_transformer_seq2seq.py" in check_hub_folder(folder)
+
+
+def test_check_refuses_compiled_code(hub_folders, tmp_path):
+    folder = shutil.copytree(hub_folders["rnn_seq2seq"], tmp_path / "folder")
+    (folder / "fast_kernels.so").write_bytes(b"\x7fELF")
+    with pytest.raises(HubFolderError, match="compiled code fast_kernels.so"):
+        check_hub_folder(folder)
+
+
+def model_files(model_dir: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(model_dir)): p.read_bytes() for p in sorted(model_dir.rglob("*")) if p.is_file()}
+
+
+def test_dry_run_never_deletes_the_run_folder_that_holds_the_model(trained, tmp_path):
+    run_dir = shutil.copytree(trained["rnn_seq2seq"][0].parent, tmp_path / "run")
+    before = model_files(run_dir)
+    completed = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "push_to_hub.py"), str(run_dir / "model"), "someone/x", "--dry-run",
+         "--staging-dir", str(run_dir)],
+        capture_output=True, text=True, timeout=180,
+    )
+    assert completed.returncode == 1 and "Traceback" not in completed.stderr
+    assert f"error: the staging folder {run_dir} contains the model folder {run_dir / 'model'}" in completed.stderr
+    assert model_files(run_dir) == before
+
+
+@pytest.mark.parametrize("staging", ["model", "inside", "non_empty"])
+def test_staging_folder_must_be_new_or_empty_and_apart_from_the_model(trained, tmp_path, staging):
+    model_dir = shutil.copytree(trained["rnn_seq2seq"][0], tmp_path / "model")
+    folder = {"model": model_dir, "inside": model_dir / "hub", "non_empty": tmp_path / "mine"}[staging]
+    if staging == "non_empty":
+        folder.mkdir()
+        (folder / "notes.txt").write_text("the user's own file")
+    before = model_files(tmp_path)
+    expected = {"model": "is the model folder", "inside": "is inside the model folder",
+                "non_empty": "is not empty \\(it holds notes.txt\\); nothing is deleted"}[staging]
+    with pytest.raises(HubFolderError, match=f"the staging folder {folder} {expected}"):
+        push_to_hub(model_dir, "someone/x", dry_run=True, staging_dir=folder)
+    assert model_files(tmp_path) == before
+
+
+def test_an_existing_empty_staging_folder_is_used(trained, tmp_path):
+    (tmp_path / "staging").mkdir()
+    folder = push_to_hub(trained["rnn_seq2seq"][0], "someone/x", dry_run=True, staging_dir=tmp_path / "staging")
+    assert folder == tmp_path / "staging" and (folder / "model.safetensors").is_file()
 
 
 def test_build_refuses_a_model_without_card_source(trained, tmp_path):

@@ -1,0 +1,119 @@
+"""Loading a saved model folder strictly, and refusing to write over one.
+
+``from_pretrained`` is lenient on purpose (fine-tuning a checkpoint into a new head is its everyday use): a
+weight missing from ``model.safetensors``, an unexpected one, or a whole config of the other family loads with
+random weights and a load-report warning. The tools that publish or use a trained model must not be lenient:
+:func:`load_model` turns every missing, unexpected or mismatched key into an error, names a truncated or
+corrupt weights file, and tells a missing local folder apart from a Hub id. The tied ``lm_head.weight`` is
+absent from the file by design when embeddings are tied; transformers does not report it, so neither do we.
+
+:func:`refuse_to_overwrite` is the one check every writer of model or tokenizer files runs before it starts.
+"""
+
+import re
+from pathlib import Path
+
+from safetensors import SafetensorError, safe_open
+from transformers import AutoModelForSeq2SeqLM
+
+from .tokenization import load_tokenizer as _load_tokenizer
+
+# Files that make a folder a saved model, tokenizer or training run's model: writing over any of them destroys
+# what another command produced.
+SAVED_FILES = ("config.json", "model.safetensors", "model.safetensors.index.json", "generation_config.json",
+               "tokenizer.json", "tokenizer_config.json", "results.json", "README.md",
+               "source/tokenizer.json", "target/tokenizer.json")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+# What huggingface_hub accepts as a repo id: "name" or "namespace/name", no leading dot or slash.
+_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
+_SHOWN_KEYS = 5  # keys named per kind of problem; the count says how many more
+
+
+class ModelFolderError(ValueError):
+    """A model folder is missing, incomplete, corrupt, or its weights do not match its config."""
+
+
+def local_folder(name_or_path: str | Path) -> Path | None:
+    """The local folder ``name_or_path`` names, or None when it can only be a Hub repo id. A path that exists
+    but is not a folder, or that does not exist and cannot be a repo id (``runs/x/model``, ``./model``), is a
+    :class:`ModelFolderError` saying so, instead of a Hub lookup that fails with a network message."""
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise ModelFolderError(f"{path} is a file, not a model folder")
+    if _REPO_ID.fullmatch(str(name_or_path)) and not str(name_or_path).startswith("."):
+        return None
+    raise ModelFolderError(f"model folder {path} does not exist")
+
+
+def _check_weight_files(folder: Path) -> None:
+    """Read the header of every safetensors file, so a truncated or corrupt one is named before loading."""
+    for file in sorted(folder.glob("*.safetensors")):
+        try:
+            with safe_open(file, framework="pt"):
+                pass
+        except (SafetensorError, OSError) as error:
+            raise ModelFolderError(f"{file} is truncated or corrupt ({error}); save or copy the model again") \
+                from error
+
+
+def _describe_keys(kind: str, keys) -> str:
+    keys = sorted(str(k[0] if isinstance(k, tuple) else k) for k in keys)
+    more = f" and {len(keys) - _SHOWN_KEYS} more" if len(keys) > _SHOWN_KEYS else ""
+    shown = ", ".join(keys[:_SHOWN_KEYS]) + more
+    return f"{len(keys)} {kind} ({shown})"
+
+
+def load_model(name_or_path: str | Path, model_class=AutoModelForSeq2SeqLM, **kwargs):
+    """``model_class.from_pretrained(name_or_path, **kwargs)`` that refuses a folder whose weights do not match its
+    config: any missing, unexpected or mismatched key is a :class:`ModelFolderError` naming the keys. A missing
+    local folder, one without config.json and a corrupt weights file are named as such."""
+    folder = local_folder(name_or_path)
+    if folder is not None:
+        if not (folder / "config.json").is_file():
+            raise ModelFolderError(f"{folder} holds no config.json: not a saved model folder")
+        _check_weight_files(folder)
+    try:
+        # ignore_mismatched_sizes: report a shape mismatch in the loading info (refused below, with the keys)
+        # instead of transformers' RuntimeError that points at a logged table.
+        model, info = model_class.from_pretrained(name_or_path, output_loading_info=True,
+                                                  ignore_mismatched_sizes=True, **kwargs)
+    except OSError as error:
+        if folder is None:
+            raise ModelFolderError(f"{name_or_path} is not a local folder (no such folder here) and could not be "
+                                   f"loaded as a Hub model: {error}") from error
+        raise
+    problems = [_describe_keys(f"{kind} weights", info[f"{kind}_keys"])
+                for kind in ("missing", "unexpected", "mismatched") if info[f"{kind}_keys"]]
+    if problems:
+        raise ModelFolderError(
+            f"the weights in {name_or_path} do not match its config.json (model_type "
+            f"{model.config.model_type!r}): " + "; ".join(problems) + ". Loading it would leave those weights "
+            "random; re-save the model with save_pretrained"
+        )
+    return model
+
+
+def load_tokenizer(name_or_path: str | Path, **kwargs):
+    """The model's tokenizer (:func:`hf_s2s.tokenization.load_tokenizer`); a local folder without tokenizer files
+    is a :class:`ModelFolderError` saying so (transformers would ask for sentencepiece instead)."""
+    folder = local_folder(name_or_path)
+    if folder is not None and not any((folder / name).is_file() for name in TOKENIZER_FILES) \
+            and not (folder / "source").is_dir():
+        raise ModelFolderError(f"{folder} holds no tokenizer (expected {' or '.join(TOKENIZER_FILES)}); save the "
+                               "tokenizer into the model folder with tokenizer.save_pretrained")
+    return _load_tokenizer(name_or_path, **kwargs)
+
+
+def refuse_to_overwrite(folder: str | Path, flag: str, files: tuple[str, ...] = SAVED_FILES) -> None:
+    """Raise ``FileExistsError`` when ``folder`` already holds any of ``files`` (by default, anything that makes
+    it a saved model, tokenizer or run result), naming them and the ``flag`` that allows overwriting."""
+    folder = Path(folder)
+    present = [name for name in files if (folder / name).exists()]
+    if present:
+        raise FileExistsError(f"{folder} already holds {', '.join(present)}: refusing to overwrite it; choose "
+                              f"another folder or pass {flag}")
+
+
+__all__ = ["ModelFolderError", "load_model", "load_tokenizer", "local_folder", "refuse_to_overwrite"]

@@ -1,0 +1,112 @@
+"""Checkpoint averaging refuses what would silently be wrong or destroy work: an output folder that already holds
+a model (unless asked to overwrite it, and then no stale results.json or card is left beside the new weights),
+checkpoints of different configs or sizes (an error naming what differs), and a checkpoint whose weights do not
+match its config."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+import hf_s2s  # noqa: F401
+from hf_s2s.checkpoints import average_checkpoints
+from hf_s2s.loading import ModelFolderError
+from tests.saved_folders import save_tiny_model_folder, tiny_tokenizer
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL_TYPE = "transformer_seq2seq"
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    """Two checkpoints of one tiny model (different weights, same config) and variants of other configs."""
+    tokenizer, base = tiny_tokenizer(), tmp_path_factory.mktemp("checkpoints")
+    variants = {"first": {}, "second": {}, "gelu": {"activation_function": "gelu"},
+                "unscaled": {"scale_embedding": False}, "wider": {"encoder_ffn_dim": 128, "decoder_ffn_dim": 128}}
+    return {name: save_tiny_model_folder(base / name, MODEL_TYPE, tokenizer, seed=seed, **config)
+            for seed, (name, config) in enumerate(variants.items())}
+
+
+@pytest.fixture
+def trained_model_dir(checkpoints, tmp_path):
+    """A model folder as a training run leaves it: weights, tokenizer, results.json and a card."""
+    folder = shutil.copytree(checkpoints["first"], tmp_path / "run" / "model")
+    (folder / "results.json").write_text(json.dumps({"test": {"greedy": {"bleu": 30.0}}}))
+    (folder / "README.md").write_text("# the card of the trained model\n")
+    return folder
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_average_refuses_an_output_folder_holding_a_model_and_leaves_it_intact(checkpoints, trained_model_dir):
+    before = snapshot(trained_model_dir)
+    with pytest.raises(FileExistsError, match=f"{trained_model_dir} already holds config.json, model.safetensors.*"
+                                              "results.json, README.md.*pass --overwrite_output_dir"):
+        average_checkpoints([checkpoints["first"], checkpoints["second"]], trained_model_dir)
+    assert snapshot(trained_model_dir) == before
+
+
+def test_average_refuses_to_write_into_one_of_its_checkpoints_even_when_asked_to_overwrite(checkpoints, tmp_path):
+    inputs = [shutil.copytree(checkpoints[name], tmp_path / name) for name in ("first", "second")]
+    before = snapshot(inputs[1])
+    with pytest.raises(ValueError, match=f"the output folder {inputs[1]} is one of the checkpoints"):
+        average_checkpoints(inputs, inputs[1], overwrite=True)
+    assert snapshot(inputs[1]) == before
+
+
+def test_average_script_refuses_without_a_traceback_and_overwrites_when_asked(checkpoints, trained_model_dir):
+    command = [sys.executable, str(ROOT / "scripts" / "average_checkpoints.py"), "--checkpoints",
+               str(checkpoints["first"]), str(checkpoints["second"]), "--output", str(trained_model_dir)]
+    before = snapshot(trained_model_dir)
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=180)
+    assert completed.returncode == 1 and "Traceback" not in completed.stderr
+    assert f"error: {trained_model_dir} already holds" in completed.stderr
+    assert snapshot(trained_model_dir) == before
+    completed = subprocess.run([*command, "--overwrite_output_dir"], capture_output=True, text=True, timeout=180)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    # the new weights are the mean, and the results and card of the replaced weights are gone
+    assert not (trained_model_dir / "results.json").exists() and not (trained_model_dir / "README.md").exists()
+    first, second = (load_file(checkpoints[name] / "model.safetensors") for name in ("first", "second"))
+    averaged = load_file(trained_model_dir / "model.safetensors")
+    assert set(averaged) == set(first)
+    for key in first:
+        torch.testing.assert_close(averaged[key], (first[key] + second[key]) / 2)
+
+
+@pytest.mark.parametrize(("variant", "named"), [
+    ("gelu", "activation_function \\('relu' vs 'gelu'\\)"),
+    ("unscaled", "scale_embedding \\(True vs False\\)"),
+    ("wider", "decoder_ffn_dim \\(64 vs 128\\), encoder_ffn_dim \\(64 vs 128\\)"),
+])
+def test_average_refuses_checkpoints_of_different_configs_naming_the_fields(checkpoints, tmp_path, variant, named):
+    with pytest.raises(ValueError, match=f"{checkpoints[variant]} and {checkpoints['first']} are different models, "
+                                         f"their config.json differ in {named}"):
+        average_checkpoints([checkpoints["first"], checkpoints[variant]], tmp_path / "averaged")
+    assert not (tmp_path / "averaged").exists()
+
+
+def test_average_refuses_weights_of_a_different_size_under_an_equal_config(checkpoints, tmp_path):
+    second = shutil.copytree(checkpoints["second"], tmp_path / "second")
+    shutil.copyfile(checkpoints["wider"] / "model.safetensors", second / "model.safetensors")
+    with pytest.raises(ValueError, match=r"model\..*ffn.*has shape \(128,.*\) in .*second but \(64,.*\) in .*different "
+                                         "sizes"):
+        average_checkpoints([checkpoints["first"], second], tmp_path / "averaged")
+    assert not (tmp_path / "averaged").exists()
+
+
+def test_average_refuses_a_checkpoint_whose_weights_do_not_match_its_config(checkpoints, tmp_path):
+    broken = [shutil.copytree(checkpoints[name], tmp_path / name) for name in ("first", "second")]
+    for folder in broken:
+        weights = load_file(folder / "model.safetensors")
+        weights.pop("model.decoder.layer_norm.weight")
+        save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ModelFolderError, match="missing weights \\(model.decoder.layer_norm.weight\\)"):
+        average_checkpoints(broken, tmp_path / "averaged")
+    assert not (tmp_path / "averaged").exists()

@@ -1,0 +1,160 @@
+"""Strict loading of saved folders (hf_s2s.loading) and the tools built on it: a folder whose weights do not match
+its config, a corrupt weights file, a missing folder or tokenizer are refused with an error that says so, by the
+library and by scripts/translate.py and push_to_hub; and writers refuse to overwrite a saved tokenizer or model."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import AutoModelForSeq2SeqLM
+
+import hf_s2s  # noqa: F401
+from hf_s2s.hub import push_to_hub
+from hf_s2s.loading import ModelFolderError, load_model, load_tokenizer
+from hf_s2s.training import parse_args, run
+from tests.helpers import TINY
+from tests.saved_folders import save_tiny_model_folder, tiny_tokenizer
+
+ROOT = Path(__file__).resolve().parent.parent
+EXTRA_KEY = "model.extra_projection.weight"
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    """A saved folder per family; the Transformer ties its output projection (no lm_head.weight in the file)."""
+    tokenizer, base = tiny_tokenizer(), tmp_path_factory.mktemp("folders")
+    return {model_type: save_tiny_model_folder(base / model_type, model_type, tokenizer) for model_type in TINY}
+
+
+def broken_copy(folders, model_type: str, how: str, tmp_path: Path) -> tuple[Path, str]:
+    """A copy of the ``model_type`` folder broken in one way; returns it and the text the refusal must name."""
+    folder = shutil.copytree(folders[model_type], tmp_path / f"{model_type}-{how}")
+    weights = load_file(folder / "model.safetensors")
+    last = sorted(weights)[-1]
+    if how == "other_family":
+        other = next(m for m in TINY if m != model_type)
+        shutil.copyfile(folders[other] / "config.json", folder / "config.json")
+        return folder, "missing weights"
+    if how == "missing":
+        del weights[last]
+    elif how == "unexpected":
+        weights[EXTRA_KEY] = torch.zeros(2)
+        last = EXTRA_KEY
+    elif how == "mismatched":
+        weights[last] = torch.zeros(3, 3)
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    return folder, f"{how} weights \\(.*{last}"
+
+
+@pytest.mark.parametrize("how", ["missing", "unexpected", "mismatched", "other_family"])
+@pytest.mark.parametrize("model_type", list(TINY))
+def test_load_model_refuses_weights_that_do_not_match_the_config(folders, tmp_path, model_type, how):
+    folder, named = broken_copy(folders, model_type, how, tmp_path)
+    with pytest.raises(ModelFolderError, match=f"weights in {folder} do not match its config.json.*{named}"):
+        load_model(folder)
+
+
+def test_tied_output_projection_absent_from_the_file_is_not_refused(folders):
+    folder = folders["transformer_seq2seq"]
+    assert "lm_head.weight" not in load_file(folder / "model.safetensors")
+    model = load_model(folder)
+    expected = AutoModelForSeq2SeqLM.from_pretrained(folder)
+    assert model.lm_head.weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
+    for (name, tensor), (_, reference) in zip(model.state_dict().items(), expected.state_dict().items(), strict=True):
+        torch.testing.assert_close(tensor, reference, rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage"])
+def test_corrupt_weights_file_is_named(folders, tmp_path, damage):
+    folder = shutil.copytree(folders["rnn_seq2seq"], tmp_path / "model")
+    weights = folder / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[: len(data) // 2] if damage == "truncated" else b"not safetensors" * 8)
+    with pytest.raises(ModelFolderError, match=f"{weights} is truncated or corrupt"):
+        load_model(folder)
+
+
+def test_missing_folder_and_missing_tokenizer_are_named(folders, tmp_path):
+    with pytest.raises(ModelFolderError, match=f"model folder {tmp_path / 'runs/x/model'} does not exist"):
+        load_model(tmp_path / "runs" / "x" / "model")
+    with pytest.raises(ModelFolderError, match="not-a-folder-here is not a local folder"):
+        load_model("not-a-folder-here")  # could be a Hub id: the message says it is neither
+    folder = shutil.copytree(folders["rnn_seq2seq"], tmp_path / "no_tokenizer")
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (folder / name).unlink()
+    with pytest.raises(ModelFolderError, match=f"{folder} holds no tokenizer"):
+        load_tokenizer(folder)
+
+
+def run_script(name: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / name), *args], input=stdin,
+                          capture_output=True, text=True, timeout=180)
+
+
+def test_translate_script_refuses_a_broken_folder_instead_of_translating_with_random_weights(folders, tmp_path):
+    folder, _ = broken_copy(folders, "transformer_seq2seq", "missing", tmp_path)
+    completed = run_script("translate.py", str(folder), "--beams", "1", stdin="a b c\n")
+    assert completed.returncode == 1 and completed.stdout == ""
+    assert "error: the weights in" in completed.stderr and "missing weights" in completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
+@pytest.mark.parametrize("case", ["missing_folder", "no_tokenizer", "truncated"])
+def test_translate_script_names_the_missing_or_corrupt_piece(folders, tmp_path, case):
+    folder = shutil.copytree(folders["rnn_seq2seq"], tmp_path / "model")
+    if case == "missing_folder":
+        folder = tmp_path / "mistyped" / "model"
+        expected = f"model folder {folder} does not exist"
+    elif case == "no_tokenizer":
+        (folder / "tokenizer.json").unlink()
+        (folder / "tokenizer_config.json").unlink()
+        expected = f"{folder} holds no tokenizer"
+    else:
+        data = (folder / "model.safetensors").read_bytes()
+        (folder / "model.safetensors").write_bytes(data[:100])
+        expected = f"{folder / 'model.safetensors'} is truncated or corrupt"
+    completed = run_script("translate.py", str(folder), stdin="a b c\n")
+    assert completed.returncode == 1 and completed.stdout == ""
+    assert f"error: {expected}" in completed.stderr and "Traceback" not in completed.stderr
+
+
+def test_push_to_hub_refuses_a_folder_whose_weights_do_not_match(folders, tmp_path):
+    folder, _ = broken_copy(folders, "rnn_seq2seq", "other_family", tmp_path)
+    (folder / "README.md").write_text("---\nlicense: apache-2.0\n---\nA card.\n")
+    with pytest.raises(ModelFolderError, match="do not match its config.json"):
+        push_to_hub(folder, "someone/x", dry_run=True, staging_dir=tmp_path / "staging")
+    assert not (tmp_path / "staging").exists()  # refused before anything was written
+
+
+def test_training_refuses_to_fine_tune_a_folder_whose_weights_do_not_match(folders, tmp_path):
+    folder, _ = broken_copy(folders, "transformer_seq2seq", "missing", tmp_path)  # would train from random weights
+    args = parse_args(["--dataset", "synthetic:reversal", "--source_lang", "src", "--target_lang", "tgt",
+                       "--model_name_or_path", str(folder), "--max_train_samples", "8", "--max_steps", "1",
+                       "--output_dir", str(tmp_path / "run"), "--report_to", "none", "--use_cpu", "true"])
+    with pytest.raises(ModelFolderError, match="do not match its config.json"):
+        run(*args)
+    assert not list((tmp_path / "run").glob("checkpoint-*"))
+
+
+def test_train_tokenizer_refuses_a_folder_holding_a_tokenizer(folders, tmp_path):
+    folder = shutil.copytree(folders["rnn_seq2seq"], tmp_path / "model")
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    args = ["--dataset", "synthetic:reversal", "--source_lang", "src", "--target_lang", "tgt", "--vocab_size", "280",
+            "--output_dir", str(folder)]
+    completed = run_script("train_tokenizer.py", *args)
+    assert completed.returncode == 1, completed.stderr[-2000:]
+    assert (f"error: {folder} already holds config.json, model.safetensors, generation_config.json, tokenizer.json, "
+            "tokenizer_config.json: refusing to overwrite it") in completed.stderr
+    assert "pass --overwrite_output_dir" in completed.stderr
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    # asked explicitly, it writes the new tokenizer over the old one and leaves the model's files alone
+    completed = run_script("train_tokenizer.py", *args, "--overwrite_output_dir")
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert (folder / "tokenizer.json").read_bytes() != before["tokenizer.json"]
+    assert (folder / "model.safetensors").read_bytes() == before["model.safetensors"]
+    assert json.loads((folder / "config.json").read_text()) == json.loads(before["config.json"])
