@@ -23,7 +23,7 @@ from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
 from . import pipeline_seq2seq
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-CARD_TEMPLATE = PACKAGE_DIR.parent / "model_cards" / "template.md"
+CARD_TEMPLATE = PACKAGE_DIR / "model_card_template.md"  # package data: installed with hf_s2s
 
 # The code files each family's folder needs: what save_pretrained copies (the configuration and modeling files
 # and every single-dot relative import they make) plus the pipeline.

@@ -36,7 +36,7 @@ from .translate import alignment, translate
 
 logger = logging.getLogger(__name__)
 
-RECIPES_DIR = Path(__file__).resolve().parent.parent / "configs"
+RECIPES_DIR = Path(__file__).resolve().parent / "recipes"  # shipped inside the package (package data)
 FAMILIES = ("transformer_seq2seq", "rnn_seq2seq")
 
 
@@ -59,7 +59,7 @@ class ModelArguments:
 @dataclass
 class DataArguments:
     recipe: str | None = field(
-        default=None, metadata={"help": "a named recipe in configs/ (or a JSON file): defaults for every argument"}
+        default=None, metadata={"help": "a named recipe shipped in hf_s2s/recipes/ (or a JSON file): defaults for every argument"}
     )
     dataset: str = field(
         default="multi30k",
@@ -122,7 +122,7 @@ def mixed_precision_default() -> dict:
 
 
 def load_recipe(name_or_path: str) -> dict:
-    """A named recipe from configs/ (``transformer_small``) or a JSON file."""
+    """A named recipe shipped in hf_s2s/recipes/ (``transformer_small``) or a JSON file."""
     path = Path(name_or_path)
     if not path.is_file():
         path = RECIPES_DIR / f"{name_or_path}.json"
@@ -135,10 +135,10 @@ def load_recipe(name_or_path: str) -> dict:
     return recipe
 
 
-def parse_args(argv: list[str] | None = None):
+def parse_args(argv: list[str] | None = None, prog: str | None = None):
     """Parse the command line over (ModelArguments, DataArguments, Seq2SeqTrainingArguments); a ``--recipe``
-    provides defaults that explicit flags override."""
-    parser = HfArgumentParser((ModelArguments, DataArguments, Seq2SeqTrainingArguments))
+    provides defaults that explicit flags override. ``prog`` names the command in ``--help``."""
+    parser = HfArgumentParser((ModelArguments, DataArguments, Seq2SeqTrainingArguments), prog=prog)
     defaults = default_training_arguments()
     pre, _ = HfArgumentParser(DataArguments).parse_known_args(argv)
     if pre.recipe:
