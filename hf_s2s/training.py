@@ -109,6 +109,8 @@ def default_training_arguments() -> dict:
         "per_device_eval_batch_size": 128,
         "generation_max_length": 128,
         "report_to": ["tensorboard"],
+        # pinned memory only speeds up copies to an accelerator; without one torch warns on every epoch
+        "dataloader_pin_memory": torch.accelerator.is_available(),
         "logging_steps": 50,
         **mixed_precision_default(),
     }
@@ -221,6 +223,14 @@ class CountingSeq2SeqTrainer(Seq2SeqTrainer):
     def training_step(self, model, inputs, num_items_in_batch=None):
         self.train_tokens += int(inputs["attention_mask"].sum()) + int((inputs["labels"] != -100).sum())
         return super().training_step(model, inputs, num_items_in_batch)
+
+    def _issue_warnings_after_load(self, load_result):
+        """Restoring a checkpoint (the best one at the end, or on resume) loads the state dict non-strictly;
+        tied weights (``lm_head.weight``, the embeddings) are left out of every checkpoint by save_pretrained
+        and come back through the tie, so only other missing keys are worth a warning."""
+        tied = getattr(self.model, "all_tied_weights_keys", None) or {}
+        missing = [key for key in load_result.missing_keys if key not in tied]
+        super()._issue_warnings_after_load(load_result._replace(missing_keys=missing))
 
 
 def evaluate_test_set(model, tokenizer, test_pairs, data_args, training_args) -> tuple[dict, list[dict]]:

@@ -28,6 +28,13 @@ def _greedy_scores(model, output, eos_token_id: int) -> torch.Tensor:
     return log_probs.masked_fill(after_eos, 0.0).sum(dim=1)
 
 
+def length_limit(max_new_tokens: int | None) -> dict:
+    """The ``generate`` argument for at most ``max_new_tokens`` generated tokens, given as ``max_length``: a
+    decoder starts from one token, so the two are the same limit, and ``max_new_tokens`` beside the
+    ``max_length`` every saved generation config holds would make generate warn on every call."""
+    return {} if max_new_tokens is None else {"max_length": max_new_tokens + 1}
+
+
 @torch.no_grad()
 def translate(model, tokenizer, sentences: list[str], *, batch_size: int = 64, num_beams: int = 5,
               num_return_sequences: int = 1, max_new_tokens: int | None = None, length_penalty: float = 1.0,
@@ -38,6 +45,10 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = 64, n
     the model's generation config (``max_length``); other ``generate`` arguments pass through."""
     if num_return_sequences > num_beams and not generate_kwargs.get("do_sample"):
         raise ValueError(f"num_return_sequences ({num_return_sequences}) must be <= num_beams ({num_beams})")
+    if max_new_tokens is not None and generate_kwargs.get("max_length") is not None:
+        raise ValueError(f"give max_new_tokens ({max_new_tokens}) or max_length ({generate_kwargs['max_length']}), "
+                         "not both")
+    generate_kwargs.update(length_limit(max_new_tokens))
     model.eval()
     device = next(model.parameters()).device
     encoded = tokenizer(sentences, truncation=max_source_length is not None, max_length=max_source_length)
@@ -49,7 +60,7 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = 64, n
         batch = tokenizer.pad(features, return_tensors="pt").to(device)
         output = model.generate(
             **batch, num_beams=num_beams, num_return_sequences=num_return_sequences,
-            max_new_tokens=max_new_tokens, length_penalty=length_penalty,
+            length_penalty=length_penalty,
             output_scores=True, return_dict_in_generate=True, **generate_kwargs,
         )
         if num_beams > 1 and not generate_kwargs.get("do_sample"):
@@ -74,7 +85,7 @@ def alignment(model, tokenizer, sentence: str, *, num_beams: int = 1, max_new_to
         model.set_attn_implementation("eager")  # sdpa returns no attention weights
     device = next(model.parameters()).device
     batch = tokenizer([sentence], return_tensors="pt").to(device)
-    sequences = model.generate(**batch, num_beams=num_beams, max_new_tokens=max_new_tokens)
+    sequences = model.generate(**batch, num_beams=num_beams, **length_limit(max_new_tokens))
     outputs = model(**batch, decoder_input_ids=sequences[:, :-1], output_attentions=True)
     if not outputs.cross_attentions:
         raise ValueError(f"{type(model).__name__} returned no cross-attention weights (attention_type 'none'?)")
