@@ -333,6 +333,11 @@ def check_hub_folder(folder: str | Path) -> list[str]:
             problems.append(f"config.json auto_map lacks {auto_class}")
         else:
             code_files.add(auto_map[auto_class].split(".")[0] + ".py")
+    # a tokenizer with code (separate vocabularies) names its file in tokenizer_config.json's auto_map
+    tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text()) \
+        if "tokenizer_config.json" in files else {}
+    code_files |= {entry.split(".")[0] + ".py" for entry in (tokenizer_config.get("auto_map") or {}).get(
+        "AutoTokenizer", ()) if entry}
     for task, spec in CUSTOM_PIPELINES.items():
         if config and (config.get("custom_pipelines") or {}).get(task, {}).get("impl") != spec["impl"]:
             problems.append(f"config.json custom_pipelines lacks the {task!r} pipeline ({spec['impl']})")

@@ -31,6 +31,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_toke
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from .synthetic import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from .tokenization_separate_vocab import SeparateVocabTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -160,6 +161,16 @@ class TranslationTokenizers:
     def is_joint(self) -> bool:
         return self.source is self.target
 
+    def as_tokenizer(self) -> PreTrainedTokenizerBase:
+        """One tokenizer for the model folder: the joint one, or a :class:`SeparateVocabTokenizer` encoding
+        sources with ``source`` and ``text_target=`` with ``target`` (loads with ``AutoTokenizer``)."""
+        if self.is_joint:
+            return self.source
+        return SeparateVocabTokenizer(
+            tokenizer_object=self.source.backend_tokenizer, target_tokenizer_object=self.target.backend_tokenizer,
+            clean_up_tokenization_spaces=False, **self.source.special_tokens_map,
+        )
+
     def save_pretrained(self, save_directory: str | Path) -> None:
         """Joint: one tokenizer folder (loads with ``AutoTokenizer.from_pretrained(save_directory)``).
         Separate: ``save_directory/source`` and ``save_directory/target``, each an ordinary tokenizer folder."""
@@ -260,6 +271,13 @@ def load_tokenizer(name_or_path: str | Path, **kwargs: Any) -> PreTrainedTokeniz
     return AutoTokenizer.from_pretrained(name_or_path, **kwargs)
 
 
+def target_side(tokenizer: PreTrainedTokenizerBase) -> PreTrainedTokenizerBase:
+    """The tokenizer of the target vocabulary: ``tokenizer.target_tokenizer`` for a
+    :class:`SeparateVocabTokenizer` (also one loaded as remote code), else ``tokenizer`` itself (one vocabulary
+    for both sides)."""
+    return getattr(tokenizer, "target_tokenizer", tokenizer)
+
+
 def special_token_ids(
     tokenizer: PreTrainedTokenizerBase, target_tokenizer: PreTrainedTokenizerBase | None = None
 ) -> dict[str, int]:
@@ -334,6 +352,7 @@ __all__ = [
     "load_tokenizer",
     "normalize_text",
     "special_token_ids",
+    "target_side",
     "train_tokenizer",
     "train_tokenizer_from_texts",
     "train_translation_tokenizers",

@@ -53,7 +53,15 @@ class ModelArguments:
         default=None, metadata={"help": "use this tokenizer instead of training one on the training split"}
     )
     tokenizer_type: str = field(default="bpe", metadata={"help": "tokenizer trained when none is given: bpe or unigram"})
-    vocab_size: int = field(default=8000, metadata={"help": "vocabulary size of the trained tokenizer"})
+    vocab_size: int = field(default=8000, metadata={"help": "vocabulary size of the trained tokenizer (with "
+                                                            "--separate_vocabs: the source vocabulary's)"})
+    separate_vocabs: bool = field(
+        default=False, metadata={"help": "train one vocabulary per language instead of a joint one; the saved "
+                                         "tokenizer encodes text_target= with the target vocabulary (as MarianMT's)"}
+    )
+    target_vocab_size: int | None = field(
+        default=None, metadata={"help": "with --separate_vocabs: the target vocabulary's size (default --vocab_size)"}
+    )
 
 
 @dataclass
@@ -155,7 +163,9 @@ def parse_args(argv: list[str] | None = None, prog: str | None = None):
 
 
 def build_model(model_args: ModelArguments, tokenizer):
-    """A new model of the chosen family sized to ``tokenizer``, or a saved one to fine-tune."""
+    """A new model of the chosen family sized to ``tokenizer``, or a saved one to fine-tune. A tokenizer with
+    separate vocabularies sizes the decoder's (``decoder_vocab_size``) by its target side."""
+    target = tokenization.target_side(tokenizer)
     if model_args.model_name_or_path:
         model = AutoModelForSeq2SeqLM.from_pretrained(model_args.model_name_or_path)
     else:
@@ -163,10 +173,15 @@ def build_model(model_args: ModelArguments, tokenizer):
             raise ValueError(f"`model_type` must be one of {list(FAMILIES)}, got {model_args.model_type!r}")
         overrides = json.loads(model_args.model_config) if model_args.model_config else {}
         overrides.setdefault("vocab_size", len(tokenizer))
-        overrides.update(tokenization.special_token_ids(tokenizer))
+        overrides.update(tokenization.special_token_ids(tokenizer, target))
+        if target is not tokenizer and "share_encoder_decoder_embeddings" in family_defaults(model_args.model_type):
+            # one id means different tokens in the two vocabularies: the tables must be separate
+            if overrides.setdefault("share_encoder_decoder_embeddings", False):
+                raise ValueError("--model_config sets share_encoder_decoder_embeddings=true, but the tokenizer has "
+                                 "separate source and target vocabularies; leave it out (or false)")
         config = AutoConfig.for_model(model_args.model_type, **overrides)
         model = AutoModelForSeq2SeqLM.from_config(config)
-    tokenization.check_tokenizer_fits_model(tokenizer, model.config)
+    tokenization.check_tokenizer_fits_model(tokenizer, model.config, target)
     return model
 
 
@@ -261,6 +276,12 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
     """Train and evaluate; returns the results written to ``results.json`` (an empty dict on processes other
     than the main one). ``callbacks`` are added to the Trainer's."""
     transformers.set_seed(training_args.seed)
+    if model_args.target_vocab_size is not None and not model_args.separate_vocabs:
+        raise ValueError("--target_vocab_size is the target side of --separate_vocabs; pass --separate_vocabs too "
+                         "(or leave it out for a joint vocabulary of --vocab_size)")
+    if model_args.separate_vocabs and (model_args.tokenizer_name_or_path or model_args.model_name_or_path):
+        raise ValueError("--separate_vocabs trains new tokenizers; with --tokenizer_name_or_path or "
+                         "--model_name_or_path the given tokenizer decides the vocabularies: leave it out")
     if data_args.streaming and training_args.max_steps <= 0:
         raise ValueError("--streaming reads a corpus of unknown length: give the number of steps with --max_steps")
     output_dir = Path(training_args.output_dir)
@@ -284,11 +305,12 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
         with training_args.main_process_first(desc="train tokenizer"):
             tokenizer_dir = output_dir / "tokenizer"
             if training_args.process_index == 0 and not (tokenizer_dir / "tokenizer.json").is_file():
-                tokenizer = tokenization.train_tokenizer(
+                tokenizers = tokenization.train_translation_tokenizers(
                     corpus["train"], source_lang=data_args.source_lang, target_lang=data_args.target_lang,
                     vocab_size=model_args.vocab_size, model_type=model_args.tokenizer_type,
+                    joint=not model_args.separate_vocabs, target_vocab_size=model_args.target_vocab_size,
                 )
-                tokenizer.save_pretrained(tokenizer_dir)
+                tokenizers.as_tokenizer().save_pretrained(tokenizer_dir)
             tokenizer = tokenization.load_tokenizer(tokenizer_dir)
 
     model = build_model(model_args, tokenizer)

@@ -4,6 +4,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .tokenization import target_side
+
 
 @dataclass
 class Hypothesis:
@@ -21,7 +23,10 @@ def _batches_by_length(lengths: list[int], batch_size: int) -> list[list[int]]:
 
 def _greedy_scores(model, output, eos_token_id: int) -> torch.Tensor:
     """Sum of log-probs of the generated tokens up to and including the first </s>. (batch,)"""
-    log_probs = model.compute_transition_scores(output.sequences, output.scores, normalize_logits=True)
+    # normalized here: compute_transition_scores(normalize_logits=True) reshapes by config.vocab_size, the source
+    # vocabulary's, which breaks on a separate target vocabulary (decoder_vocab_size)
+    step_log_probs = tuple(scores.log_softmax(dim=-1) for scores in output.scores)  # each (batch, target vocab)
+    log_probs = model.compute_transition_scores(output.sequences, step_log_probs)  # (batch, new_tokens)
     generated = output.sequences[:, -log_probs.size(1) :]  # (batch, new_tokens)
     is_eos = (generated == eos_token_id).long()
     after_eos = (is_eos.cumsum(dim=1) - is_eos) > 0
@@ -91,5 +96,5 @@ def alignment(model, tokenizer, sentence: str, *, num_beams: int = 1, max_new_to
         raise ValueError(f"{type(model).__name__} returned no cross-attention weights (attention_type 'none'?)")
     weights = outputs.cross_attentions[-1][0].mean(dim=0)  # (tgt_len, src_len)
     source_tokens = tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist())
-    target_tokens = tokenizer.convert_ids_to_tokens(sequences[0, 1:].tolist())
+    target_tokens = target_side(tokenizer).convert_ids_to_tokens(sequences[0, 1:].tolist())
     return weights, source_tokens, target_tokens
