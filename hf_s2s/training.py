@@ -150,7 +150,8 @@ def parse_args(argv: list[str] | None = None, prog: str | None = None):
     provides defaults that explicit flags override. ``prog`` names the command in ``--help``."""
     parser = HfArgumentParser((ModelArguments, DataArguments, Seq2SeqTrainingArguments), prog=prog)
     defaults = default_training_arguments()
-    pre, _ = HfArgumentParser(DataArguments).parse_known_args(argv)
+    # add_help=False: --help must reach the full parser below, not stop at this recipe pre-parse
+    pre, _ = HfArgumentParser(DataArguments, add_help=False).parse_known_args(argv)
     if pre.recipe:
         recipe = load_recipe(pre.recipe)
         known = {f.name for cls in (ModelArguments, DataArguments, Seq2SeqTrainingArguments) for f in fields(cls)}

@@ -13,6 +13,8 @@ import pytest
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 import hf_s2s
+from hf_s2s.cli import COMMANDS
+from hf_s2s.cli import main as cli_main
 from tests.helpers import TINY
 
 
@@ -112,3 +114,22 @@ def test_entry_points_train_translate_and_push_from_the_wheel(installed):
     run_installed(installed, "hf-s2s", "push-to-hub", "run/model", "me/tiny", "--dry-run", "--staging-dir", "hub")
     card = (work / "hub" / "README.md").read_text()
     assert "transformer_small" in card and (work / "hub" / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_every_subcommand_help_lists_its_flags_with_defaults(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli_main([command, "--help"])
+    assert exit_info.value.code == 0
+    help_text = capsys.readouterr().out
+    assert help_text.startswith(f"usage: hf-s2s {command} ")
+    if command != "results-table":  # its only argument is the list of files
+        assert "(default: " in help_text
+    if command == "train":  # all three argument groups, not only the recipe pre-parse's
+        assert all(flag in help_text for flag in ("--model_type", "--recipe", "--learning_rate", "--separate_vocabs"))
+
+
+def test_unknown_subcommand_names_the_commands(capsys):
+    assert cli_main(["trian"]) == 2
+    error = capsys.readouterr().err
+    assert "unknown command 'trian'" in error and "train, translate, train-tokenizer" in error
