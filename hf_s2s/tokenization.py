@@ -14,8 +14,9 @@ Conventions every tokenizer trained here follows:
 
 Joint or separate vocabularies: :func:`train_translation_tokenizers` returns a :class:`TranslationTokenizers`
 pair. With a joint vocabulary both members are the same object and the pair saves as one ordinary tokenizer
-folder; with separate vocabularies it saves ``source/`` and ``target/`` subfolders, the encoder's vocabulary
-is ``len(pair.source)`` and the decoder's ``len(pair.target)``.
+folder; with separate vocabularies it saves one :class:`SeparateVocabTokenizer` folder (source and target
+vocabularies, MarianMT-style ``text_target=``), the encoder's vocabulary is ``len(pair.source)`` and the
+decoder's ``len(pair.target)``.
 """
 
 from __future__ import annotations
@@ -172,22 +173,19 @@ class TranslationTokenizers:
         )
 
     def save_pretrained(self, save_directory: str | Path) -> None:
-        """Joint: one tokenizer folder (loads with ``AutoTokenizer.from_pretrained(save_directory)``).
-        Separate: ``save_directory/source`` and ``save_directory/target``, each an ordinary tokenizer folder."""
-        save_directory = Path(save_directory)
-        if self.is_joint:
-            self.source.save_pretrained(save_directory)
-        else:
-            self.source.save_pretrained(save_directory / "source")
-            self.target.save_pretrained(save_directory / "target")
+        """One tokenizer folder that loads with ``AutoTokenizer.from_pretrained(save_directory)`` (and so with
+        the main job's ``--tokenizer_name_or_path``): the joint tokenizer, or :meth:`as_tokenizer`'s
+        :class:`SeparateVocabTokenizer`."""
+        self.as_tokenizer().save_pretrained(save_directory)
 
     @classmethod
     def from_pretrained(cls, directory: str | Path, **kwargs: Any) -> TranslationTokenizers:
-        """Load what :meth:`save_pretrained` wrote (``kwargs`` go to ``AutoTokenizer.from_pretrained``)."""
+        """Load what :meth:`save_pretrained` wrote, or the older layout of separate vocabularies in ``source/``
+        and ``target/`` subfolders (``kwargs`` go to ``AutoTokenizer.from_pretrained``)."""
         directory = Path(directory)
         if (directory / "tokenizer.json").is_file() or (directory / "tokenizer_config.json").is_file():
-            joint = AutoTokenizer.from_pretrained(directory, **kwargs)
-            return cls(joint, joint)
+            tokenizer = AutoTokenizer.from_pretrained(directory, **kwargs)
+            return cls(tokenizer, target_side(tokenizer))
         if (directory / "source").is_dir() and (directory / "target").is_dir():
             return cls(
                 AutoTokenizer.from_pretrained(directory / "source", **kwargs),

@@ -14,8 +14,8 @@ import hf_s2s  # noqa: F401
 from hf_s2s.data import load_translation_corpus
 from hf_s2s.hub import HubFolderError, build_hub_folder, check_hub_folder
 from hf_s2s.pipeline_seq2seq import Seq2SeqTranslationPipeline
-from hf_s2s.tokenization import train_translation_tokenizers
-from hf_s2s.training import parse_args, run
+from hf_s2s.tokenization import load_tokenizer, train_translation_tokenizers
+from hf_s2s.training import build_model, parse_args, run
 from hf_s2s.translate import translate
 from tests.helpers import TINY, run_without_hf_s2s
 
@@ -138,3 +138,15 @@ def test_separate_vocab_flags_are_checked_before_any_work(tmp_path):
     with pytest.raises(ValueError, match="--separate_vocabs trains new tokenizers"):
         run(*parse_args(["--separate_vocabs", "--tokenizer_name_or_path", "x", "--output_dir", str(tmp_path),
                          "--dataset", "nowhere"]))
+
+
+def test_train_tokenizer_output_sizes_a_model_through_tokenizer_name_or_path(tmp_path):
+    """What `hf-s2s train-tokenizer --separate_vocabs` saves is one folder the main job loads."""
+    corpus = load_translation_corpus("synthetic:reordering", *LANGS)
+    corpus["train"] = corpus["train"].select(range(128))
+    pair = train_translation_tokenizers(corpus, *LANGS, 290, joint=False, target_vocab_size=300)
+    pair.save_pretrained(tmp_path / "tok")
+    model_args, _, _ = parse_args(["--tokenizer_name_or_path", str(tmp_path / "tok"), "--output_dir", str(tmp_path),
+                                   "--model_config", json.dumps(TINY["transformer_seq2seq"])])
+    model = build_model(model_args, load_tokenizer(model_args.tokenizer_name_or_path))
+    assert (model.config.vocab_size, model.config.decoder_vocab_size) == (len(pair.source), len(pair.target))

@@ -4,8 +4,9 @@
     hf-s2s train-tokenizer --dataset corpus/{split}.tsv --source_lang en --target_lang fr \\
         --model_type unigram --vocab_size 16000 --separate_vocabs --output_dir runs/tok-en-fr
 
-A joint tokenizer loads with ``AutoTokenizer.from_pretrained(output_dir)``; separate vocabularies are saved in
-``output_dir/source`` and ``output_dir/target`` (``TranslationTokenizers.from_pretrained(output_dir)``).
+The folder loads with ``AutoTokenizer.from_pretrained(output_dir)`` and so with ``hf-s2s train
+--tokenizer_name_or_path output_dir``; separate vocabularies give one tokenizer that encodes ``text_target=``
+with the target vocabulary (as MarianMT's does).
 """
 
 import argparse
