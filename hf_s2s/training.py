@@ -67,7 +67,8 @@ class ModelArguments:
 @dataclass
 class DataArguments:
     recipe: str | None = field(
-        default=None, metadata={"help": "a named recipe shipped in hf_s2s/recipes/ (or a JSON file): defaults for every argument"}
+        default=None,
+        metadata={"help": "a named recipe shipped in hf_s2s/recipes/ (or a JSON file): defaults for every argument"},
     )
     dataset: str = field(
         default="multi30k",
@@ -311,8 +312,13 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
                     vocab_size=model_args.vocab_size, model_type=model_args.tokenizer_type,
                     joint=not model_args.separate_vocabs, target_vocab_size=model_args.target_vocab_size,
                 )
-                tokenizers.as_tokenizer().save_pretrained(tokenizer_dir)
+                tokenizers.save_pretrained(tokenizer_dir)
             tokenizer = tokenization.load_tokenizer(tokenizer_dir)
+        saved_separate = tokenization.target_side(tokenizer) is not tokenizer
+        if saved_separate != model_args.separate_vocabs:  # a tokenizer an earlier run left in output_dir
+            raise ValueError(f"{tokenizer_dir} holds {'separate' if saved_separate else 'joint'} vocabularies from "
+                             f"an earlier run, but --separate_vocabs is {model_args.separate_vocabs}: use a new "
+                             "--output_dir")
 
     model = build_model(model_args, tokenizer)
     num_parameters = model.num_parameters()

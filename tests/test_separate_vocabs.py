@@ -25,10 +25,10 @@ SOURCES = ["the small dog finds a old bird", "a red cat finds the cat", "the man
 TARGETS = ["ka hundo tini mi fogo velo trovas", "mi kato roso ka kato trovas", "ka viro mi kindo roso sekvas"]
 
 
-def separate_args(output_dir, model_type="transformer_seq2seq", *extra):
+def separate_args(output_dir, model_type="transformer_seq2seq", *extra, separate=True):
+    vocabs = ["--separate_vocabs", "--vocab_size", "290", "--target_vocab_size", "300"] if separate else []
     return parse_args([
-        "--dataset", "synthetic:reordering", "--source_lang", "src", "--target_lang", "tgt",
-        "--separate_vocabs", "--vocab_size", "290", "--target_vocab_size", "300",
+        "--dataset", "synthetic:reordering", "--source_lang", "src", "--target_lang", "tgt", *vocabs,
         "--model_type", model_type, "--model_config", json.dumps(TINY[model_type]),
         "--max_train_samples", "128", "--max_eval_samples", "16", "--max_test_samples", "8",
         "--num_train_epochs", "2", "--output_dir", str(output_dir), "--report_to", "none", "--use_cpu", "true",
@@ -130,6 +130,13 @@ def test_hub_folder_loads_the_tokenizer_as_remote_code(varied, tmp_path):
     (folder / "tokenization_separate_vocab.py").unlink()
     with pytest.raises(HubFolderError, match="missing code file tokenization_separate_vocab.py"):
         check_hub_folder(folder)
+
+
+def test_a_joint_tokenizer_left_in_output_dir_is_not_reused_for_separate_vocabs(trained):
+    output_dir = trained[0].parent
+    with pytest.raises(ValueError, match=r"holds separate vocabularies from an earlier run, but --separate_vocabs is "
+                                         r"False: use a new --output_dir"):
+        run(*separate_args(output_dir, "transformer_seq2seq", separate=False))
 
 
 def test_separate_vocab_flags_are_checked_before_any_work(tmp_path):
