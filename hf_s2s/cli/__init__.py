@@ -7,7 +7,7 @@ as fairseq, OpenNMT-py and Joey NMT ship theirs, so that an installed wheel need
 
 Each subcommand lives in its own module here (``hf_s2s.cli.<name>``) with a ``main(argv, prog)``;
 ``scripts/<name>.py`` are thin wrappers over the same functions. A subcommand's module is imported only when it
-runs, so ``hf-s2s --help`` does not load torch.
+runs (bench, for one, imports MarianMT and the benchmark suites that the others never need).
 """
 
 import argparse
