@@ -2,15 +2,17 @@
 
 Importing the package registers both model families with ``AutoConfig``, ``AutoModel`` and
 ``AutoModelForSeq2SeqLM`` (``model_type`` "rnn_seq2seq" and "transformer_seq2seq"); importing it again is
-harmless.
+harmless. It also registers :class:`SeparateVocabTokenizer` (separate source and target vocabularies in one
+tokenizer, as MarianMT's) with ``AutoTokenizer``.
 """
 
-from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
 
 from .configuration_rnn_seq2seq import RNNSeq2SeqConfig
 from .configuration_transformer_seq2seq import TransformerSeq2SeqConfig
 from .modeling_rnn_seq2seq import RNNSeq2SeqCache, RNNSeq2SeqForConditionalGeneration, RNNSeq2SeqModel
 from .modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration, TransformerSeq2SeqModel
+from .tokenization_separate_vocab import SeparateVocabTokenizer
 
 __version__ = "0.1.0"
 
@@ -30,6 +32,11 @@ def _register() -> None:
         config_cls.register_for_auto_class()
         base_cls.register_for_auto_class("AutoModel")
         lm_cls.register_for_auto_class("AutoModelForSeq2SeqLM")
+        # Makes the class findable by the name a separate-vocabulary folder's tokenizer_config.json gives
+        # (AutoTokenizer looks registered classes up by name); joint folders name their own class.
+        AutoTokenizer.register(config_cls, fast_tokenizer_class=SeparateVocabTokenizer, exist_ok=True)
+    # save_pretrained writes `auto_map` into tokenizer_config.json and copies the tokenizer's code file.
+    SeparateVocabTokenizer.register_for_auto_class("AutoTokenizer")
 
 
 _register()
@@ -39,6 +46,7 @@ __all__ = [
     "RNNSeq2SeqConfig",
     "RNNSeq2SeqModel",
     "RNNSeq2SeqForConditionalGeneration",
+    "SeparateVocabTokenizer",
     "TransformerSeq2SeqConfig",
     "TransformerSeq2SeqModel",
     "TransformerSeq2SeqForConditionalGeneration",

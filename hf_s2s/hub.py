@@ -24,7 +24,7 @@ from . import pipeline_seq2seq
 from .loading import load_model, load_tokenizer
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-CARD_TEMPLATE = PACKAGE_DIR.parent / "model_cards" / "template.md"
+CARD_TEMPLATE = PACKAGE_DIR / "model_card_template.md"  # package data: installed with hf_s2s
 
 # The code files each family's folder needs: what save_pretrained copies (the configuration and modeling files
 # and every single-dot relative import they make) plus the pipeline.
@@ -417,6 +417,11 @@ def check_hub_folder(folder: str | Path) -> list[str]:
             problems.append(f"config.json auto_map lacks {auto_class}")
         else:
             code_files.add(auto_map[auto_class].split(".")[0] + ".py")
+    # a tokenizer with code (separate vocabularies) names its file in tokenizer_config.json's auto_map
+    tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text()) \
+        if "tokenizer_config.json" in files else {}
+    code_files |= {entry.split(".")[0] + ".py" for entry in (tokenizer_config.get("auto_map") or {}).get(
+        "AutoTokenizer", ()) if entry}
     for task, spec in CUSTOM_PIPELINES.items():
         if config and (config.get("custom_pipelines") or {}).get(task, {}).get("impl") != spec["impl"]:
             problems.append(f"config.json custom_pipelines lacks the {task!r} pipeline ({spec['impl']})")

@@ -14,8 +14,9 @@ Conventions every tokenizer trained here follows:
 
 Joint or separate vocabularies: :func:`train_translation_tokenizers` returns a :class:`TranslationTokenizers`
 pair. With a joint vocabulary both members are the same object and the pair saves as one ordinary tokenizer
-folder; with separate vocabularies it saves ``source/`` and ``target/`` subfolders, the encoder's vocabulary
-is ``len(pair.source)`` and the decoder's ``len(pair.target)``.
+folder; with separate vocabularies it saves one :class:`SeparateVocabTokenizer` folder (source and target
+vocabularies, MarianMT-style ``text_target=``), the encoder's vocabulary is ``len(pair.source)`` and the
+decoder's ``len(pair.target)``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_toke
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from .synthetic import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from .tokenization_separate_vocab import SeparateVocabTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -160,23 +162,30 @@ class TranslationTokenizers:
     def is_joint(self) -> bool:
         return self.source is self.target
 
-    def save_pretrained(self, save_directory: str | Path) -> None:
-        """Joint: one tokenizer folder (loads with ``AutoTokenizer.from_pretrained(save_directory)``).
-        Separate: ``save_directory/source`` and ``save_directory/target``, each an ordinary tokenizer folder."""
-        save_directory = Path(save_directory)
+    def as_tokenizer(self) -> PreTrainedTokenizerBase:
+        """One tokenizer for the model folder: the joint one, or a :class:`SeparateVocabTokenizer` encoding
+        sources with ``source`` and ``text_target=`` with ``target`` (loads with ``AutoTokenizer``)."""
         if self.is_joint:
-            self.source.save_pretrained(save_directory)
-        else:
-            self.source.save_pretrained(save_directory / "source")
-            self.target.save_pretrained(save_directory / "target")
+            return self.source
+        return SeparateVocabTokenizer(
+            tokenizer_object=self.source.backend_tokenizer, target_tokenizer_object=self.target.backend_tokenizer,
+            clean_up_tokenization_spaces=False, **self.source.special_tokens_map,
+        )
+
+    def save_pretrained(self, save_directory: str | Path) -> None:
+        """One tokenizer folder that loads with ``AutoTokenizer.from_pretrained(save_directory)`` (and so with
+        the main job's ``--tokenizer_name_or_path``): the joint tokenizer, or :meth:`as_tokenizer`'s
+        :class:`SeparateVocabTokenizer`."""
+        self.as_tokenizer().save_pretrained(save_directory)
 
     @classmethod
     def from_pretrained(cls, directory: str | Path, **kwargs: Any) -> TranslationTokenizers:
-        """Load what :meth:`save_pretrained` wrote (``kwargs`` go to ``AutoTokenizer.from_pretrained``)."""
+        """Load what :meth:`save_pretrained` wrote, or the older layout of separate vocabularies in ``source/``
+        and ``target/`` subfolders (``kwargs`` go to ``AutoTokenizer.from_pretrained``)."""
         directory = Path(directory)
         if (directory / "tokenizer.json").is_file() or (directory / "tokenizer_config.json").is_file():
-            joint = AutoTokenizer.from_pretrained(directory, **kwargs)
-            return cls(joint, joint)
+            tokenizer = AutoTokenizer.from_pretrained(directory, **kwargs)
+            return cls(tokenizer, target_side(tokenizer))
         if (directory / "source").is_dir() and (directory / "target").is_dir():
             return cls(
                 AutoTokenizer.from_pretrained(directory / "source", **kwargs),
@@ -260,6 +269,13 @@ def load_tokenizer(name_or_path: str | Path, **kwargs: Any) -> PreTrainedTokeniz
     return AutoTokenizer.from_pretrained(name_or_path, **kwargs)
 
 
+def target_side(tokenizer: PreTrainedTokenizerBase) -> PreTrainedTokenizerBase:
+    """The tokenizer of the target vocabulary: ``tokenizer.target_tokenizer`` for a
+    :class:`SeparateVocabTokenizer` (also one loaded as remote code), else ``tokenizer`` itself (one vocabulary
+    for both sides)."""
+    return getattr(tokenizer, "target_tokenizer", tokenizer)
+
+
 def special_token_ids(
     tokenizer: PreTrainedTokenizerBase, target_tokenizer: PreTrainedTokenizerBase | None = None
 ) -> dict[str, int]:
@@ -334,6 +350,7 @@ __all__ = [
     "load_tokenizer",
     "normalize_text",
     "special_token_ids",
+    "target_side",
     "train_tokenizer",
     "train_tokenizer_from_texts",
     "train_translation_tokenizers",

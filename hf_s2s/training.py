@@ -41,7 +41,7 @@ from .translate import alignment, translate
 
 logger = logging.getLogger(__name__)
 
-RECIPES_DIR = Path(__file__).resolve().parent.parent / "configs"
+RECIPES_DIR = Path(__file__).resolve().parent / "recipes"  # shipped inside the package (package data)
 FAMILIES = ("transformer_seq2seq", "rnn_seq2seq")
 
 
@@ -58,13 +58,22 @@ class ModelArguments:
         default=None, metadata={"help": "use this tokenizer instead of training one on the training split"}
     )
     tokenizer_type: str = field(default="bpe", metadata={"help": "tokenizer trained when none is given: bpe or unigram"})
-    vocab_size: int = field(default=8000, metadata={"help": "vocabulary size of the trained tokenizer"})
+    vocab_size: int = field(default=8000, metadata={"help": "vocabulary size of the trained tokenizer (with "
+                                                            "--separate_vocabs: the source vocabulary's)"})
+    separate_vocabs: bool = field(
+        default=False, metadata={"help": "train one vocabulary per language instead of a joint one; the saved "
+                                         "tokenizer encodes text_target= with the target vocabulary (as MarianMT's)"}
+    )
+    target_vocab_size: int | None = field(
+        default=None, metadata={"help": "with --separate_vocabs: the target vocabulary's size (default --vocab_size)"}
+    )
 
 
 @dataclass
 class DataArguments:
     recipe: str | None = field(
-        default=None, metadata={"help": "a named recipe in configs/ (or a JSON file): defaults for every argument"}
+        default=None,
+        metadata={"help": "a named recipe shipped in hf_s2s/recipes/ (or a JSON file): defaults for every argument"},
     )
     dataset: str = field(
         default="multi30k",
@@ -120,6 +129,8 @@ def default_training_arguments() -> dict:
         "per_device_eval_batch_size": 128,
         "generation_max_length": 128,
         "report_to": ["tensorboard"],
+        # pinned memory only speeds up copies to an accelerator; without one torch warns on every epoch
+        "dataloader_pin_memory": torch.accelerator.is_available(),
         "logging_steps": 50,
         **mixed_precision_default(),
     }
@@ -133,7 +144,7 @@ def mixed_precision_default() -> dict:
 
 
 def load_recipe(name_or_path: str) -> dict:
-    """A named recipe from configs/ (``transformer_small``) or a JSON file."""
+    """A named recipe shipped in hf_s2s/recipes/ (``transformer_small``) or a JSON file."""
     path = Path(name_or_path)
     if not path.is_file():
         path = RECIPES_DIR / f"{name_or_path}.json"
@@ -146,12 +157,13 @@ def load_recipe(name_or_path: str) -> dict:
     return recipe
 
 
-def parse_args(argv: list[str] | None = None):
+def parse_args(argv: list[str] | None = None, prog: str | None = None):
     """Parse the command line over (ModelArguments, DataArguments, Seq2SeqTrainingArguments); a ``--recipe``
-    provides defaults that explicit flags override."""
-    parser = HfArgumentParser((ModelArguments, DataArguments, Seq2SeqTrainingArguments))
+    provides defaults that explicit flags override. ``prog`` names the command in ``--help``."""
+    parser = HfArgumentParser((ModelArguments, DataArguments, Seq2SeqTrainingArguments), prog=prog)
     defaults = default_training_arguments()
-    pre, _ = HfArgumentParser(DataArguments).parse_known_args(argv)
+    # add_help=False: --help must reach the full parser below, not stop at this recipe pre-parse
+    pre, _ = HfArgumentParser(DataArguments, add_help=False).parse_known_args(argv)
     if pre.recipe:
         recipe = load_recipe(pre.recipe)
         known = {f.name for cls in (ModelArguments, DataArguments, Seq2SeqTrainingArguments) for f in fields(cls)}
@@ -164,7 +176,9 @@ def parse_args(argv: list[str] | None = None):
 
 
 def build_model(model_args: ModelArguments, tokenizer):
-    """A new model of the chosen family sized to ``tokenizer``, or a saved one to fine-tune."""
+    """A new model of the chosen family sized to ``tokenizer``, or a saved one to fine-tune. A tokenizer with
+    separate vocabularies sizes the decoder's (``decoder_vocab_size``) by its target side."""
+    target = tokenization.target_side(tokenizer)
     if model_args.model_name_or_path:
         model = load_model(model_args.model_name_or_path)  # strict: weights must match the config
     else:
@@ -172,10 +186,15 @@ def build_model(model_args: ModelArguments, tokenizer):
             raise ValueError(f"`model_type` must be one of {list(FAMILIES)}, got {model_args.model_type!r}")
         overrides = json.loads(model_args.model_config) if model_args.model_config else {}
         overrides.setdefault("vocab_size", len(tokenizer))
-        overrides.update(tokenization.special_token_ids(tokenizer))
+        overrides.update(tokenization.special_token_ids(tokenizer, target))
+        if target is not tokenizer and "share_encoder_decoder_embeddings" in family_defaults(model_args.model_type):
+            # one id means different tokens in the two vocabularies: the tables must be separate
+            if overrides.setdefault("share_encoder_decoder_embeddings", False):
+                raise ValueError("--model_config sets share_encoder_decoder_embeddings=true, but the tokenizer has "
+                                 "separate source and target vocabularies; leave it out (or false)")
         config = AutoConfig.for_model(model_args.model_type, **overrides)
         model = AutoModelForSeq2SeqLM.from_config(config)
-    tokenization.check_tokenizer_fits_model(tokenizer, model.config)
+    tokenization.check_tokenizer_fits_model(tokenizer, model.config, target)
     return model
 
 
@@ -299,6 +318,14 @@ class CountingSeq2SeqTrainer(Seq2SeqTrainer):
         self.train_tokens += int(inputs["attention_mask"].sum()) + int((inputs["labels"] != -100).sum())
         return super().training_step(model, inputs, num_items_in_batch)
 
+    def _issue_warnings_after_load(self, load_result):
+        """Restoring a checkpoint (the best one at the end, or on resume) loads the state dict non-strictly;
+        tied weights (``lm_head.weight``, the embeddings) are left out of every checkpoint by save_pretrained
+        and come back through the tie, so only other missing keys are worth a warning."""
+        tied = getattr(self.model, "all_tied_weights_keys", None) or {}
+        missing = [key for key in load_result.missing_keys if key not in tied]
+        super()._issue_warnings_after_load(load_result._replace(missing_keys=missing))
+
 
 def evaluate_test_set(model, tokenizer, test_pairs, data_args, training_args) -> tuple[dict, list[dict]]:
     """Translate the test split with each beam size; returns the scores and sample translations."""
@@ -328,6 +355,12 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
     """Train and evaluate; returns the results written to ``results.json`` (an empty dict on processes other
     than the main one). ``callbacks`` are added to the Trainer's."""
     transformers.set_seed(training_args.seed)
+    if model_args.target_vocab_size is not None and not model_args.separate_vocabs:
+        raise ValueError("--target_vocab_size is the target side of --separate_vocabs; pass --separate_vocabs too "
+                         "(or leave it out for a joint vocabulary of --vocab_size)")
+    if model_args.separate_vocabs and (model_args.tokenizer_name_or_path or model_args.model_name_or_path):
+        raise ValueError("--separate_vocabs trains new tokenizers; with --tokenizer_name_or_path or "
+                         "--model_name_or_path the given tokenizer decides the vocabularies: leave it out")
     if data_args.streaming and training_args.max_steps <= 0:
         raise ValueError("--streaming reads a corpus of unknown length: give the number of steps with --max_steps")
     if data_args.max_tokens_per_batch is not None and (data_args.streaming or data_args.max_tokens_per_batch < 1):
@@ -355,12 +388,18 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
         with training_args.main_process_first(desc="train tokenizer"):
             tokenizer_dir = output_dir / "tokenizer"
             if training_args.process_index == 0 and not (tokenizer_dir / "tokenizer.json").is_file():
-                tokenizer = tokenization.train_tokenizer(
+                tokenizers = tokenization.train_translation_tokenizers(
                     corpus["train"], source_lang=data_args.source_lang, target_lang=data_args.target_lang,
                     vocab_size=model_args.vocab_size, model_type=model_args.tokenizer_type,
+                    joint=not model_args.separate_vocabs, target_vocab_size=model_args.target_vocab_size,
                 )
-                tokenizer.save_pretrained(tokenizer_dir)
+                tokenizers.save_pretrained(tokenizer_dir)
             tokenizer = tokenization.load_tokenizer(tokenizer_dir)
+        saved_separate = tokenization.target_side(tokenizer) is not tokenizer
+        if saved_separate != model_args.separate_vocabs:  # a tokenizer an earlier run left in output_dir
+            raise ValueError(f"{tokenizer_dir} holds {'separate' if saved_separate else 'joint'} vocabularies from "
+                             f"an earlier run, but --separate_vocabs is {model_args.separate_vocabs}: use a new "
+                             "--output_dir")
 
     model = build_model(model_args, tokenizer)
     num_parameters = model.num_parameters()

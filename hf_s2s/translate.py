@@ -6,6 +6,8 @@ from pathlib import Path
 
 import torch
 
+from .tokenization import target_side
+
 
 @dataclass
 class Hypothesis:
@@ -61,11 +63,21 @@ def _batches_by_length(lengths: list[int], batch_size: int) -> list[list[int]]:
 
 def _greedy_scores(model, output, eos_token_id: int) -> torch.Tensor:
     """Sum of log-probs of the generated tokens up to and including the first </s>. (batch,)"""
-    log_probs = model.compute_transition_scores(output.sequences, output.scores, normalize_logits=True)
+    # normalized here: compute_transition_scores(normalize_logits=True) reshapes by config.vocab_size, the source
+    # vocabulary's, which breaks on a separate target vocabulary (decoder_vocab_size)
+    step_log_probs = tuple(scores.log_softmax(dim=-1) for scores in output.scores)  # each (batch, target vocab)
+    log_probs = model.compute_transition_scores(output.sequences, step_log_probs)  # (batch, new_tokens)
     generated = output.sequences[:, -log_probs.size(1) :]  # (batch, new_tokens)
     is_eos = (generated == eos_token_id).long()
     after_eos = (is_eos.cumsum(dim=1) - is_eos) > 0
     return log_probs.masked_fill(after_eos, 0.0).sum(dim=1)
+
+
+def length_limit(max_new_tokens: int | None) -> dict:
+    """The ``generate`` argument for at most ``max_new_tokens`` generated tokens, given as ``max_length``: a
+    decoder starts from one token, so the two are the same limit, and ``max_new_tokens`` beside the
+    ``max_length`` every saved generation config holds would make generate warn on every call."""
+    return {} if max_new_tokens is None else {"max_length": max_new_tokens + 1}
 
 
 @torch.no_grad()
@@ -79,6 +91,10 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = 64, n
     (empty or whitespace) is not decoded: its hypotheses are empty with score 0, never an invented translation."""
     check_decoding_options(num_beams=num_beams, num_return_sequences=num_return_sequences, batch_size=batch_size,
                            max_new_tokens=max_new_tokens, do_sample=bool(generate_kwargs.get("do_sample")))
+    if max_new_tokens is not None and generate_kwargs.get("max_length") is not None:
+        raise ValueError(f"give max_new_tokens ({max_new_tokens}) or max_length ({generate_kwargs['max_length']}), "
+                         "not both")
+    generate_kwargs.update(length_limit(max_new_tokens))
     model.eval()
     device = next(model.parameters()).device
     results: list[list[Hypothesis]] = [[Hypothesis("", 0.0)] * num_return_sequences for _ in sentences]
@@ -94,7 +110,7 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = 64, n
         batch = tokenizer.pad(features, return_tensors="pt").to(device)
         output = model.generate(
             **batch, num_beams=num_beams, num_return_sequences=num_return_sequences,
-            max_new_tokens=max_new_tokens, length_penalty=length_penalty,
+            length_penalty=length_penalty,
             output_scores=True, return_dict_in_generate=True, **generate_kwargs,
         )
         if num_beams > 1 and not generate_kwargs.get("do_sample"):
@@ -118,7 +134,7 @@ def alignment(model, tokenizer, sentence: str, *, num_beams: int = 1, max_new_to
     model.eval()
     device = next(model.parameters()).device
     batch = tokenizer([sentence], return_tensors="pt").to(device)
-    sequences = model.generate(**batch, num_beams=num_beams, max_new_tokens=max_new_tokens)
+    sequences = model.generate(**batch, num_beams=num_beams, **length_limit(max_new_tokens))
     kernel = getattr(model.config, "_attn_implementation", None)
     if kernel not in (None, "eager"):
         model.set_attn_implementation("eager")
@@ -131,5 +147,5 @@ def alignment(model, tokenizer, sentence: str, *, num_beams: int = 1, max_new_to
         raise ValueError(f"{type(model).__name__} returned no cross-attention weights (attention_type 'none'?)")
     weights = outputs.cross_attentions[-1][0].mean(dim=0)  # (tgt_len, src_len)
     source_tokens = tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist())
-    target_tokens = tokenizer.convert_ids_to_tokens(sequences[0, 1:].tolist())
+    target_tokens = target_side(tokenizer).convert_ids_to_tokens(sequences[0, 1:].tolist())
     return weights, source_tokens, target_tokens

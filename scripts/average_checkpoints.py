@@ -1,35 +1,13 @@
 #!/usr/bin/env python
 """Average the weights of the last N checkpoints of a training run into a model folder.
 
-    python scripts/average_checkpoints.py runs/x --last 5 --output runs/x/averaged
-    python scripts/average_checkpoints.py --checkpoints runs/x/checkpoint-900 runs/x/checkpoint-1000 --output out
+Kept so that `python scripts/average_checkpoints.py ...` works from a checkout; the command is `hf-s2s average-checkpoints`
+(hf_s2s/cli/average_checkpoints.py), and `--help` lists its flags.
 """
 
-import argparse
 import sys
 
-from hf_s2s.checkpoints import average_checkpoints, find_checkpoints
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("run_dir", nargs="?", help="a Trainer output folder holding checkpoint-<step> folders")
-    parser.add_argument("--last", type=int, default=5, help="how many of the newest checkpoints to average")
-    parser.add_argument("--checkpoints", nargs="+", help="explicit checkpoint folders instead of run_dir/--last")
-    parser.add_argument("--output", required=True, help="folder to write the averaged model to")
-    parser.add_argument("--overwrite_output_dir", action="store_true",
-                        help="replace the model already in --output (its results.json and README.md are removed)")
-    args = parser.parse_args(argv)
-    if bool(args.run_dir) == bool(args.checkpoints):
-        parser.error("give either run_dir (with --last) or --checkpoints")
-    try:
-        checkpoints = args.checkpoints or find_checkpoints(args.run_dir, args.last)
-        average_checkpoints(checkpoints, args.output, overwrite=args.overwrite_output_dir)
-    except (OSError, ValueError) as error:
-        sys.exit(f"error: {error}")
-    print(f"averaged {len(checkpoints)} checkpoints -> {args.output}")
-    return 0
-
+from hf_s2s.cli import run_command
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command("average-checkpoints", sys.argv[1:]))

@@ -1,32 +1,13 @@
 #!/usr/bin/env python
 """Write a model card (README.md with Hub metadata) from a training run's results.json.
 
-    python scripts/make_model_card.py runs/transformer-multi30k-de-en/model/results.json \
-        --repo-id me/transformer-multi30k-de-en --output model_cards/transformer-multi30k-de-en.md
-
-The training job already writes <output_dir>/model/README.md this way; use this script to regenerate a card
-(e.g. for model_cards/, or with the final repo id).
+Kept so that `python scripts/make_model_card.py ...` works from a checkout; the command is `hf-s2s make-model-card`
+(hf_s2s/cli/make_model_card.py), and `--help` lists its flags.
 """
 
-import argparse
-import json
-from pathlib import Path
+import sys
 
-import hf_s2s  # noqa: F401  (registers the model families)
-from hf_s2s.hub import render_model_card
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("results", help="results.json written by hf_s2s.training.run")
-    parser.add_argument("--repo-id", help="the Hub repository the card is for (used in the loading example)")
-    parser.add_argument("--license", default="apache-2.0")
-    parser.add_argument("--output", required=True, help="where the card is written")
-    args = parser.parse_args(argv)
-    results = json.loads(Path(args.results).read_text())
-    Path(args.output).write_text(render_model_card(results, repo_id=args.repo_id, license=args.license))
-    print(f"card written to {args.output}")
-
+from hf_s2s.cli import run_command
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_command("make-model-card", sys.argv[1:]))

@@ -1,42 +1,13 @@
 #!/usr/bin/env python
 """Share a trained model folder on the Hugging Face Hub: model (safetensors), tokenizer, model code, translation
-pipeline and a model card filled from the run's results.json, loadable with trust_remote_code=True where hf_s2s
-is not installed.
 
-    python scripts/push_to_hub.py runs/transformer-multi30k-de-en/model me/transformer-multi30k-de-en
-    python scripts/push_to_hub.py runs/x/model me/x --dry-run --staging-dir hub/x    # build it only, offline
-
-Uploading needs a token (`hf auth login` or --token / $HF_TOKEN).
+Kept so that `python scripts/push_to_hub.py ...` works from a checkout; the command is `hf-s2s push-to-hub`
+(hf_s2s/cli/push_to_hub.py), and `--help` lists its flags.
 """
 
-import argparse
 import sys
 
-import hf_s2s  # noqa: F401  (registers the model families)
-from hf_s2s.hub import push_to_hub
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model_dir", help="a trained model folder (hf_s2s.training writes <output_dir>/model)")
-    parser.add_argument("repo_id", help="the Hub repository, namespace/name")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="build and check the folder that would be uploaded, without the network")
-    parser.add_argument("--staging-dir", help="where the folder is built (required with --dry-run): a new or empty "
-                                              "folder outside the model folder")
-    parser.add_argument("--private", action="store_true", help="create the repository as private")
-    parser.add_argument("--token", help="Hub token (default: the logged-in one or $HF_TOKEN)")
-    parser.add_argument("--license", default="apache-2.0", help="license in the card metadata")
-    args = parser.parse_args(argv)
-    if args.dry_run and not args.staging_dir:
-        parser.error("--dry-run needs --staging-dir DIR: the folder is built there")
-    try:
-        result = push_to_hub(args.model_dir, args.repo_id, dry_run=args.dry_run, staging_dir=args.staging_dir,
-                             private=args.private, token=args.token, license=args.license)
-    except (OSError, ValueError) as error:  # HubFolderError, ModelFolderError: the message says what is wrong
-        sys.exit(f"error: {error}")
-    print(f"dry run: the folder that would be uploaded is {result}" if args.dry_run else f"uploaded: {result}")
-
+from hf_s2s.cli import run_command
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_command("push-to-hub", sys.argv[1:]))

@@ -1,29 +1,13 @@
 #!/usr/bin/env python
 """Print a markdown table comparing training runs, from their results.json files (the README's results table).
 
-    python scripts/results_table.py runs/transformer_multi30k/results.json runs/rnn_*/results.json
+Kept so that `python scripts/results_table.py ...` works from a checkout; the command is `hf-s2s results-table`
+(hf_s2s/cli/results_table.py), and `--help` lists its flags.
 """
 
-import argparse
-import json
 import sys
-from pathlib import Path
 
-from hf_s2s.training import results_table
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("results", nargs="+", help="results.json files written by scripts/train.py")
-    args = parser.parse_args(argv)
-    runs = []
-    for path in args.results:
-        if not Path(path).is_file():
-            parser.error(f"{path} does not exist (scripts/train.py writes <output_dir>/results.json)")
-        runs.append(json.loads(Path(path).read_text()))
-    print(results_table(runs))
-    return 0
-
+from hf_s2s.cli import run_command
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command("results-table", sys.argv[1:]))

@@ -1,31 +1,13 @@
 #!/usr/bin/env python
 """Train and evaluate a translation model.
 
-    python scripts/train.py --recipe transformer_small            # Multi30k de->en, small Transformer
-    python scripts/train.py --recipe rnn_bahdanau_gru --output_dir runs/gru
-    accelerate launch --multi_gpu --num_processes 2 scripts/train.py --recipe transformer_small
-
-Every Seq2SeqTrainingArguments flag works too (``--help`` lists them); a recipe gives defaults, flags override.
+Kept so that `python scripts/train.py ...` works from a checkout; the command is `hf-s2s train`
+(hf_s2s/cli/train.py), and `--help` lists its flags.
 """
 
-import logging
 import sys
 
-import transformers
-
-import hf_s2s  # noqa: F401  (registers the model families)
-from hf_s2s.training import parse_args, run, summary_line
-
-
-def main(argv=None):
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    transformers.utils.logging.set_verbosity_warning()
-    model_args, data_args, training_args = parse_args(argv)
-    results = run(model_args, data_args, training_args)
-    if results:
-        print(summary_line(results))
-        print(f"model, tokenizer and results.json in {training_args.output_dir}/model")
-
+from hf_s2s.cli import run_command
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command("train", sys.argv[1:]))

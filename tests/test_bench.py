@@ -1,6 +1,5 @@
-"""Benchmark tests: the --quick smoke run of scripts/bench.py, the FLOP counter, and the textbook reference RNN."""
+"""Benchmark tests: the --quick smoke run of `hf-s2s bench`, the FLOP counter, and the textbook reference RNN."""
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -9,19 +8,13 @@ import torch
 
 from hf_s2s.benchmark import TextbookRNNSeq2Seq, count_matmul_flops, make_batches
 from hf_s2s.benchmark.suites import BenchSettings, build_hf_s2s_rnn, build_textbook_rnn
+from hf_s2s.cli.bench import main as bench_command
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("bench_script", ROOT / "scripts" / "bench.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_quick_run_writes_json_and_markdown(tmp_path):
-    report = load_script().main(["--quick", "--output", str(tmp_path)])
+    report = bench_command(["--quick", "--output", str(tmp_path)])
     saved = json.loads((tmp_path / "bench.json").read_text())
     markdown = (tmp_path / "bench.md").read_text()
     assert saved["environment"]["threads"] == 1 == report["environment"]["threads"]

@@ -1,8 +1,21 @@
-import importlib
+"""The package as a user installs it: the Auto registrations, and the wheel built from this checkout installed
+into a fresh virtual environment, driven through its `hf-s2s` entry points."""
 
+import importlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 import hf_s2s
+from hf_s2s.cli import COMMANDS
+from hf_s2s.cli import main as cli_main
+from tests.helpers import TINY
 
 
 def test_import_registers_both_families_idempotently():
@@ -16,3 +29,107 @@ def test_import_registers_both_families_idempotently():
         assert type(config).__name__ == config_cls.__name__
         assert AutoModel._model_mapping[type(config)].__name__ == base_cls.__name__
         assert AutoModelForSeq2SeqLM._model_mapping[type(config)].__name__ == lm_cls.__name__
+
+
+# --- The wheel, installed the ordinary way ------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+# What a tiny `hf-s2s train` run must not print: warnings that ask nothing of the user (issue 15).
+SPURIOUS_WARNINGS = ("pin_memory", "missing keys", "Both `max_new_tokens`")
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """The wheel built from this checkout, installed into a fresh virtual environment outside the repository
+    (system site-packages give torch and the other dependencies, so no network is needed). Returns the venv's
+    bin folder, the environment to run it with (no PYTHONPATH: the venv's hf_s2s must be the one imported) and
+    a working folder elsewhere."""
+    root = tmp_path_factory.mktemp("wheel")
+    source = root / "source"  # a copy, so that building leaves no build/ or egg-info in the checkout
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", "runs", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".ruff_cache", ".venv"))
+    wheels = root / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    "--wheel-dir", str(wheels), str(source)], check=True, capture_output=True, cwd=root)
+    wheel = next(wheels.glob("hf_s2s-*.whl"))
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+    bin_dir = venv / "bin"
+    # --no-index: the dependencies must already be there (from the system site-packages); nothing is fetched.
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(bin_dir / "python"), "install", "-q",
+                    "--no-index", str(wheel)], check=True, capture_output=True, cwd=root)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    work = root / "work"
+    work.mkdir()
+    return bin_dir, env, work
+
+
+def run_installed(installed, *command, stdin=None):
+    bin_dir, env, work = installed
+    completed = subprocess.run([str(bin_dir / command[0]), *command[1:]], cwd=work, env=env, input=stdin,
+                               capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, f"{command} failed:\n{completed.stderr[-4000:]}"
+    return completed
+
+
+def test_wheel_ships_the_recipes_and_the_card_template(installed):
+    """The installed package is the venv's, not this checkout's, and carries its package data."""
+    venv = installed[0].parent
+    script = ("import json, hf_s2s, hf_s2s.hub as hub, hf_s2s.training as t; print(json.dumps([hf_s2s.__file__, "
+              "sorted(p.stem for p in t.RECIPES_DIR.glob('*.json')), hub.CARD_TEMPLATE.is_file()]))")
+    module_file, recipes, has_template = json.loads(run_installed(installed, "python", "-c", script).stdout)
+    assert Path(module_file).is_relative_to(venv)
+    assert recipes == sorted(p.stem for p in (ROOT / "hf_s2s" / "recipes").glob("*.json")) and recipes
+    assert has_template
+
+
+def test_entry_points_train_translate_and_push_from_the_wheel(installed):
+    """`hf-s2s train` (a shipped recipe found by name, overridden down to a tiny job), then `hf-s2s translate`
+    and `hf-s2s push-to-hub --dry-run` on its folder, all from the installed wheel; the run's log holds none
+    of the spurious warnings."""
+    work = installed[2]
+    trained = run_installed(
+        installed, "hf-s2s", "train", "--recipe", "transformer_small", "--dataset", "synthetic:reversal",
+        "--source_lang", "src", "--target_lang", "tgt", "--vocab_size", "280",
+        "--model_config", json.dumps(TINY["transformer_seq2seq"]), "--max_train_samples", "32",
+        "--max_eval_samples", "8", "--max_test_samples", "4", "--num_train_epochs", "2",
+        "--per_device_train_batch_size", "16", "--per_device_eval_batch_size", "8", "--warmup_steps", "1",
+        "--generation_max_length", "16", "--test_num_beams", "1", "--output_dir", "run", "--report_to", "none",
+        "--disable_tqdm", "true", "--logging_steps", "1",
+    )
+    log = trained.stdout + trained.stderr
+    assert "test greedy: BLEU" in trained.stdout  # the result
+    assert "'eval_bleu'" in log  # validation scores
+    results = json.loads((work / "run" / "model" / "results.json").read_text())
+    assert results["recipe"] == "transformer_small" and results["epochs"] == 2
+    for warning in SPURIOUS_WARNINGS:
+        assert warning not in log, f"spurious warning {warning!r} in the log:\n{log}"
+
+    translated = run_installed(installed, "hf-s2s", "translate", "run/model", "--beams", "2", "--max-new-tokens", "5",
+                               stdin="a b c\nd e\n")
+    assert len(translated.stdout.splitlines()) == 2
+    assert "Both `max_new_tokens`" not in translated.stderr
+
+    run_installed(installed, "hf-s2s", "push-to-hub", "run/model", "me/tiny", "--dry-run", "--staging-dir", "hub")
+    card = (work / "hub" / "README.md").read_text()
+    assert "transformer_small" in card and (work / "hub" / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_every_subcommand_help_lists_its_flags_with_defaults(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli_main([command, "--help"])
+    assert exit_info.value.code == 0
+    help_text = capsys.readouterr().out
+    assert help_text.startswith(f"usage: hf-s2s {command} ")
+    if command != "results-table":  # its only argument is the list of files
+        assert "(default: " in help_text
+    if command == "train":  # all three argument groups, not only the recipe pre-parse's
+        assert all(flag in help_text for flag in ("--model_type", "--recipe", "--learning_rate", "--separate_vocabs"))
+
+
+def test_unknown_subcommand_names_the_commands(capsys):
+    assert cli_main(["trian"]) == 2
+    error = capsys.readouterr().err
+    assert "unknown command 'trian'" in error and "train, translate, train-tokenizer" in error

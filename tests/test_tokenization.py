@@ -111,14 +111,24 @@ def test_separate_vocabularies(tmp_path):
     assert pair.source.decode(first["input_ids"], skip_special_tokens=True) == raw["src"]
     assert special_token_ids(pair.source, pair.target)["decoder_vocab_size"] == len(pair.target)
 
-    pair.save_pretrained(tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["source", "target"]
-    loaded = TranslationTokenizers.from_pretrained(tmp_path)
+    # One folder that AutoTokenizer (and the main job's --tokenizer_name_or_path) loads, MarianMT-style.
+    pair.save_pretrained(tmp_path / "one")
+    assert {"tokenizer.json", "target_tokenizer.json"} <= {p.name for p in (tmp_path / "one").iterdir()}
+    loaded = TranslationTokenizers.from_pretrained(tmp_path / "one")
     assert loaded.target.get_vocab() == target_vocab and loaded.source.get_vocab() == source_vocab
+    assert not loaded.is_joint
+    tokenizer = load_tokenizer(tmp_path / "one")
+    both = tokenizer(raw["src"], text_target=raw["tgt"])
+    assert (both["input_ids"], both["labels"]) == (first["input_ids"], first["labels"])
+    # The older layout, source/ and target/ subfolders, still loads as a pair (but not as one tokenizer).
+    pair.source.save_pretrained(tmp_path / "old" / "source")
+    pair.target.save_pretrained(tmp_path / "old" / "target")
+    old = TranslationTokenizers.from_pretrained(tmp_path / "old")
+    assert old.target.get_vocab() == target_vocab and old.source.get_vocab() == source_vocab
     with pytest.raises(ValueError, match=r"holds separate source/ and target/ tokenizers; .*TranslationTokenizers"):
-        load_tokenizer(tmp_path)
+        load_tokenizer(tmp_path / "old")
     with pytest.raises(FileNotFoundError, match=r"expected tokenizer\.json .* or the subfolders source/ and target/"):
-        TranslationTokenizers.from_pretrained(tmp_path / "source" / "missing")
+        TranslationTokenizers.from_pretrained(tmp_path / "old" / "source" / "missing")
 
 
 def test_bad_training_arguments():

@@ -16,7 +16,7 @@ import hf_s2s  # noqa: F401
 import hf_s2s.data
 from hf_s2s.checkpoints import average_checkpoints, find_checkpoints
 from hf_s2s.metrics import compute_translation_metrics
-from hf_s2s.training import load_recipe, parse_args, results_table, run
+from hf_s2s.training import RECIPES_DIR, load_recipe, parse_args, results_table, run
 from hf_s2s.translate import alignment, translate
 from tests.helpers import TINY
 
@@ -132,7 +132,7 @@ def test_resumed_run_ends_with_the_same_weights_as_an_uninterrupted_one(tmp_path
 
 
 def test_recipes_give_defaults_that_flags_override(tmp_path):
-    for recipe in sorted((ROOT / "configs").glob("*.json")):
+    for recipe in sorted(RECIPES_DIR.glob("*.json")):
         assert load_recipe(recipe.stem)  # every shipped recipe parses
     model_args, data_args, training_args = parse_args(["--recipe", "transformer_small", "--learning_rate", "0.123",
                                                       "--output_dir", str(tmp_path)])

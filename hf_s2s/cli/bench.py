@@ -1,0 +1,47 @@
+"""Benchmark hf_s2s against MarianMT (same sizes) and a textbook RNN, side by side on this machine.
+
+    hf-s2s bench --output runs/bench            # full run (~10 min on 2 CPU cores)
+    hf-s2s bench --quick --output runs/bench_quick  # smoke run of every path, tiny sizes
+
+Writes bench.json (every number, the thread count, the settings) and bench.md (the tables) into --output and
+prints the tables.
+"""
+
+import argparse
+import json
+from pathlib import Path
+
+from transformers.utils import logging
+
+from hf_s2s.benchmark import BenchSettings, run_benchmark, to_markdown
+from hf_s2s.cli import HelpFormatter
+
+SECTIONS = ("training", "memory", "generation", "cache", "rnn", "peak", "learning", "batching", "pipeline")
+
+
+def main(argv=None, prog=None):
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--output", default="runs/bench", help="folder for bench.json and bench.md")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, 2 repeats: a smoke run")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads (default 1 for the full run: on shared cores a 2-thread OpenMP pool "
+                             "stalls whenever another process takes a core)")
+    parser.add_argument("--repeats", type=int, default=None, help="timed repeats per measurement (median reported)")
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS), help="what to measure")
+    args = parser.parse_args(argv)
+    logging.set_verbosity_error()  # generate() warns on every call that max_new_tokens overrides max_length
+
+    settings = BenchSettings.quick() if args.quick else BenchSettings()
+    if args.threads is not None:
+        settings.threads = args.threads
+    if args.repeats is not None:
+        settings.repeats = args.repeats
+    report = run_benchmark(settings, tuple(args.sections))
+    markdown = to_markdown(report)
+    output = Path(args.output)
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "bench.json").write_text(json.dumps(report, indent=2, default=str))
+    (output / "bench.md").write_text(markdown)
+    print(markdown)
+    return report
+

@@ -1,0 +1,63 @@
+"""Train a subword tokenizer for translation on a corpus's training split and save it.
+
+    hf-s2s train-tokenizer --output_dir runs/tokenizer-de-en          # Multi30k de-en, joint BPE 8000
+    hf-s2s train-tokenizer --dataset corpus/{split}.tsv --source_lang en --target_lang fr \\
+        --model_type unigram --vocab_size 16000 --separate_vocabs --output_dir runs/tok-en-fr
+
+The folder loads with ``AutoTokenizer.from_pretrained(output_dir)`` and so with ``hf-s2s train
+--tokenizer_name_or_path output_dir``; separate vocabularies give one tokenizer that encodes ``text_target=``
+with the target vocabulary (as MarianMT's does).
+"""
+
+import argparse
+import logging
+import sys
+
+from hf_s2s.cli import HelpFormatter
+from hf_s2s.data import load_translation_corpus
+from hf_s2s.loading import refuse_to_overwrite
+from hf_s2s.tokenization import MODEL_TYPES, train_translation_tokenizers
+
+
+def parse_args(argv=None, prog=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--dataset", default="multi30k",
+                        help="multi30k, synthetic:reversal, synthetic:reordering, a corpus folder, a .jsonl/.tsv file "
+                             "or pattern with {split}, or a Hub dataset name")
+    parser.add_argument("--dataset_config", default=None, help="Hub dataset config name")
+    parser.add_argument("--data_dir", default=None, help="folder holding Multi30k (else $HF_S2S_DATA_DIR, the shared copy)")
+    parser.add_argument("--source_lang", default="de", help="source language key of the corpus")
+    parser.add_argument("--target_lang", default="en", help="target language key of the corpus")
+    parser.add_argument("--vocab_size", type=int, default=8000, help="final vocabulary size (special and byte tokens included)")
+    parser.add_argument("--target_vocab_size", type=int, default=None, help="with --separate_vocabs; default --vocab_size")
+    parser.add_argument("--model_type", choices=MODEL_TYPES, default="bpe", help="subword model")
+    parser.add_argument("--separate_vocabs", action="store_true", help="one vocabulary per language instead of a joint one")
+    parser.add_argument("--streaming", action="store_true", help="stream the corpus instead of loading it into memory")
+    parser.add_argument("--output_dir", required=True, help="folder the tokenizer is saved to")
+    parser.add_argument("--overwrite_output_dir", action="store_true",
+                        help="write over a tokenizer or model already in --output_dir (refused otherwise)")
+    return parser.parse_args(argv)
+
+
+def main(argv=None, prog=None) -> int:
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    args = parse_args(argv, prog)
+    if not args.overwrite_output_dir:
+        try:  # before the corpus is even read
+            refuse_to_overwrite(args.output_dir, flag="--overwrite_output_dir")
+        except FileExistsError as error:
+            sys.exit(f"error: {error}")
+    corpus = load_translation_corpus(
+        args.dataset, args.source_lang, args.target_lang, data_dir=args.data_dir,
+        dataset_config=args.dataset_config, streaming=args.streaming,
+    )
+    tokenizers = train_translation_tokenizers(
+        corpus, args.source_lang, args.target_lang, args.vocab_size, model_type=args.model_type,
+        joint=not args.separate_vocabs, target_vocab_size=args.target_vocab_size,
+    )
+    tokenizers.save_pretrained(args.output_dir)
+    sizes = f"{len(tokenizers.source)}" if tokenizers.is_joint else f"{len(tokenizers.source)} + {len(tokenizers.target)}"
+    print(f"{args.model_type} tokenizer ({'joint' if tokenizers.is_joint else 'separate'}, {sizes} tokens) "
+          f"saved to {args.output_dir}")
+    return 0
+

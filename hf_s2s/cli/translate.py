@@ -1,0 +1,58 @@
+"""Translate a file (or stdin) with a trained model folder; one sentence per line.
+
+    hf-s2s translate runs/x/model --input test.de > test.hyp.en
+    echo "Ein Hund läuft." | hf-s2s translate runs/x/model --beams 5 --nbest 3 --scores
+    hf-s2s translate runs/x/model --plot-alignment align.png --sentence "Ein Hund läuft."
+"""
+
+import argparse
+import sys
+
+import hf_s2s  # noqa: F401  (registers the model families)
+from hf_s2s.cli import HelpFormatter
+from hf_s2s.loading import load_model, load_tokenizer
+from hf_s2s.plotting import plot_alignment
+from hf_s2s.translate import alignment, check_decoding_options, read_sentences, translate
+
+
+def main(argv=None, prog=None):
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("model", help="a saved model folder (model + tokenizer)")
+    parser.add_argument("--input", help="file with one source sentence per line (default: stdin)")
+    parser.add_argument("--beams", type=int, default=5, help="beam size (1 = greedy)")
+    parser.add_argument("--nbest", type=int, default=1, help="hypotheses printed per sentence (<= beams)")
+    parser.add_argument("--scores", action="store_true", help="print each hypothesis' log-probability score")
+    parser.add_argument("--batch-size", type=int, default=64, help="sentences translated together")
+    parser.add_argument("--max-new-tokens", type=int, default=None, help="default: the model's generation config")
+    parser.add_argument("--length-penalty", type=float, default=1.0, help="beam search length penalty (1.0 = none)")
+    parser.add_argument("--plot-alignment", metavar="PNG", help="save an attention heatmap for --sentence")
+    parser.add_argument("--sentence", help="the sentence whose alignment is plotted (default: the first input)")
+    args = parser.parse_args(argv)
+    try:  # everything that can be wrong is found before the model is loaded, and said in one line
+        check_decoding_options(num_beams=args.beams, num_return_sequences=args.nbest, batch_size=args.batch_size,
+                               max_new_tokens=args.max_new_tokens)
+        sentences = [args.sentence] if args.plot_alignment and args.sentence else read_sentences(args.input)
+        tokenizer = load_tokenizer(args.model)
+        model = load_model(args.model)
+    except (OSError, ValueError) as error:
+        sys.exit(f"error: {error}")
+    if args.plot_alignment:
+        sentence = sentences[0]
+        weights, source_tokens, target_tokens = alignment(model, tokenizer, sentence, num_beams=args.beams)
+        plot_alignment(weights, source_tokens, target_tokens, args.plot_alignment)
+        print(f"alignment of {len(target_tokens)} target x {len(source_tokens)} source tokens -> {args.plot_alignment}",
+              file=sys.stderr)
+        return 0
+    results = translate(model, tokenizer, sentences, batch_size=args.batch_size, num_beams=args.beams,
+                        num_return_sequences=args.nbest, max_new_tokens=args.max_new_tokens,
+                        length_penalty=args.length_penalty)
+    for index, hypotheses in enumerate(results):
+        for hypothesis in hypotheses:
+            fields = [hypothesis.text]
+            if args.nbest > 1:
+                fields.insert(0, str(index))
+            if args.scores:
+                fields.append(f"{hypothesis.score:.4f}")
+            print("\t".join(fields))
+    return 0
+
