@@ -5,6 +5,7 @@
 """
 
 import argparse
+import sys
 
 from hf_s2s.checkpoints import average_checkpoints, find_checkpoints
 from hf_s2s.cli import HelpFormatter
