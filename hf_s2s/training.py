@@ -362,6 +362,10 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
         with open(output_dir / "samples.txt", "w") as f:
             for s in samples:
                 f.write(f"SRC: {s['source']}\nREF: {s['reference']}\nHYP: {s['hypothesis']}\n\n")
+    # Shut the process group down once every process is here: a process that exits with gloo still running
+    # can abort ("terminate called without an active exception"), failing a run that had finished.
+    trainer.accelerator.wait_for_everyone()
+    trainer.accelerator.end_training()
     return results
 
 
