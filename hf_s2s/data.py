@@ -119,6 +119,13 @@ def _aligned_pairs(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]]:
     )
 
 
+def _check_language_pair(source_lang: str, target_lang: str) -> None:
+    """The two sides are keys of one ``translation`` dict: equal codes would make the target overwrite the source."""
+    if source_lang == target_lang:
+        raise ValueError(f"the source and target languages are both {source_lang!r}; give two different codes "
+                         f"(--source_lang, --target_lang)")
+
+
 def _pairs_to_split(
     pairs: Callable[[], Iterator[tuple[str, str]]], source_lang: str, target_lang: str, split: str, where: str,
     streaming: bool,
@@ -129,6 +136,7 @@ def _pairs_to_split(
     A streamed split is read up to its first pair here, so that this error and those of a broken first line
     come at once rather than later in the job.
     """
+    _check_language_pair(source_lang, target_lang)
 
     def examples() -> Iterator[dict]:
         total = skipped = 0
@@ -167,10 +175,11 @@ def _check_split_names(splits: Mapping[str, Any]) -> None:
 
 
 def _find_file(data_dir: Path, prefix: str, lang: str) -> Path | None:
-    for name in (f"{prefix}.{lang}", f"{prefix}.{lang}.gz"):
-        if (data_dir / name).is_file():
-            return data_dir / name
-    return None
+    """``{prefix}.{lang}`` or ``{prefix}.{lang}.gz``; both present is an error (which one holds the corpus?)."""
+    found = [data_dir / name for name in (f"{prefix}.{lang}", f"{prefix}.{lang}.gz") if (data_dir / name).is_file()]
+    if len(found) > 1:
+        raise ValueError(f"both {found[0]} and {found[1]} exist; keep one of them (each would be the same split)")
+    return found[0] if found else None
 
 
 def folder_languages(data_dir: PathLike) -> list[str]:
@@ -490,6 +499,7 @@ def load_translation_corpus(
 
         if dataset not in SYNTHETIC_TASKS:
             raise ValueError(f"unknown synthetic task {dataset!r}; available: {list(SYNTHETIC_TASKS)}")
+        _check_language_pair(source_lang, target_lang)
         make = synthetic.text_reversal_corpus if dataset == "synthetic:reversal" else synthetic.word_reordering_corpus
         corpus = make(source_lang=source_lang, target_lang=target_lang)
         return IterableDatasetDict({k: v.to_iterable_dataset() for k, v in corpus.items()}) if streaming else corpus

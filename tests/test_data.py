@@ -285,6 +285,26 @@ def test_a_split_without_pairs_is_an_error_naming_its_files(tmp_path, kind, cont
         data.load_translation_corpus(dataset, "de", "en", streaming=streaming)
 
 
+def test_plain_and_gzip_copies_of_one_file_are_an_error(tmp_path):
+    write_folder(tmp_path)
+    write_lines(tmp_path / "val.en.gz", ["Another dog."] * 3)
+    with pytest.raises(ValueError, match=r"both .*val\.en and .*val\.en\.gz exist; keep one of them"):
+        data.load_text_folder(tmp_path, "de", "en")
+
+
+@pytest.mark.parametrize("kind", ["folder", "tsv", "synthetic:reversal"])
+def test_equal_source_and_target_languages_are_an_error(tmp_path, kind):
+    # In one translation dict the target would overwrite the source: a TSV's first column would be lost.
+    if kind == "folder":
+        dataset = str(write_folder(tmp_path))
+    elif kind == "tsv":
+        dataset = str(write_lines(tmp_path / "train.tsv", ["Ein Hund.\tA dog."]))
+    else:
+        dataset = kind
+    with pytest.raises(ValueError, match=r"the source and target languages are both 'de'; give two different codes"):
+        data.load_translation_corpus(dataset, "de", "de")
+
+
 def test_check_splits_names_the_missing_split(tmp_path):
     corpus = data.load_text_folder(write_folder(tmp_path, prefixes=("val", "test")), "de", "en")
     data.check_splits(corpus, str(tmp_path), {"validation": "evaluation"})
