@@ -7,15 +7,21 @@ are among ``train`` / ``validation`` / ``test`` and hold one column, ``translati
 Sources: a folder of line-aligned text files ``{prefix}.{lang}[.gz]`` (:func:`load_text_folder`, the Multi30k
 layout), JSON lines with a ``translation`` field (:func:`load_jsonl`), tab-separated ``source<TAB>target``
 files (:func:`load_tsv`), or a Hub dataset (:func:`load_hub`); :func:`load_multi30k` finds Multi30k on its
-own, and :func:`load_translation_corpus` dispatches on a name or path (what the scripts call). Pairs where either side is empty are skipped and counted in a warning; anything else that is wrong
-(missing file, misaligned files, unknown language) is an error that names the file and what was expected.
+own, and :func:`load_translation_corpus` dispatches on a name or path (what the scripts call).
+
+Files are read as UTF-8 lines that end only at ``"\\n"`` (:func:`_lines`). Pairs where either side is empty
+are skipped and counted in a warning; anything else that is wrong (missing file, misaligned files, bytes that
+are not UTF-8, a malformed TSV or JSON line, a split left without pairs, unknown language) is an error that
+names the file, the line where there is one, and what was expected.
 """
 
 from __future__ import annotations
 
 import gzip
+import json
 import logging
 import os
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,17 +52,36 @@ PathLike = str | os.PathLike
 # --------------------------------------------------------------------------------------------- helpers
 
 
-def _open_text(path: Path):
-    """Text lines of a plain or gzip file (decided by the ``.gz`` suffix), UTF-8."""
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of each line of a plain or gzip file (decided by the ``.gz`` suffix), UTF-8.
 
-
-def _lines(path: Path) -> Iterator[str]:
-    with _open_text(path) as handle:
-        for line in handle:
-            yield line.rstrip("\r\n")
+    A line ends only at ``"\\n"`` (or ``"\\r\\n"``): a lone ``"\\r"`` inside a line stays in it, so two files
+    with one in the same line stay aligned (the tokenizers trained here read it as a space). Lines holding
+    one are counted in a warning. A UTF-8 byte-order mark at the start of the file is dropped. Bytes that
+    are not UTF-8, or a damaged gzip file, raise ValueError naming the file (and the line).
+    """
+    inner_returns = 0
+    number = 0
+    try:
+        with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                raw = raw.removesuffix(b"\n").removesuffix(b"\r")
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as error:
+                    raise ValueError(
+                        f"{path}, line {number}: not UTF-8 (byte 0x{raw[error.start]:02x} at byte {error.start + 1} "
+                        f"of the line); convert the file to UTF-8, e.g. iconv -f latin1 -t utf-8"
+                    ) from None
+                inner_returns += "\r" in text
+                yield number, text.removeprefix("\ufeff") if number == 1 else text
+    except (gzip.BadGzipFile, EOFError, zlib.error) as error:
+        raise ValueError(f"{path}: damaged gzip file, unreadable from line {number + 1} on ({error})") from None
+    if inner_returns:
+        logger.warning(
+            "%s: %d line(s) hold a carriage return (\\r) that does not end the line; kept inside the line",
+            path, inner_returns,
+        )
 
 
 def _is_empty(text: str | None) -> bool:
@@ -76,8 +101,8 @@ def _aligned_pairs(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]]:
     when one file ends before the other (it reads on to count the rest)."""
     src_lines, tgt_lines = _lines(src_path), _lines(tgt_path)
     count = 0
-    for src in src_lines:
-        tgt = next(tgt_lines, None)
+    for _, src in src_lines:
+        _, tgt = next(tgt_lines, (None, None))
         if tgt is None:
             src_count, tgt_count = count + 1 + sum(1 for _ in src_lines), count
             break
@@ -94,11 +119,24 @@ def _aligned_pairs(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]]:
     )
 
 
+def _check_language_pair(source_lang: str, target_lang: str) -> None:
+    """The two sides are keys of one ``translation`` dict: equal codes would make the target overwrite the source."""
+    if source_lang == target_lang:
+        raise ValueError(f"the source and target languages are both {source_lang!r}; give two different codes "
+                         f"(--source_lang, --target_lang)")
+
+
 def _pairs_to_split(
     pairs: Callable[[], Iterator[tuple[str, str]]], source_lang: str, target_lang: str, split: str, where: str,
     streaming: bool,
 ) -> Dataset | IterableDataset:
-    """Build one split from a pair generator, skipping (and counting) pairs with an empty side."""
+    """Build one split from a pair generator, skipping (and counting) pairs with an empty side.
+
+    A split left without any pair is a ValueError naming ``where``: nothing could be trained or scored on it.
+    A streamed split is read up to its first pair here, so that this error and those of a broken first line
+    come at once rather than later in the job.
+    """
+    _check_language_pair(source_lang, target_lang)
 
     def examples() -> Iterator[dict]:
         total = skipped = 0
@@ -109,8 +147,12 @@ def _pairs_to_split(
                 continue
             yield {"translation": {source_lang: src, target_lang: tgt}}
         _log_skipped(split, skipped, total, where)
+        if skipped == total:
+            reason = f"all {total} have an empty source or target" if total else "the file(s) hold no lines"
+            raise ValueError(f"split '{split}' ({where}) has no pairs: {reason}")
 
     if streaming:
+        next(examples())
         # No caching: the generator is re-run on every pass, so edited files are always read afresh.
         return IterableDataset.from_generator(examples)
     # In memory, not Dataset.from_generator, whose cache is keyed by the file *names* and would serve a
@@ -133,10 +175,11 @@ def _check_split_names(splits: Mapping[str, Any]) -> None:
 
 
 def _find_file(data_dir: Path, prefix: str, lang: str) -> Path | None:
-    for name in (f"{prefix}.{lang}", f"{prefix}.{lang}.gz"):
-        if (data_dir / name).is_file():
-            return data_dir / name
-    return None
+    """``{prefix}.{lang}`` or ``{prefix}.{lang}.gz``; both present is an error (which one holds the corpus?)."""
+    found = [data_dir / name for name in (f"{prefix}.{lang}", f"{prefix}.{lang}.gz") if (data_dir / name).is_file()]
+    if len(found) > 1:
+        raise ValueError(f"both {found[0]} and {found[1]} exist; keep one of them (each would be the same split)")
+    return found[0] if found else None
 
 
 def folder_languages(data_dir: PathLike) -> list[str]:
@@ -194,7 +237,7 @@ def load_text_folder(
         src_path, tgt_path = paths
         splits[split] = _pairs_to_split(
             lambda s=src_path, t=tgt_path: _aligned_pairs(s, t), source_lang, target_lang, split,
-            f"{src_path.name} / {tgt_path.name}", streaming,
+            f"{src_path} / {tgt_path}", streaming,
         )
     if not splits:
         expected = ", ".join(f"{p}.{source_lang}[.gz]" for p in sum(DEFAULT_SPLIT_PREFIXES.values(), ()))
@@ -216,38 +259,77 @@ def _as_split_files(data_files: PathLike | Mapping[str, PathLike]) -> dict[str, 
     return files
 
 
+def _load_files(
+    data_files: PathLike | Mapping[str, PathLike], read_pairs: Callable[[Path], Iterator[tuple[str, str]]],
+    source_lang: str, target_lang: str, streaming: bool,
+) -> AnyDatasetDict:
+    """One split per file, each read with ``read_pairs(path)``."""
+    files = _as_split_files(data_files)
+    splits = {
+        split: _pairs_to_split(lambda p=path: read_pairs(p), source_lang, target_lang, split, str(path), streaming)
+        for split, path in files.items()
+    }
+    return _make_dict(splits, streaming)
+
+
+def _json_fields(row: dict) -> set[str]:
+    """The fields of a JSON-lines row: its own keys, and ``translation.<lang>`` for each language it holds."""
+    return set(row) | {f"translation.{lang}" for lang in row["translation"]}
+
+
+def _jsonl_pairs(path: Path, source_lang: str, target_lang: str) -> Iterator[tuple[str, str]]:
+    """Pairs of a JSON-lines file (a blank line is an empty pair, skipped and counted like one).
+
+    Every row must be an object whose ``translation`` object holds both languages as strings (null counts as
+    empty), and must have exactly the fields of the first row: a row that lacks or adds one (a mistyped
+    language key, a stray field) is a ValueError naming the file, the line and the field.
+    """
+    example = json.dumps({"translation": {source_lang: "...", target_lang: "..."}})
+    first: tuple[int, set[str]] | None = None  # line number and fields of the first row
+    for number, line in _lines(path):
+        where = f"{path}, line {number}"
+        if not line.strip():
+            yield "", ""
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{where}: not valid JSON ({error.msg} at column {error.colno}); expected one "
+                             f"object per line, like {example}") from None
+        if not isinstance(row, dict) or not isinstance(row.get("translation"), dict):
+            raise ValueError(f"{where}: expected an object with a 'translation' object, like {example}; "
+                             f"got {line[:80]}")
+        translation = row["translation"]
+        for role, lang in (("source", source_lang), ("target", target_lang)):
+            if lang not in translation:
+                raise ValueError(f"{where}: {role} language {lang!r} is not in the translation; "
+                                 f"languages there: {sorted(translation)}")
+            if not isinstance(translation[lang], str | None):
+                raise ValueError(f"{where}: the field 'translation.{lang}' is a JSON "
+                                 f"{type(translation[lang]).__name__}, expected a string")
+        fields = _json_fields(row)
+        if first is None:
+            first = number, fields
+        elif fields != first[1]:
+            added, missing = sorted(fields - first[1]), sorted(first[1] - fields)
+            change = f"adds the field {added[0]!r}" if added else f"lacks the field {missing[0]!r}"
+            raise ValueError(f"{where}: the row {change}, unlike line {first[0]}; every row must have the "
+                             f"fields {sorted(first[1])}")
+        yield translation[source_lang], translation[target_lang]
+
+
 def load_jsonl(
     data_files: PathLike | Mapping[str, PathLike], source_lang: str, target_lang: str, streaming: bool = False
 ) -> AnyDatasetDict:
     """JSON lines, one ``{"translation": {source_lang: ..., target_lang: ...}}`` object per line (the format of
-    transformers' ``run_translation.py``). Other fields are dropped."""
-    files = _as_split_files(data_files)
-    splits = {}
-    for split, path in files.items():
-        split_ds = load_dataset("json", data_files={split: str(path)}, split=split, streaming=streaming)
-        features = split_ds.features
-        if features is None:  # streaming without known features: read the first example to learn the keys
-            first = next(iter(split_ds), None)
-            keys = sorted((first or {}).get("translation") or {})
-            has_translation = first is not None and "translation" in first
-        else:
-            has_translation = "translation" in features
-            keys = sorted(features["translation"]) if has_translation else []
-        if not has_translation:
-            raise ValueError(f"{path} has no 'translation' field (expected lines like "
-                             f'{{"translation": {{"{source_lang}": "...", "{target_lang}": "..."}}}})')
-        for role, lang in (("source", source_lang), ("target", target_lang)):
-            if lang not in keys:
-                raise ValueError(f"{role} language {lang!r} is not in the translations of {path}; languages there: {keys}")
-        splits[split] = _pairs_to_split(
-            lambda d=split_ds: ((ex["translation"][source_lang], ex["translation"][target_lang]) for ex in d),
-            source_lang, target_lang, split, str(path), streaming,
-        )
-    return _make_dict(splits, streaming)
+    transformers' ``run_translation.py``), UTF-8, plain or ``.gz``. Other fields (the same in every row) are
+    dropped; a malformed row is an error naming its file, line and field (:func:`_jsonl_pairs`)."""
+    return _load_files(data_files, lambda path: _jsonl_pairs(path, source_lang, target_lang), source_lang,
+                       target_lang, streaming)
 
 
 def _tsv_pairs(path: Path) -> Iterator[tuple[str, str]]:
-    for number, line in enumerate(_lines(path), start=1):
+    for number, line in _lines(path):
         fields = line.split("\t")
         if len(fields) != 2:
             if not line.strip():
@@ -261,12 +343,7 @@ def load_tsv(
     data_files: PathLike | Mapping[str, PathLike], source_lang: str, target_lang: str, streaming: bool = False
 ) -> AnyDatasetDict:
     """Tab-separated ``source<TAB>target`` lines (plain or ``.gz``); no header, no quoting."""
-    files = _as_split_files(data_files)
-    splits = {
-        split: _pairs_to_split(lambda p=path: _tsv_pairs(p), source_lang, target_lang, split, str(path), streaming)
-        for split, path in files.items()
-    }
-    return _make_dict(splits, streaming)
+    return _load_files(data_files, _tsv_pairs, source_lang, target_lang, streaming)
 
 
 # --------------------------------------------------------------------------------------------- Hub
@@ -368,6 +445,19 @@ def load_multi30k(
 SYNTHETIC_TASKS = ("synthetic:reversal", "synthetic:reordering")
 
 
+def check_splits(corpus: AnyDatasetDict, dataset: str, needed: Mapping[str, str]) -> None:
+    """Raise ValueError when ``corpus`` (loaded from ``dataset``) lacks a split that a job needs: ``needed`` maps
+    each such split to what needs it. The loaders only report the splits they find (an evaluation may need no
+    train split), so the job says which it cannot do without."""
+    for split, purpose in needed.items():
+        if split not in corpus:
+            names = ", ".join(DEFAULT_SPLIT_PREFIXES[split])
+            raise ValueError(
+                f"the corpus {dataset} has no '{split}' split, which {purpose} needs; its splits: {list(corpus)} "
+                f"(in a corpus folder or a {{split}} file pattern, {split} files are named {names})"
+            )
+
+
 def _expand_split_pattern(pattern: str) -> dict[str, Path]:
     """``"corpus/{split}.tsv"`` -> the files among corpus/train.tsv, corpus/validation.tsv (or valid, val,
     dev), corpus/test.tsv that exist, keyed by split; train must exist."""
@@ -409,6 +499,7 @@ def load_translation_corpus(
 
         if dataset not in SYNTHETIC_TASKS:
             raise ValueError(f"unknown synthetic task {dataset!r}; available: {list(SYNTHETIC_TASKS)}")
+        _check_language_pair(source_lang, target_lang)
         make = synthetic.text_reversal_corpus if dataset == "synthetic:reversal" else synthetic.word_reordering_corpus
         corpus = make(source_lang=source_lang, target_lang=target_lang)
         return IterableDatasetDict({k: v.to_iterable_dataset() for k, v in corpus.items()}) if streaming else corpus
@@ -512,6 +603,7 @@ __all__ = [
     "DATA_DIR_ENV",
     "DEFAULT_SPLIT_PREFIXES",
     "TruncationStats",
+    "check_splits",
     "folder_languages",
     "load_hub",
     "load_jsonl",

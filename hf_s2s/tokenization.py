@@ -293,6 +293,35 @@ def special_token_ids(
     return ids
 
 
+# Encoded to see what a tokenizer does to a sentence (its special tokens); any text would do.
+PROBE_TEXT = "a"
+
+
+def _encoding_problems(tokenizer: PreTrainedTokenizerBase, side: str, eos_token_id: Any) -> list[str]:
+    """What is wrong with how ``tokenizer`` encodes a ``side`` ("source" or "target") sentence for the models:
+    the sequence must end with the config's ``</s>`` (the decoder learns to stop from the labels' final
+    ``</s>``, and the encoder was trained on sources that end with it), and padding must go on the right
+    (``DataCollatorForSeq2Seq`` pads labels on the tokenizer's side, and left-padded labels would put padding
+    between the decoder start token and the sentence)."""
+    problems = []
+    encoded = tokenizer(PROBE_TEXT) if side == "source" else tokenizer(text_target=PROBE_TEXT)
+    ids = encoded["input_ids"]
+    eos_ids = set(eos_token_id) if isinstance(eos_token_id, list | tuple) else {eos_token_id} - {None}
+    if eos_ids and (not ids or ids[-1] not in eos_ids):
+        problems.append(
+            f"the {side} tokenizer does not end a sentence with </s> (config.eos_token_id {eos_token_id!r}): "
+            f"{PROBE_TEXT!r} encodes to {ids}, so the model would never learn to stop: give it a post-processor "
+            f"that appends </s>, e.g. tokenizers.processors.TemplateProcessing(single='$A </s>', ...), as the "
+            f"tokenizers trained by hf_s2s have"
+        )
+    if tokenizer.padding_side != "right":
+        problems.append(
+            f"the {side} tokenizer pads on the {tokenizer.padding_side} (padding_side={tokenizer.padding_side!r}), "
+            f"but the models need right padding: set tokenizer.padding_side = 'right'"
+        )
+    return problems
+
+
 def check_tokenizer_fits_model(
     tokenizer: PreTrainedTokenizerBase, config: Any, target_tokenizer: PreTrainedTokenizerBase | None = None
 ) -> None:
@@ -302,6 +331,8 @@ def check_tokenizer_fits_model(
     defaults to ``vocab_size``), ``pad_token_id``, ``eos_token_id``, optional ``bos_token_id`` and
     ``decoder_start_token_id``. ``target_tokenizer`` is the decoder-side tokenizer for separate vocabularies
     (default: ``tokenizer``). ``decoder_start_token_id`` must be the target tokenizer's ``<s>`` or ``<pad>``.
+    Both sides must also encode a sentence the way the models rely on (:func:`_encoding_problems`): ending
+    with ``config.eos_token_id``, padded on the right.
     """
     target_tokenizer = tokenizer if target_tokenizer is None else target_tokenizer
     problems = []
@@ -338,6 +369,9 @@ def check_tokenizer_fits_model(
             f"config.decoder_start_token_id is {start!r}; it must be the tokenizer's <s> or <pad> id, "
             f"one of {sorted(allowed_start)}"
         )
+    eos_token_id = getattr(config, "eos_token_id", None)
+    problems += _encoding_problems(tokenizer, "source", eos_token_id)
+    problems += _encoding_problems(target_tokenizer, "target", eos_token_id)
     if problems:
         raise ValueError("tokenizer does not fit the model config: " + "; ".join(problems))
 

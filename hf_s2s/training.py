@@ -372,12 +372,21 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
     if last > 1 and training_args.save_total_limit is not None and training_args.save_total_limit <= last:
         raise ValueError(f"--average_last_checkpoints {last} needs --save_total_limit above {last} (the best "
                          f"checkpoint is kept besides the newest), got {training_args.save_total_limit}")
+    limits = {"train": ("max_train_samples", data_args.max_train_samples),
+              "validation": ("max_eval_samples", data_args.max_eval_samples),
+              "test": ("max_test_samples", data_args.max_test_samples)}
+    for flag, limit in limits.values():
+        if limit is not None and limit < 1:
+            raise ValueError(f"--{flag} must be a positive number of pairs (or left out for all), got {limit}")
     corpus = data_lib.load_translation_corpus(
         data_args.dataset, source_lang=data_args.source_lang, target_lang=data_args.target_lang,
         data_dir=data_args.data_dir, dataset_config=data_args.dataset_config, streaming=data_args.streaming,
     )
-    for split, limit in (("train", data_args.max_train_samples), ("validation", data_args.max_eval_samples),
-                         ("test", data_args.max_test_samples)):
+    needed = {"train": "training"}
+    if training_args.eval_strategy != "no":
+        needed["validation"] = "evaluation (--eval_strategy is not 'no')"
+    data_lib.check_splits(corpus, data_args.dataset, needed)
+    for split, (_, limit) in limits.items():
         if limit is not None and split in corpus:
             corpus[split] = corpus[split].take(limit) if data_args.streaming else \
                 corpus[split].select(range(min(limit, len(corpus[split]))))
@@ -476,6 +485,10 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
         with open(output_dir / "samples.txt", "w") as f:
             for s in samples:
                 f.write(f"SRC: {s['source']}\nREF: {s['reference']}\nHYP: {s['hypothesis']}\n\n")
+    # Shut the process group down once every process is here: a process that exits with gloo still running
+    # can abort ("terminate called without an active exception"), failing a run that had finished.
+    trainer.accelerator.wait_for_everyone()
+    trainer.accelerator.end_training()
     return results
 
 

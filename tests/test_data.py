@@ -83,7 +83,7 @@ def test_jsonl(tmp_path, streaming):
     assert isinstance(corpus, IterableDatasetDict if streaming else DatasetDict)
     assert as_pairs(corpus["train"]) == PAIRS and as_pairs(corpus["test"]) == PAIRS
     assert list(next(iter(corpus["train"]))) == ["translation"]
-    with pytest.raises(ValueError, match=r"target language 'fr' is not in the translations of .*train\.jsonl; "
+    with pytest.raises(ValueError, match=r"train\.jsonl, line 1: target language 'fr' is not in the translation; "
                                          r"languages there: \['de', 'en'\]"):
         data.load_jsonl(path, "de", "fr", streaming=streaming)
 
@@ -168,6 +168,171 @@ def test_empty_pairs_are_skipped_and_counted(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="hf_s2s.data"):
         assert as_pairs(data.load_tsv(tsv, "de", "en")["train"]) == [("a", "b"), ("c", "d")]
     assert "skipped 2 of 4 pairs" in caplog.text
+
+
+def write_bytes(path: Path, content: bytes) -> Path:
+    path.write_bytes(gzip.compress(content) if path.suffix == ".gz" else content)
+    return path
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("gz", [False, True])
+def test_lone_carriage_return_stays_inside_its_line(tmp_path, caplog, gz, streaming):
+    # One lone \r in each file (same line) and one in the source only; \r\n line ends are ordinary line ends.
+    suffix = ".gz" if gz else ""
+    write_bytes(tmp_path / f"train.de{suffix}", b"Ein\rHund.\r\nZwei\rKatzen.\nDrei.\n")
+    write_bytes(tmp_path / f"train.en{suffix}", b"A\rdog.\r\nTwo cats.\nThree.\n")
+    write_bytes(tmp_path / f"pairs.tsv{suffix}", b"Ein\rHund.\tA\rdog.\r\nDrei.\tThree.\n")
+    with caplog.at_level(logging.WARNING, logger="hf_s2s.data"):
+        folder = data.load_translation_corpus(str(tmp_path), "de", "en", streaming=streaming)
+        assert as_pairs(folder["train"]) == [("Ein\rHund.", "A\rdog."), ("Zwei\rKatzen.", "Two cats."),
+                                             ("Drei.", "Three.")]
+    assert f"train.de{suffix}: 2 line(s) hold a carriage return (\\r) that does not end the line" in caplog.text
+    assert f"train.en{suffix}: 1 line(s) hold a carriage return" in caplog.text
+    tsv = data.load_translation_corpus(str(tmp_path / f"pairs.tsv{suffix}"), "de", "en", streaming=streaming)
+    assert as_pairs(tsv["train"]) == [("Ein\rHund.", "A\rdog."), ("Drei.", "Three.")]
+
+
+def test_byte_order_mark_is_not_part_of_the_first_sentence(tmp_path):
+    (tmp_path / "train.de").write_text("Ein Hund.\nZwei.\n", encoding="utf-8-sig")
+    (tmp_path / "train.en").write_text("A dog.\nTwo.\n", encoding="utf-8-sig")
+    assert as_pairs(data.load_text_folder(tmp_path, "de", "en")["train"]) == [("Ein Hund.", "A dog."), ("Zwei.", "Two.")]
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("name", ["train.de", "train.de.gz", "train.tsv", "train.jsonl"])
+def test_non_utf8_bytes_name_the_file_and_the_line(tmp_path, name, streaming):
+    line = "Käse".encode("latin-1")  # b"K\xe4se"
+    if name.startswith("train.de"):
+        write_bytes(tmp_path / name, b"Ein Hund.\n" + line + b"\n")
+        write_lines(tmp_path / "train.en", ["A dog.", "Cheese."])
+        dataset = str(tmp_path)
+    elif name.endswith(".tsv"):
+        dataset = str(write_bytes(tmp_path / name, b"Ein Hund.\tA dog.\n" + line + b"\tCheese.\n"))
+    else:
+        good = json.dumps({"translation": {"de": "Ein Hund.", "en": "A dog."}}).encode()
+        dataset = str(write_bytes(tmp_path / name, good + b"\n" + good.replace(b"Ein Hund.", line) + b"\n"))
+    with pytest.raises(ValueError, match=rf"{name}, line 2: not UTF-8 \(byte 0xe4 at byte \d+ of the line\)"):
+        list(data.load_translation_corpus(dataset, "de", "en", streaming=streaming)["train"])
+
+
+def test_damaged_gzip_names_the_file(tmp_path):
+    write_lines(tmp_path / "train.de.gz", [f"Satz {i}." for i in range(2000)])
+    write_lines(tmp_path / "train.en.gz", [f"Sentence {i}." for i in range(2000)])
+    path = tmp_path / "train.de.gz"
+    path.write_bytes(path.read_bytes()[:-40])  # cut off the end, as an interrupted download does
+    with pytest.raises(ValueError, match=r"train\.de\.gz: damaged gzip file, unreadable from line \d+ on"):
+        data.load_text_folder(tmp_path, "de", "en")
+
+
+def jsonl_line(**row) -> str:
+    return json.dumps(row)
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize(
+    "bad_line, message",
+    [
+        (jsonl_line(translation={"de": "Zwei."}), r"line 2: target language 'en' is not in the translation; "
+                                                  r"languages there: \['de'\]"),
+        (jsonl_line(translation={"de": "Zwei.", "en ": "Two."}), r"line 2: target language 'en' is not in"),
+        (jsonl_line(translation={"de": "Zwei.", "en": "Two.", "fr": "Deux."}),
+         r"line 2: the row adds the field 'translation\.fr', unlike line 1; every row must have the fields "
+         r"\['id', 'translation', 'translation\.de', 'translation\.en'\]"),
+        (jsonl_line(translation={"de": "Zwei.", "en": "Two."}), r"line 2: the row lacks the field 'id', unlike line 1"),
+        (jsonl_line(translation={"de": "Zwei.", "en": "Two."}, id=2, source="web"),
+         r"line 2: the row adds the field 'source'"),
+        (jsonl_line(translation={"de": "Zwei.", "en": 2}, id=2),
+         r"line 2: the field 'translation\.en' is a JSON int, expected a string"),
+        (jsonl_line(translation=["Zwei.", "Two."], id=2), r"line 2: expected an object with a 'translation' object"),
+        ('{"translation": {"de": "Zwei.", "en": "Two."}', r"line 2: not valid JSON \(Expecting ',' delimiter at "
+                                                           r"column 46\); expected one object per line"),
+    ],
+)
+def test_jsonl_rows_that_lack_or_add_fields_name_the_file_line_and_field(tmp_path, bad_line, message, streaming):
+    path = tmp_path / "train.jsonl"
+    path.write_text(jsonl_line(translation={"de": "Ein Hund.", "en": "A dog."}, id=1) + "\n" + bad_line + "\n",
+                    encoding="utf-8")
+    with pytest.raises(ValueError, match=r".*train\.jsonl, " + message):
+        list(data.load_jsonl(path, "de", "en", streaming=streaming)["train"])
+
+
+def test_jsonl_null_and_blank_lines_are_empty_pairs(tmp_path, caplog):
+    path = tmp_path / "train.jsonl"
+    rows = [{"de": "Ein Hund.", "en": "A dog."}, {"de": "Zwei.", "en": None}, {"de": "Drei.", "en": "Three."}]
+    path.write_text("\n".join(jsonl_line(translation=row) for row in rows) + "\n\n", encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="hf_s2s.data"):
+        assert as_pairs(data.load_jsonl(path, "de", "en")["train"]) == [("Ein Hund.", "A dog."), ("Drei.", "Three.")]
+    assert "skipped 2 of 4 pairs in split 'train'" in caplog.text
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("kind", ["folder", "tsv", "jsonl"])
+@pytest.mark.parametrize("content", ["", "\n \n"])
+def test_a_split_without_pairs_is_an_error_naming_its_files(tmp_path, kind, content, streaming):
+    write_folder(tmp_path, prefixes=("train",))
+    if kind == "folder":
+        (tmp_path / "val.de").write_text(content)
+        (tmp_path / "val.en").write_text(content)
+        dataset, where = str(tmp_path), r".*val\.de / .*val\.en"
+    else:
+        write_lines(tmp_path / f"train.{kind}", ["Ein Hund.\tA dog." if kind == "tsv" else
+                                                 jsonl_line(translation={"de": "Ein Hund.", "en": "A dog."})])
+        (tmp_path / f"dev.{kind}").write_text(content)
+        dataset, where = str(tmp_path / f"{{split}}.{kind}"), rf".*dev\.{kind}"
+    reason = "the file\\(s\\) hold no lines" if not content else "all 2 have an empty source or target"
+    with pytest.raises(ValueError, match=rf"split 'validation' \({where}\) has no pairs: {reason}"):
+        data.load_translation_corpus(dataset, "de", "en", streaming=streaming)
+
+
+def test_plain_and_gzip_copies_of_one_file_are_an_error(tmp_path):
+    write_folder(tmp_path)
+    write_lines(tmp_path / "val.en.gz", ["Another dog."] * 3)
+    with pytest.raises(ValueError, match=r"both .*val\.en and .*val\.en\.gz exist; keep one of them"):
+        data.load_text_folder(tmp_path, "de", "en")
+
+
+@pytest.mark.parametrize("kind", ["folder", "tsv", "synthetic:reversal"])
+def test_equal_source_and_target_languages_are_an_error(tmp_path, kind):
+    # In one translation dict the target would overwrite the source: a TSV's first column would be lost.
+    if kind == "folder":
+        dataset = str(write_folder(tmp_path))
+    elif kind == "tsv":
+        dataset = str(write_lines(tmp_path / "train.tsv", ["Ein Hund.\tA dog."]))
+    else:
+        dataset = kind
+    with pytest.raises(ValueError, match=r"the source and target languages are both 'de'; give two different codes"):
+        data.load_translation_corpus(dataset, "de", "de")
+
+
+def test_check_splits_names_the_missing_split(tmp_path):
+    corpus = data.load_text_folder(write_folder(tmp_path, prefixes=("val", "test")), "de", "en")
+    data.check_splits(corpus, str(tmp_path), {"validation": "evaluation"})
+    with pytest.raises(ValueError, match=r"the corpus .* has no 'train' split, which training needs; its splits: "
+                                         r"\['validation', 'test'\] \(.* train files are named train\)"):
+        data.check_splits(corpus, str(tmp_path), {"train": "training", "validation": "evaluation"})
+
+
+@pytest.mark.parametrize(
+    "prefixes, flags, message",
+    [
+        (("val", "test"), [], r"the corpus .* has no 'train' split, which training needs"),
+        (("train", "test"), [], r"has no 'validation' split, which evaluation \(--eval_strategy is not 'no'\) needs"),
+        (("train", "val", "test"), ["--max_train_samples", "0"],
+         r"--max_train_samples must be a positive number of pairs \(or left out for all\), got 0"),
+        (("train", "val", "test"), ["--max_eval_samples", "-1"], r"--max_eval_samples must be a positive number"),
+    ],
+)
+def test_training_job_refuses_a_corpus_it_cannot_use_before_training_a_tokenizer(tmp_path, prefixes, flags, message):
+    from hf_s2s.training import parse_args, run
+
+    corpus = write_folder(tmp_path / "corpus", prefixes=prefixes)
+    output_dir = tmp_path / "run"
+    args = parse_args(["--dataset", str(corpus), "--output_dir", str(output_dir), "--vocab_size", "300",
+                       "--use_cpu", "true", "--report_to", "none", *flags])
+    with pytest.raises(ValueError, match=message):
+        run(*args)
+    assert not (output_dir / "tokenizer").exists()
 
 
 # ------------------------------------------------------------------------------------------------ resolution

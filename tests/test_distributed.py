@@ -1,6 +1,6 @@
 """train.py under `accelerate launch` with two CPU processes (DDP, and FSDP2 sharding the layers, both over
 gloo) against one process with the same global batch: the same losses step by step and the same final
-weights."""
+weights; and the job shuts its process group down before it exits."""
 
 import json
 import os
@@ -40,14 +40,29 @@ STRATEGIES = {
 }
 
 
+# Runs train.py as its own __main__ and then reports, from each process, whether the job left its process group
+# up: one left up can abort the process at exit ("terminate called without an active exception").
+EXIT_REPORT = f"""import runpy, sys
+import torch.distributed as dist
+sys.argv[0] = {TRAIN!r}
+try:
+    runpy.run_path({TRAIN!r}, run_name="__main__")
+finally:
+    print("process group left up:", dist.is_initialized())
+"""
+
+
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("strategy", list(STRATEGIES))
 def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path, strategy):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     launch = LAUNCH + STRATEGIES[strategy]
-    two = subprocess.run(launch + [TRAIN, *COMMON, "--per_device_train_batch_size", "8", "--output_dir",
-                                   str(tmp_path / "two")], capture_output=True, text=True, timeout=400, env=env)
+    (tmp_path / "train_then_report.py").write_text(EXIT_REPORT)
+    two = subprocess.run(launch + [str(tmp_path / "train_then_report.py"), *COMMON, "--per_device_train_batch_size",
+                                   "8", "--output_dir", str(tmp_path / "two")],
+                         capture_output=True, text=True, timeout=400, env=env)
     assert two.returncode == 0, two.stderr[-3000:]
+    assert two.stdout.count("process group left up: False") == 2, two.stdout[-3000:]
     one = subprocess.run([sys.executable, TRAIN, *COMMON, "--per_device_train_batch_size", "16", "--output_dir",
                           str(tmp_path / "one")], capture_output=True, text=True, timeout=400, env=env)
     assert one.returncode == 0, one.stderr[-3000:]

@@ -1,6 +1,7 @@
 """Tokenizer training, the exact round trip on the real Multi30k test set, saving/loading offline, separate
 vocabularies, Unigram, and the tokenizer/model-config fit check."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +49,7 @@ def test_normalization():
     assert normalize_text("  Ein\u00a0 Hund\tläuft \n") == "Ein Hund läuft"
     assert normalize_text("ﬁne ①") == "fine 1"  # NFKC
     assert normalize_text("e\u0301") == "é"  # composed
+    assert normalize_text("Ein\rHund") == "Ein Hund"  # a lone \r kept inside a corpus line (hf_s2s.data)
 
 
 def test_joint_bpe_round_trips_the_multi30k_test_set(multi30k, joint):
@@ -173,6 +175,54 @@ def test_fit_check_accepts_a_matching_config(small):
 def test_fit_check_errors(small, fields, message):
     with pytest.raises(ValueError, match=r"tokenizer does not fit the model config: .*" + message):
         check_tokenizer_fits_model(small, config(**fields))
+
+
+def without_eos(tokenizer, folder: Path):
+    """``tokenizer`` saved to ``folder`` without its post-processor (the one that appends </s>), loaded back."""
+    tokenizer.save_pretrained(folder)
+    spec = json.loads((folder / "tokenizer.json").read_text())
+    spec["post_processor"] = None
+    (folder / "tokenizer.json").write_text(json.dumps(spec))
+    return AutoTokenizer.from_pretrained(folder)
+
+
+def test_fit_check_refuses_a_tokenizer_that_does_not_append_eos(small, tmp_path):
+    plain = without_eos(small, tmp_path)
+    assert plain("a b")["input_ids"] == small("a b")["input_ids"][:-1]  # same tokens, no </s>
+    eos_message = (r"the {side} tokenizer does not end a sentence with </s> \(config\.eos_token_id 2\): 'a' encodes "
+                   r"to \[\d+\], so the model would never learn to stop")
+    with pytest.raises(ValueError, match=eos_message.format(side="source") + ".*" + eos_message.format(side="target")):
+        check_tokenizer_fits_model(plain, config())
+    # Separate vocabularies: the target side alone lacks </s>.
+    with pytest.raises(ValueError, match=r"fit the model config: " + eos_message.format(side="target") + r"[^;]*$"):
+        check_tokenizer_fits_model(small, config(), target_tokenizer=plain)
+
+
+def test_training_job_refuses_a_tokenizer_without_eos_before_training(small, tmp_path):
+    from hf_s2s.training import parse_args, run
+
+    without_eos(small, tmp_path / "tokenizer")
+    args = parse_args(["--dataset", "synthetic:reversal", "--source_lang", "src", "--target_lang", "tgt",
+                       "--tokenizer_name_or_path", str(tmp_path / "tokenizer"), "--output_dir", str(tmp_path / "run"),
+                       "--use_cpu", "true", "--report_to", "none"])
+    with pytest.raises(ValueError, match=r"the target tokenizer does not end a sentence with </s>"):
+        run(*args)
+    assert not list((tmp_path / "run").glob("*/model.safetensors"))  # refused before any training step
+
+
+def test_fit_check_refuses_an_eos_other_than_the_configs(small):
+    # The tokenizer appends id 2 but the config (and generate) stop at id 3.
+    with pytest.raises(ValueError, match=r"config\.eos_token_id is 3 but the tokenizer's is 2; the source tokenizer "
+                                         r"does not end a sentence with </s> \(config\.eos_token_id 3\)"):
+        check_tokenizer_fits_model(small, config(eos_token_id=3))
+
+
+def test_fit_check_refuses_left_padding(small, tmp_path):
+    small.save_pretrained(tmp_path)
+    left = AutoTokenizer.from_pretrained(tmp_path, padding_side="left")
+    with pytest.raises(ValueError, match=r"the target tokenizer pads on the left \(padding_side='left'\), but the "
+                                         r"models need right padding: set tokenizer\.padding_side = 'right'"):
+        check_tokenizer_fits_model(small, config(), target_tokenizer=left)
 
 
 def test_fit_check_separate_decoder_vocabulary(small):
