@@ -13,8 +13,9 @@ from .tokenization import target_side
 class Hypothesis:
     text: str
     # Log-probability of the hypothesis. Beam search: generate's beam score (sum of token log-probs divided
-    # by length ** length_penalty). Greedy / sampling: the plain sum of token log-probs.
-    score: float
+    # by length ** length_penalty). Greedy / sampling: the plain sum of token log-probs. None when the caller
+    # asked for no scores.
+    score: float | None
 
 
 def check_decoding_options(*, num_beams: int, num_return_sequences: int = 1, batch_size: int = 1,
@@ -83,8 +84,12 @@ def length_limit(max_new_tokens: int | None) -> dict:
 @torch.no_grad()
 def translate(model, tokenizer, sentences: list[str], *, batch_size: int = 64, num_beams: int = 5,
               num_return_sequences: int = 1, max_new_tokens: int | None = None, length_penalty: float = 1.0,
-              max_source_length: int | None = None, **generate_kwargs) -> list[list[Hypothesis]]:
+              max_source_length: int | None = None, scores: bool = True, **generate_kwargs) -> list[list[Hypothesis]]:
     """Translate ``sentences``; returns, for each, its ``num_return_sequences`` best hypotheses, best first.
+
+    ``scores=False`` leaves each hypothesis' score None and saves the memory the scores take: ``generate`` then
+    keeps no per-step scores, which under beam search are a (batch x beams, vocabulary) tensor per step (about
+    1.6 GB for 128 sentences, 5 beams, 80 steps and 8,000 entries).
 
     Sentences are decoded in batches of similar length. Without ``max_new_tokens`` the output length limit is
     the model's generation config (``max_length``); other ``generate`` arguments pass through. A blank sentence
@@ -97,7 +102,8 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = 64, n
     generate_kwargs.update(length_limit(max_new_tokens))
     model.eval()
     device = next(model.parameters()).device
-    results: list[list[Hypothesis]] = [[Hypothesis("", 0.0)] * num_return_sequences for _ in sentences]
+    blank = Hypothesis("", 0.0 if scores else None)
+    results: list[list[Hypothesis]] = [[blank] * num_return_sequences for _ in sentences]
     to_decode = [i for i, sentence in enumerate(sentences) if sentence.strip()]
     encoded = []  # a fast tokenizer raises on an empty batch
     if to_decode:
@@ -111,16 +117,18 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = 64, n
         output = model.generate(
             **batch, num_beams=num_beams, num_return_sequences=num_return_sequences,
             length_penalty=length_penalty,
-            output_scores=True, return_dict_in_generate=True, **generate_kwargs,
+            output_scores=scores, return_dict_in_generate=True, **generate_kwargs,
         )
-        if num_beams > 1 and not generate_kwargs.get("do_sample"):
-            scores = output.sequences_scores
+        if not scores:
+            values = [None] * len(output.sequences)
+        elif num_beams > 1 and not generate_kwargs.get("do_sample"):
+            values = output.sequences_scores.tolist()
         else:
-            scores = _greedy_scores(model, output, eos_token_id)
+            values = _greedy_scores(model, output, eos_token_id).tolist()
         texts = tokenizer.batch_decode(output.sequences, skip_special_tokens=True)
         for row, index in enumerate(batch_indices):
             span = range(row * num_return_sequences, (row + 1) * num_return_sequences)
-            results[index] = [Hypothesis(texts[j], float(scores[j])) for j in span]
+            results[index] = [Hypothesis(texts[j], values[j]) for j in span]
     return results
 
 

@@ -90,3 +90,17 @@ def test_translate_script_keeps_blank_lines_aligned(model_dir):
     lines = completed.stdout.split("\n")
     assert len(lines) == len(SENTENCES) + 1 and lines[-1] == ""  # one output line per input line
     assert [i for i, line in enumerate(lines[:-1]) if not line] == [1, 3]
+
+
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_translations_without_scores_are_the_same_translations(model_dir, num_beams):
+    """scores=False (what the training job's test decoding uses: generate then keeps no per-step scores) changes
+    nothing but the scores: the same hypotheses, in the same order, with score None."""
+    model, tokenizer = load_model(model_dir), load_tokenizer(model_dir)
+    kwargs = {"num_beams": num_beams, "num_return_sequences": min(2, num_beams), "batch_size": 2,
+              "max_new_tokens": 6}
+    scored = translate(model, tokenizer, SENTENCES, **kwargs)
+    plain = translate(model, tokenizer, SENTENCES, scores=False, **kwargs)
+    assert [[h.text for h in hs] for hs in plain] == [[h.text for h in hs] for hs in scored]
+    assert all(h.score is None for hs in plain for h in hs)
+    assert all(isinstance(h.score, float) for hs in scored for h in hs)

@@ -45,7 +45,7 @@ def main(argv=None, prog=None):
         return 0
     results = translate(model, tokenizer, sentences, batch_size=args.batch_size, num_beams=args.beams,
                         num_return_sequences=args.nbest, max_new_tokens=args.max_new_tokens,
-                        length_penalty=args.length_penalty)
+                        length_penalty=args.length_penalty, scores=args.scores)
     for index, hypotheses in enumerate(results):
         for hypothesis in hypotheses:
             fields = [hypothesis.text]
