@@ -246,7 +246,7 @@ class TransformerSeq2SeqDecoder(nn.Module):
         self.embed_tokens = (
             None
             if config.share_encoder_decoder_embeddings
-            else nn.Embedding(config.decoder_vocab_size, config.d_model, padding_idx=config.pad_token_id)
+            else nn.Embedding(config.target_vocab_size, config.d_model, padding_idx=config.pad_token_id)
         )
         self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
         self.embed_positions = TransformerSeq2SeqPositionalEmbedding(config)
@@ -458,7 +458,7 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
         if (decoder_input_ids is None) == (decoder_inputs_embeds is None):
             raise ValueError("the decoder needs exactly one of `decoder_input_ids` and `decoder_inputs_embeds` (or labels)")
         if decoder_inputs_embeds is None:
-            check_token_ids(decoder_input_ids, self.config.decoder_vocab_size, "decoder_input_ids")
+            check_token_ids(decoder_input_ids, self.config.target_vocab_size, "decoder_input_ids")
             decoder_inputs_embeds = self.get_decoder_input_embeddings()(decoder_input_ids)  # (B, T_tgt, D)
         decoder_outputs = self.decoder(
             inputs_embeds=decoder_inputs_embeds,
@@ -490,7 +490,7 @@ class TransformerSeq2SeqForConditionalGeneration(TransformerSeq2SeqPreTrainedMod
     def __init__(self, config: TransformerSeq2SeqConfig):
         super().__init__(config)
         self.model = TransformerSeq2SeqModel(config)
-        self.lm_head = nn.Linear(config.d_model, config.decoder_vocab_size, bias=False)
+        self.lm_head = nn.Linear(config.d_model, config.target_vocab_size, bias=False)
         target_table = "encoder" if config.share_encoder_decoder_embeddings else "decoder"
         # applies only when config.tie_word_embeddings is True (transformers checks it)
         self._tied_weights_keys = {"lm_head.weight": f"model.{target_table}.embed_tokens.weight"}
@@ -517,7 +517,7 @@ class TransformerSeq2SeqForConditionalGeneration(TransformerSeq2SeqPreTrainedMod
         """``resize_token_embeddings`` of the one vocabulary source and target share: transformers resizes the
         source table and the output layer; the target table (when not shared) and ``decoder_vocab_size`` follow.
         Separate vocabularies of different sizes cannot be resized by one number: an error."""
-        if self.config.decoder_vocab_size != self.config.vocab_size:
+        if self.config.target_vocab_size != self.config.vocab_size:
             raise ValueError(
                 f"resize_token_embeddings resizes one vocabulary shared by source and target, but this model has "
                 f"vocab_size={self.config.vocab_size} and decoder_vocab_size={self.config.decoder_vocab_size}"
@@ -528,7 +528,8 @@ class TransformerSeq2SeqForConditionalGeneration(TransformerSeq2SeqPreTrainedMod
             decoder.embed_tokens = self._get_resized_embeddings(
                 decoder.embed_tokens, embeddings.num_embeddings, mean_resizing=mean_resizing
             )
-        self.config.decoder_vocab_size = embeddings.num_embeddings
+        if self.config.decoder_vocab_size is not None:
+            self.config.decoder_vocab_size = embeddings.num_embeddings
         return embeddings
 
     @staticmethod
@@ -566,7 +567,7 @@ class TransformerSeq2SeqForConditionalGeneration(TransformerSeq2SeqPreTrainedMod
         (B, T_tgt, V_tgt) and the loss."""
         decoder_output_mask = None
         if labels is not None:
-            check_token_ids(labels.masked_fill(labels == -100, 0), self.config.decoder_vocab_size, "labels")
+            check_token_ids(labels.masked_fill(labels == -100, 0), self.config.target_vocab_size, "labels")
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
