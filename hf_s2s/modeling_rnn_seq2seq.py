@@ -20,7 +20,7 @@ from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2
 
 from .attention_rnn_seq2seq import attend, build_attention
 from .configuration_rnn_seq2seq import RNNSeq2SeqConfig
-from .modeling_common import check_token_ids, seq2seq_loss, shift_tokens_right
+from .modeling_common import GenerationLengthDefault, check_token_ids, seq2seq_loss, shift_tokens_right
 
 _RNN_CLASSES = {"gru": nn.GRU, "lstm": nn.LSTM}
 
@@ -396,7 +396,7 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
         )
 
 
-class RNNSeq2SeqForConditionalGeneration(RNNSeq2SeqPreTrainedModel, GenerationMixin):
+class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreTrainedModel, GenerationMixin):
     """RNN encoder-decoder with the output layer, loss and ``generate()`` (greedy, beam, sampling, n-best).
 
     Alignments: ``generate(..., output_attentions=True, return_dict_in_generate=True)`` gives
@@ -411,6 +411,7 @@ class RNNSeq2SeqForConditionalGeneration(RNNSeq2SeqPreTrainedModel, GenerationMi
         self.lm_head = nn.Linear(config.decoder_hidden_size, config.target_vocab_size, bias=False)
         self.loss_type = "ForMaskedLM"  # labels are already aligned with the logits: no second shift
         self.post_init()
+        self._set_default_generation_length()
 
     def get_encoder(self, modality: str | None = None):
         return self.model.encoder

@@ -37,11 +37,7 @@ from .attention_transformer_seq2seq import (
     sinusoidal_positions,  # noqa: F401  (re-exported)
 )
 from .configuration_transformer_seq2seq import TransformerSeq2SeqConfig
-from .modeling_common import check_token_ids, seq2seq_loss, shift_tokens_right
-
-# Default max_length of the generation config a new model gets (generate's own default, 20, cuts sentences).
-DEFAULT_GENERATION_MAX_LENGTH = 128
-
+from .modeling_common import GenerationLengthDefault, check_token_ids, seq2seq_loss, shift_tokens_right
 
 # ----------------------------------------------------------------------------------------------------------
 # Layers
@@ -483,7 +479,9 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
         )
 
 
-class TransformerSeq2SeqForConditionalGeneration(TransformerSeq2SeqPreTrainedModel, GenerationMixin):
+class TransformerSeq2SeqForConditionalGeneration(
+    GenerationLengthDefault, TransformerSeq2SeqPreTrainedModel, GenerationMixin
+):
     """The encoder-decoder with a linear output projection to target-vocabulary logits (tied to the target
     embedding when ``tie_word_embeddings``), the token-level cross-entropy loss, and ``generate``."""
 
@@ -498,8 +496,7 @@ class TransformerSeq2SeqForConditionalGeneration(TransformerSeq2SeqPreTrainedMod
         # would select) would shift the labels a second time.
         self.loss_type = "ForMaskedLM"
         self.post_init()
-        if self.generation_config.max_length in (None, 20):  # unset, or transformers' generic default
-            self.generation_config.max_length = DEFAULT_GENERATION_MAX_LENGTH
+        self._set_default_generation_length()
 
     def get_encoder(self, *args, **kwargs) -> TransformerSeq2SeqEncoder:
         return self.model.encoder
