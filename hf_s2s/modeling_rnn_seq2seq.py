@@ -291,6 +291,9 @@ class RNNSeq2SeqPreTrainedModel(PreTrainedModel):
     main_input_name = "input_ids"
     _is_stateful = True  # the recurrent state cannot be rolled back: generate() refuses assisted decoding
     _supports_attention_backend = False
+    # Device maps place the encoder and the decoder each whole on one device: the decoder's step loop reads its
+    # cells, attention and readout together, and the cache it carries lives beside them.
+    _no_split_modules = ["RNNSeq2SeqEncoder", "RNNSeq2SeqDecoder"]
 
     @classmethod
     def _supports_default_dynamic_cache(cls) -> bool:

@@ -23,9 +23,25 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+# Seeds and sizes whose random tiny models give different greedy outputs for the rows of source_batch() (a tiny
+# model at its init repeats one token for every input, which would make the equalities below toothless).
+VARIED = {"rnn_seq2seq": {"seed": 1}, "transformer_seq2seq": {"seed": 2, "tie_word_embeddings": False, "init_std": 0.1}}
+
+
 def source_batch():
-    input_ids = torch.tensor([[5, 9, 4, 7, 2], [8, 3, 6, 2, 0]])
+    input_ids = torch.tensor([[5, 9, 4, 7, 2], [8, 3, 6, 2, 0], [11, 12, 13, 14, 2]])
     return input_ids, (input_ids != 0).long()
+
+
+def varied_model(model_type):
+    return random_tiny_model(model_type, VOCAB, **VARIED[model_type])
+
+
+def greedy(model, **kwargs):
+    input_ids, attention_mask = source_batch()
+    with torch.no_grad():
+        return model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=8, do_sample=False,
+                              **kwargs)
 
 
 def generate_quietly(model, caplog, **kwargs):
@@ -58,3 +74,65 @@ def test_generation_length_default_is_shipped_and_a_given_length_raises_no_warni
         assert not [m for m in messages if "max_length" in m or "max_new_tokens" in m], messages
     model.save_pretrained(tmp_path)
     assert type(model).from_pretrained(tmp_path).generation_config.max_length == DEFAULT_GENERATION_MAX_LENGTH
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_quantized_model_loads_generates_saves_and_reloads(model_type, tmp_path):
+    pytest.importorskip("torchao", reason="the test extra installs torchao")
+    from torchao.quantization import Int8WeightOnlyConfig
+    from transformers import AutoModelForSeq2SeqLM, TorchAoConfig
+
+    plain = varied_model(model_type)
+    plain.save_pretrained(tmp_path / "plain")
+    quantized = AutoModelForSeq2SeqLM.from_pretrained(
+        tmp_path / "plain", quantization_config=TorchAoConfig(Int8WeightOnlyConfig())
+    )
+    int8_weights = {n for n, p in quantized.named_parameters() if type(p.data).__name__ == "Int8Tensor"}
+    assert int8_weights, "no weight was quantized"
+    expected = greedy(quantized)
+    assert len({tuple(row) for row in expected.tolist()}) > 1
+    input_ids, attention_mask = source_batch()
+    with torch.no_grad():  # int8 weights: within a few percent of the float model's logits, not equal
+        got = quantized(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=input_ids).logits
+        want = plain(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=input_ids).logits
+    assert (got - want).abs().max() < 0.05 * want.abs().max()
+
+    quantized.save_pretrained(tmp_path / "quantized")  # config.json now carries quantization_config
+    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "quantized")
+    assert reloaded.config.quantization_config.quant_method == "torchao"
+    assert {n for n, p in reloaded.named_parameters() if type(p.data).__name__ == "Int8Tensor"} == int8_weights
+    assert torch.equal(greedy(reloaded), expected)
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_device_map_offloading_to_disk_generates_the_plain_models_tokens(model_type, tmp_path):
+    from transformers import AutoModelForSeq2SeqLM
+
+    plain = varied_model(model_type)
+    plain.save_pretrained(tmp_path / "model")
+    expected = greedy(plain)
+    assert len({tuple(row) for row in expected.tolist()}) > 1
+    beams = greedy(plain, num_beams=3)
+
+    # the decoder's weights stay on disk and are brought in for each call
+    device_map = {"model.encoder": "cpu", "model.decoder": "disk", "lm_head": "cpu"}
+    offloaded = AutoModelForSeq2SeqLM.from_pretrained(
+        tmp_path / "model", device_map=device_map, offload_folder=tmp_path / "offload"
+    )
+    assert set(offloaded.hf_device_map.values()) == {"cpu", "disk"}
+    assert torch.equal(greedy(offloaded), expected)
+    assert torch.equal(greedy(offloaded, num_beams=3), beams)
+
+    # device_map="auto" under a memory budget keeps each no-split module whole
+    budget = sum(p.numel() * p.element_size() for p in plain.parameters()) // 2
+    auto = AutoModelForSeq2SeqLM.from_pretrained(
+        tmp_path / "model", device_map="auto", max_memory={"cpu": budget}, offload_folder=tmp_path / "offload_auto"
+    )
+    no_split = tuple(type(plain)._no_split_modules or ())
+    assert no_split, "the family declares no _no_split_modules"
+    for name, module in auto.named_modules():
+        if type(module).__name__ in no_split:
+            placed = {device for key, device in auto.hf_device_map.items() if key.startswith(name + ".") or key == name
+                      or name.startswith(key + ".") or key == ""}
+            assert len(placed) == 1, f"{name} ({type(module).__name__}) split over {placed}"
+    assert torch.equal(greedy(auto), expected)
