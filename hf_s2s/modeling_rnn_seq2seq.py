@@ -144,18 +144,31 @@ class RNNSeq2SeqEncoder(nn.Module):
             dropout=config.dropout if config.encoder_layers > 1 else 0.0,
         )
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs) -> BaseModelOutput:
-        """input_ids, attention_mask: (B, S), right-padded."""
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        **kwargs,
+    ) -> BaseModelOutput:
+        """input_ids, attention_mask: (B, S), right-padded; or inputs_embeds (B, S, D) instead of input_ids."""
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("the encoder needs exactly one of `input_ids` and `inputs_embeds`")
         check_token_ids(input_ids, self.config.vocab_size, "input_ids")
-        mask = source_mask_from_inputs(input_ids, attention_mask, self.config.pad_token_id, input_ids.shape)
-        if input_ids.shape[1] == 0:  # zero-length sources: one masked pad position keeps the shapes valid
-            input_ids = input_ids.new_full((input_ids.shape[0], 1), self.config.pad_token_id or 0)
-            mask = mask.new_zeros(input_ids.shape)
-        embeds = self.dropout(self.embed_tokens(input_ids))  # (B, S, D)
+        shape = input_ids.shape if input_ids is not None else inputs_embeds.shape[:2]
+        mask = source_mask_from_inputs(input_ids, attention_mask, self.config.pad_token_id, shape).to(
+            (input_ids if input_ids is not None else inputs_embeds).device
+        )
+        if inputs_embeds is None:
+            if input_ids.shape[1] == 0:  # zero-length sources: one masked pad position keeps the shapes valid
+                input_ids = input_ids.new_full((input_ids.shape[0], 1), self.config.pad_token_id or 0)
+                mask = mask.new_zeros(input_ids.shape)
+            inputs_embeds = self.embed_tokens(input_ids)  # (B, S, D)
+        embeds = self.dropout(inputs_embeds)  # (B, S, D)
         lengths = mask.sum(dim=1).clamp(min=1).cpu()  # packing needs >= 1 step; empty rows are zeroed below
         packed = pack_padded_sequence(embeds, lengths, batch_first=True, enforce_sorted=False)
         outputs, _ = self.rnn(packed)
-        memory, _ = pad_packed_sequence(outputs, batch_first=True, total_length=input_ids.shape[1])  # (B, S, E)
+        memory, _ = pad_packed_sequence(outputs, batch_first=True, total_length=embeds.shape[1])  # (B, S, E)
         memory = memory * mask[:, :, None].to(memory.dtype)
         return BaseModelOutput(last_hidden_state=memory)
 
@@ -255,22 +268,38 @@ class RNNSeq2SeqDecoder(nn.Module):
 
     def forward(
         self,
-        input_ids: torch.Tensor,
-        state: RNNSeq2SeqCache,
+        input_ids: torch.Tensor | None = None,
+        state: RNNSeq2SeqCache | None = None,
         next_token_fn: Callable[[torch.Tensor], torch.Tensor] | None = None,
         teacher_forcing_ratio: float = 1.0,
+        inputs_embeds: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """input_ids (B, T) -> readout (B, T, H), attention weights (B, T, S) or None; advances ``state``.
+        """input_ids (B, T) (or inputs_embeds (B, T, D)) -> readout (B, T, H), attention weights (B, T, S) or None;
+        advances ``state``. Called on its own (``model.get_decoder()``), the decoder starts a state from
+        ``encoder_hidden_states`` (B, S, E) and ``encoder_attention_mask`` (B, S) when no ``state`` is given.
 
         Scheduled sampling: with ``next_token_fn`` (readout (B, 1, H) -> token ids (B, 1)), each example's input at
         step t > 0 is the model's own previous prediction with probability 1 - ``teacher_forcing_ratio``.
         """
-        embeds = self.dropout(self.embed_tokens(input_ids))  # (B, T, D)
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("the decoder needs exactly one of `input_ids` and `inputs_embeds`")
+        if state is None:
+            if encoder_hidden_states is None:
+                raise ValueError("the decoder needs a `state` (RNNSeq2SeqCache) or `encoder_hidden_states`")
+            source_mask = source_mask_from_inputs(
+                None, encoder_attention_mask, None, encoder_hidden_states.shape[:2]
+            ).to(encoder_hidden_states.device)
+            state = self.init_state(encoder_hidden_states, source_mask, RNNSeq2SeqCache())
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids)  # (B, T, D)
+        embeds = self.dropout(inputs_embeds)  # (B, T, D)
         if next_token_fn is None and not self.steps_depend_on_outputs:
             readout, weights = self._run(embeds, state)
         else:
             readouts, all_weights = [], []
-            for t in range(input_ids.shape[1]):
+            for t in range(embeds.shape[1]):
                 step = embeds[:, t : t + 1]  # (B, 1, D)
                 if next_token_fn is not None and t > 0:
                     predicted = self.dropout(self.embed_tokens(next_token_fn(readouts[-1])))  # (B, 1, D)
@@ -281,7 +310,7 @@ class RNNSeq2SeqDecoder(nn.Module):
                 all_weights.append(weights)
             readout = torch.cat(readouts, dim=1)  # (B, T, H)
             weights = torch.cat(all_weights, dim=1) if self.attention is not None else None  # (B, T, S)
-        state.seen_tokens += input_ids.shape[1]
+        state.seen_tokens += embeds.shape[1]
         return self.dropout(readout), weights
 
 
@@ -356,12 +385,17 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
         output_attentions: bool | None = None,
         return_dict: bool | None = None,
         next_token_fn: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
         **kwargs,
     ) -> Seq2SeqModelOutput:
         """input_ids, attention_mask (B, S); decoder_input_ids (B, T). With an initialised ``past_key_values`` only
-        the new decoder tokens are read and the encoder is not needed. ``next_token_fn``: see the decoder."""
-        if decoder_input_ids is None:
-            raise ValueError("RNNSeq2SeqModel needs `decoder_input_ids` (or `labels` on the generation model)")
+        the new decoder tokens are read and the encoder is not needed. ``next_token_fn``: see the decoder.
+        inputs_embeds (B, S, D) / decoder_inputs_embeds (B, T, D) replace input_ids / decoder_input_ids."""
+        if decoder_input_ids is None and decoder_inputs_embeds is None:
+            raise ValueError(
+                "RNNSeq2SeqModel needs `decoder_input_ids` or `decoder_inputs_embeds` (or `labels` on the generation model)"
+            )
         check_token_ids(decoder_input_ids, self.config.target_vocab_size, "decoder_input_ids")
         use_cache = use_cache if use_cache is not None else self.config.use_cache
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
@@ -371,9 +405,11 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
         state = past_key_values if past_key_values is not None and past_key_values.is_initialized else None
         if state is None:
             if encoder_outputs is None:
-                if input_ids is None:
-                    raise ValueError("RNNSeq2SeqModel needs `input_ids` or `encoder_outputs`")
-                encoder_outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask)
+                if input_ids is None and inputs_embeds is None:
+                    raise ValueError("RNNSeq2SeqModel needs `input_ids`, `inputs_embeds` or `encoder_outputs`")
+                encoder_outputs = self.encoder(
+                    input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds
+                )
             elif not isinstance(encoder_outputs, BaseModelOutput):
                 encoder_outputs = BaseModelOutput(last_hidden_state=encoder_outputs[0])
             memory = encoder_outputs.last_hidden_state  # (B, S, E)
@@ -388,7 +424,7 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
 
         readout, weights = self.decoder(
             decoder_input_ids, state, next_token_fn=next_token_fn,
-            teacher_forcing_ratio=self.config.teacher_forcing_ratio,
+            teacher_forcing_ratio=self.config.teacher_forcing_ratio, inputs_embeds=decoder_inputs_embeds,
         )
         return Seq2SeqModelOutput(
             last_hidden_state=readout,
@@ -460,6 +496,8 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         return_dict: bool | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
         """labels (B, T), -100 on ignored positions; the loss is the token sum over ``num_items_in_batch``
@@ -468,7 +506,7 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
         if labels is not None:
             check_token_ids(labels[labels != -100], self.config.target_vocab_size, "labels")
             use_cache = False
-            if decoder_input_ids is None:
+            if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
         next_token_fn = None
         if self.training and self.config.teacher_forcing_ratio < 1.0:
@@ -479,6 +517,7 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
             input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
             encoder_outputs=encoder_outputs, past_key_values=past_key_values, use_cache=use_cache,
             output_attentions=output_attentions, next_token_fn=next_token_fn,
+            inputs_embeds=inputs_embeds, decoder_inputs_embeds=decoder_inputs_embeds,
         )
         logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
         loss = seq2seq_loss(logits, labels, num_items_in_batch) if labels is not None else None

@@ -136,3 +136,35 @@ def test_device_map_offloading_to_disk_generates_the_plain_models_tokens(model_t
                       or name.startswith(key + ".") or key == ""}
             assert len(placed) == 1, f"{name} ({type(module).__name__}) split over {placed}"
     assert torch.equal(greedy(auto), expected)
+
+
+def test_rnn_inputs_embeds_give_the_input_ids_outputs():
+    model = varied_model("rnn_seq2seq")
+    input_ids, attention_mask = source_batch()
+    decoder_input_ids = torch.tensor([[1, 4, 5], [1, 7, 8], [1, 3, 3]])
+    with torch.no_grad():
+        expected = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids)
+        got = model(
+            inputs_embeds=model.get_input_embeddings()(input_ids), attention_mask=attention_mask,
+            decoder_inputs_embeds=model.get_decoder().embed_tokens(decoder_input_ids),
+        )
+    torch.testing.assert_close(got.logits, expected.logits, rtol=0, atol=0)
+    torch.testing.assert_close(got.encoder_last_hidden_state, expected.encoder_last_hidden_state, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="exactly one of `input_ids` and `inputs_embeds`"):
+        model(input_ids=input_ids, inputs_embeds=model.get_input_embeddings()(input_ids),
+              decoder_input_ids=decoder_input_ids)
+
+
+@pytest.mark.parametrize("model_type", ["rnn_seq2seq"])
+def test_decoder_called_on_its_own_matches_the_model(model_type):
+    model = varied_model(model_type)
+    input_ids, attention_mask = source_batch()
+    decoder_input_ids = torch.tensor([[1, 4, 5], [1, 7, 8], [1, 3, 3]])
+    with torch.no_grad():
+        expected = model.model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids)
+        memory = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        decoder_output = model.get_decoder()(
+            input_ids=decoder_input_ids, encoder_hidden_states=memory, encoder_attention_mask=attention_mask
+        )
+    hidden = decoder_output[0] if isinstance(decoder_output, tuple) else decoder_output.last_hidden_state
+    torch.testing.assert_close(hidden, expected.last_hidden_state, rtol=0, atol=0)
