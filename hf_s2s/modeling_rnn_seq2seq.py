@@ -210,6 +210,7 @@ class RNNSeq2SeqDecoder(nn.Module):
         self.bridge = (
             nn.Linear(memory_size, config.decoder_layers * hidden_size) if config.decoder_init == "bridge" else None
         )
+        self.gradient_checkpointing = False  # set by model.gradient_checkpointing_enable()
 
     @property
     def steps_depend_on_outputs(self) -> bool:
@@ -266,6 +267,24 @@ class RNNSeq2SeqDecoder(nn.Module):
             state.input_feed = readout[:, -1]
         return readout, weights
 
+    def _run_checkpointed(self, embeds: torch.Tensor, state: RNNSeq2SeqCache) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``_run`` under gradient checkpointing: a step's attention and readout activations are recomputed in the
+        backward pass instead of kept. The checkpointed function runs twice, so it must not advance ``state``
+        itself: it takes the state's tensors as inputs and returns the new recurrent ones."""
+
+        def step(embeds, hidden, cell, input_feed, memory, source_mask, keys, context):
+            scratch = RNNSeq2SeqCache()
+            scratch.hidden, scratch.cell, scratch.input_feed = hidden, cell, input_feed
+            scratch.memory, scratch.source_mask, scratch.keys, scratch.context = memory, source_mask, keys, context
+            readout, weights = self._run(embeds, scratch)
+            return readout, weights, scratch.hidden, scratch.cell, scratch.input_feed
+
+        readout, weights, state.hidden, state.cell, state.input_feed = self._gradient_checkpointing_func(
+            step, embeds, state.hidden, state.cell, state.input_feed, state.memory, state.source_mask, state.keys,
+            state.context,
+        )
+        return readout, weights
+
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -295,8 +314,9 @@ class RNNSeq2SeqDecoder(nn.Module):
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)  # (B, T, D)
         embeds = self.dropout(inputs_embeds)  # (B, T, D)
+        run = self._run_checkpointed if self.gradient_checkpointing and self.training else self._run
         if next_token_fn is None and not self.steps_depend_on_outputs:
-            readout, weights = self._run(embeds, state)
+            readout, weights = run(embeds, state)
         else:
             readouts, all_weights = [], []
             for t in range(embeds.shape[1]):
@@ -305,7 +325,7 @@ class RNNSeq2SeqDecoder(nn.Module):
                     predicted = self.dropout(self.embed_tokens(next_token_fn(readouts[-1])))  # (B, 1, D)
                     sample = torch.rand(step.shape[0], 1, 1, device=step.device) >= teacher_forcing_ratio
                     step = torch.where(sample, predicted, step)
-                readout, weights = self._run(step, state)
+                readout, weights = run(step, state)
                 readouts.append(readout)
                 all_weights.append(weights)
             readout = torch.cat(readouts, dim=1)  # (B, T, H)
@@ -319,6 +339,7 @@ class RNNSeq2SeqPreTrainedModel(PreTrainedModel):
     base_model_prefix = "model"
     main_input_name = "input_ids"
     _is_stateful = True  # the recurrent state cannot be rolled back: generate() refuses assisted decoding
+    supports_gradient_checkpointing = True  # the decoder steps (see RNNSeq2SeqDecoder._run_checkpointed)
     _supports_attention_backend = False
     # Device maps place the encoder and the decoder each whole on one device: the decoder's step loop reads its
     # cells, attention and readout together, and the cache it carries lives beside them.

@@ -168,3 +168,30 @@ def test_decoder_called_on_its_own_matches_the_model(model_type):
         )
     hidden = decoder_output[0] if isinstance(decoder_output, tuple) else decoder_output.last_hidden_state
     torch.testing.assert_close(hidden, expected.last_hidden_state, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("attention_type", ["bahdanau", "luong_general", "none"])
+@pytest.mark.parametrize("use_reentrant", [True, False])
+def test_rnn_gradient_checkpointing_gives_the_same_loss_and_gradients(attention_type, use_reentrant):
+    """bahdanau runs step by step, luong without input feeding and none in one call: both paths checkpointed."""
+    overrides = {"dropout": 0.0, "attention_type": attention_type, "cell_type": "lstm", "decoder_layers": 2}
+    if attention_type == "luong_general":
+        overrides["input_feeding"] = False
+    model = random_tiny_model("rnn_seq2seq", VOCAB, **overrides).train()
+    input_ids, attention_mask = source_batch()
+    labels = torch.tensor([[4, 5, 6, 2], [7, 2, -100, -100], [3, 9, 2, -100]])
+
+    def loss_and_grads():
+        model.zero_grad()
+        loss = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
+        loss.backward()
+        return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    expected_loss, expected_grads = loss_and_grads()
+    model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": use_reentrant})
+    assert model.get_decoder().gradient_checkpointing
+    loss, grads = loss_and_grads()
+    torch.testing.assert_close(loss, expected_loss)
+    assert grads.keys() == expected_grads.keys() and len(grads) == len(list(model.parameters()))
+    for name in grads:
+        torch.testing.assert_close(grads[name], expected_grads[name], msg=name)
