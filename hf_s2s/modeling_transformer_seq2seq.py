@@ -355,7 +355,8 @@ class TransformerSeq2SeqPreTrainedModel(PreTrainedModel):
     main_input_name = "input_ids"
     supports_gradient_checkpointing = True
     _supports_sdpa = True
-    _supports_flex_attn = True
+    _supports_flex_attn = True  # masks come from masking_utils, kernels from ALL_ATTENTION_FUNCTIONS
+    _can_compile_fullgraph = True  # generate() may compile the decoder step whole with a static cache
     _no_split_modules = ["TransformerSeq2SeqEncoderLayer", "TransformerSeq2SeqDecoderLayer"]
 
     @torch.no_grad()

@@ -195,3 +195,49 @@ def test_rnn_gradient_checkpointing_gives_the_same_loss_and_gradients(attention_
     assert grads.keys() == expected_grads.keys() and len(grads) == len(list(model.parameters()))
     for name in grads:
         torch.testing.assert_close(grads[name], expected_grads[name], msg=name)
+
+
+def test_transformer_static_cache_generates_the_dynamic_cache_tokens():
+    model = varied_model("transformer_seq2seq")
+    expected = greedy(model)
+    assert len({tuple(row) for row in expected.tolist()}) > 1
+    assert torch.equal(greedy(model, cache_implementation="static"), expected)
+    assert torch.equal(greedy(model, cache_implementation="static", num_beams=3), greedy(model, num_beams=3))
+
+
+@pytest.mark.slow
+def test_transformer_compiles_fullgraph_with_the_static_cache():
+    """_can_compile_fullgraph: generate() compiles the decoder step with fullgraph=True (a graph break would raise)
+    when the cache is static; transformers does so on accelerators only, CompileConfig._compile_all_devices lets it
+    run here. About 30 s of compilation on one CPU core."""
+    from transformers import CompileConfig
+
+    model = varied_model("transformer_seq2seq")
+    assert type(model)._can_compile_fullgraph
+    compile_config = CompileConfig(fullgraph=True, dynamic=False)
+    compile_config._compile_all_devices = True
+    compiled = greedy(model, cache_implementation="static", compile_config=compile_config)
+    assert hasattr(model, "_compiled_call"), "generate() did not compile the forward"
+    assert torch.equal(compiled, greedy(model))
+
+
+@pytest.mark.slow
+def test_transformer_flex_attention_matches_sdpa():
+    """flex_attention on a padded batch (source and target padding): the same logits and greedy tokens as sdpa.
+    On CPU torch compiles the kernel (about 30 s) and supports inference only (no backward); beam search with flex
+    on CPU fails inside torch's inductor for transformers' own BART too, so it is left to accelerators."""
+    model = varied_model("transformer_seq2seq")
+    input_ids, attention_mask = source_batch()
+    decoder_input_ids = torch.tensor([[1, 4, 5, 6], [1, 7, 0, 0], [1, 3, 3, 0]])
+    decoder_attention_mask = (decoder_input_ids != 0).long()
+    inputs = dict(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
+                  decoder_attention_mask=decoder_attention_mask)
+    with torch.no_grad():
+        expected_logits = model(**inputs).logits
+    expected = greedy(model)
+    model.set_attn_implementation("flex_attention")
+    with torch.no_grad():
+        logits = model(**inputs).logits
+    real = decoder_attention_mask.bool()
+    torch.testing.assert_close(logits[real], expected_logits[real], rtol=1e-5, atol=1e-5)
+    assert torch.equal(greedy(model), expected)
