@@ -16,6 +16,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from transformers import Cache, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
+from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 
 from .attention_rnn_seq2seq import attend, build_attention
@@ -173,6 +174,21 @@ class RNNSeq2SeqEncoder(nn.Module):
         return BaseModelOutput(last_hidden_state=memory)
 
 
+class RNNSeq2SeqDecoderStep(GradientCheckpointingLayer):
+    """The unit transformers' gradient checkpointing recomputes: one call of ``RNNSeq2SeqDecoder._run`` as a pure
+    function of the recurrent state. Checkpointing runs the function again in the backward pass, so it cannot
+    advance a cache in place: it takes the state's tensors (positional, so reentrant checkpointing tracks them)
+    and returns the new recurrent ones. It holds no parameters (they stay where checkpoints name them, in the
+    decoder); the decoder passes itself as ``decoder``."""
+
+    def forward(self, embeds, hidden, cell, input_feed, memory, source_mask, keys, context, *, decoder):
+        scratch = RNNSeq2SeqCache()
+        scratch.hidden, scratch.cell, scratch.input_feed = hidden, cell, input_feed
+        scratch.memory, scratch.source_mask, scratch.keys, scratch.context = memory, source_mask, keys, context
+        readout, weights = decoder._run(embeds, scratch)
+        return readout, weights, scratch.hidden, scratch.cell, scratch.input_feed
+
+
 class RNNSeq2SeqDecoder(nn.Module):
     """GRU/LSTM decoder. Per step t, with y_{t-1} the previous target token and c_t the context:
 
@@ -210,7 +226,7 @@ class RNNSeq2SeqDecoder(nn.Module):
         self.bridge = (
             nn.Linear(memory_size, config.decoder_layers * hidden_size) if config.decoder_init == "bridge" else None
         )
-        self.gradient_checkpointing = False  # set by model.gradient_checkpointing_enable()
+        self.step = RNNSeq2SeqDecoderStep()  # used only under gradient checkpointing
 
     @property
     def steps_depend_on_outputs(self) -> bool:
@@ -268,20 +284,11 @@ class RNNSeq2SeqDecoder(nn.Module):
         return readout, weights
 
     def _run_checkpointed(self, embeds: torch.Tensor, state: RNNSeq2SeqCache) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``_run`` under gradient checkpointing: a step's attention and readout activations are recomputed in the
-        backward pass instead of kept. The checkpointed function runs twice, so it must not advance ``state``
-        itself: it takes the state's tensors as inputs and returns the new recurrent ones."""
-
-        def step(embeds, hidden, cell, input_feed, memory, source_mask, keys, context):
-            scratch = RNNSeq2SeqCache()
-            scratch.hidden, scratch.cell, scratch.input_feed = hidden, cell, input_feed
-            scratch.memory, scratch.source_mask, scratch.keys, scratch.context = memory, source_mask, keys, context
-            readout, weights = self._run(embeds, scratch)
-            return readout, weights, scratch.hidden, scratch.cell, scratch.input_feed
-
-        readout, weights, state.hidden, state.cell, state.input_feed = self._gradient_checkpointing_func(
-            step, embeds, state.hidden, state.cell, state.input_feed, state.memory, state.source_mask, state.keys,
-            state.context,
+        """``_run`` under gradient checkpointing (``self.step``): a step's attention and readout activations are
+        recomputed in the backward pass instead of kept."""
+        readout, weights, state.hidden, state.cell, state.input_feed = self.step(
+            embeds, state.hidden, state.cell, state.input_feed, state.memory, state.source_mask, state.keys,
+            state.context, decoder=self,
         )
         return readout, weights
 
@@ -314,7 +321,7 @@ class RNNSeq2SeqDecoder(nn.Module):
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)  # (B, T, D)
         embeds = self.dropout(inputs_embeds)  # (B, T, D)
-        run = self._run_checkpointed if self.gradient_checkpointing and self.training else self._run
+        run = self._run_checkpointed if self.step.gradient_checkpointing and self.training else self._run
         if next_token_fn is None and not self.steps_depend_on_outputs:
             readout, weights = run(embeds, state)
         else:
@@ -339,7 +346,7 @@ class RNNSeq2SeqPreTrainedModel(PreTrainedModel):
     base_model_prefix = "model"
     main_input_name = "input_ids"
     _is_stateful = True  # the recurrent state cannot be rolled back: generate() refuses assisted decoding
-    supports_gradient_checkpointing = True  # the decoder steps (see RNNSeq2SeqDecoder._run_checkpointed)
+    supports_gradient_checkpointing = True  # the decoder steps (RNNSeq2SeqDecoderStep)
     _supports_attention_backend = False
     # Device maps place the encoder and the decoder each whole on one device: the decoder's step loop reads its
     # cells, attention and readout together, and the cache it carries lives beside them.

@@ -189,7 +189,7 @@ def test_rnn_gradient_checkpointing_gives_the_same_loss_and_gradients(attention_
 
     expected_loss, expected_grads = loss_and_grads()
     model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": use_reentrant})
-    assert model.get_decoder().gradient_checkpointing
+    assert model.get_decoder().step.gradient_checkpointing
     loss, grads = loss_and_grads()
     torch.testing.assert_close(loss, expected_loss)
     assert grads.keys() == expected_grads.keys() and len(grads) == len(list(model.parameters()))
