@@ -251,11 +251,22 @@ class TransformerSeq2SeqDecoder(nn.Module):
             [TransformerSeq2SeqDecoderLayer(config, layer_idx=i) for i in range(config.decoder_layers)]
         )
         self.layer_norm = nn.LayerNorm(config.d_model) if config.norm_position == "pre" else None
+        # With a shared vocabulary the target table is the encoder's. The encoder is referenced, not registered as
+        # a submodule (its weights stay under "encoder." in checkpoints); TransformerSeq2SeqModel sets it.
+        object.__setattr__(self, "shared_embeddings_owner", None)
+
+    def target_embeddings(self) -> nn.Embedding:
+        """The target token table: this decoder's own, or the encoder's when the vocabulary is shared."""
+        if self.embed_tokens is not None:
+            return self.embed_tokens
+        if self.shared_embeddings_owner is None:
+            raise ValueError("this decoder shares the encoder's token table; build it inside TransformerSeq2SeqModel")
+        return self.shared_embeddings_owner.embed_tokens
 
     def forward(
         self,
-        inputs_embeds: torch.Tensor,
-        encoder_hidden_states: torch.Tensor,
+        inputs_embeds: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
         past_key_values: EncoderDecoderCache | None = None,
@@ -263,13 +274,22 @@ class TransformerSeq2SeqDecoder(nn.Module):
         output_attentions: bool = False,
         output_hidden_states: bool = False,
         output_mask: torch.Tensor | None = None,
+        input_ids: torch.Tensor | None = None,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
-        """inputs_embeds: (B, T_tgt, D) unscaled target token embeddings; encoder_hidden_states: (B, T_src, D);
+        """input_ids: (B, T_tgt) target ids (looked up in the target table, the encoder's when shared), or
+        inputs_embeds: (B, T_tgt, D) unscaled target token embeddings; encoder_hidden_states: (B, T_src, D);
         attention_mask: (B, T_past + T_tgt) target padding (or a ready 4D mask from generate);
         encoder_attention_mask: (B, T_src) source padding; output_mask: (B, T_tgt) bool, True where an output is
         needed, a prefix of each row (training passes the positions up to each row's last label): the rest is
         not computed and is zero. Returns last_hidden_state (B, T_tgt, D) and the cache."""
         _check_attentions_available(self.config, output_attentions)
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("the decoder needs exactly one of `input_ids` and `inputs_embeds`")
+        if encoder_hidden_states is None:
+            raise ValueError("the decoder needs `encoder_hidden_states` (B, T_src, D), the encoder's output")
+        if inputs_embeds is None:
+            check_token_ids(input_ids, self.config.target_vocab_size, "input_ids")
+            inputs_embeds = self.target_embeddings()(input_ids)  # (B, T_tgt, D)
         if use_cache and past_key_values is None:
             past_key_values = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
         if past_key_values is not None and not isinstance(past_key_values, EncoderDecoderCache):
@@ -401,6 +421,7 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
         super().__init__(config)
         self.encoder = TransformerSeq2SeqEncoder(config)
         self.decoder = TransformerSeq2SeqDecoder(config)
+        object.__setattr__(self.decoder, "shared_embeddings_owner", self.encoder)  # see TransformerSeq2SeqDecoder
         self.post_init()
 
     def get_input_embeddings(self) -> nn.Embedding:
@@ -411,7 +432,7 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
 
     def get_decoder_input_embeddings(self) -> nn.Embedding:
         """The target token table: the encoder's when the vocabulary is shared."""
-        return self.decoder.embed_tokens if self.decoder.embed_tokens is not None else self.encoder.embed_tokens
+        return self.decoder.target_embeddings()
 
     def get_encoder(self, *args, **kwargs) -> TransformerSeq2SeqEncoder:
         return self.encoder

@@ -155,9 +155,14 @@ def test_rnn_inputs_embeds_give_the_input_ids_outputs():
               decoder_input_ids=decoder_input_ids)
 
 
-@pytest.mark.parametrize("model_type", ["rnn_seq2seq"])
-def test_decoder_called_on_its_own_matches_the_model(model_type):
-    model = varied_model(model_type)
+@pytest.mark.parametrize(
+    ("model_type", "overrides"),
+    [("rnn_seq2seq", {}), ("transformer_seq2seq", {}),
+     ("transformer_seq2seq", {"share_encoder_decoder_embeddings": False, "decoder_vocab_size": VOCAB + 4})],
+    ids=["rnn", "transformer-shared-vocabulary", "transformer-separate-vocabulary"],
+)
+def test_decoder_called_on_its_own_matches_the_model(model_type, overrides):
+    model = random_tiny_model(model_type, VOCAB, **{**VARIED[model_type], **overrides})
     input_ids, attention_mask = source_batch()
     decoder_input_ids = torch.tensor([[1, 4, 5], [1, 7, 8], [1, 3, 3]])
     with torch.no_grad():
