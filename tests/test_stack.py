@@ -15,14 +15,6 @@ FAMILIES = ("rnn_seq2seq", "transformer_seq2seq")
 VOCAB = 23
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 # Seeds and sizes whose random tiny models give different greedy outputs for the rows of source_batch() (a tiny
 # model at its init repeats one token for every input, which would make the equalities below toothless).
 VARIED = {"rnn_seq2seq": {"seed": 1}, "transformer_seq2seq": {"seed": 2, "tie_word_embeddings": False, "init_std": 0.1}}
