@@ -206,7 +206,7 @@ def test_transformer_static_cache_generates_the_dynamic_cache_tokens():
 def test_transformer_compiles_fullgraph_with_the_static_cache():
     """_can_compile_fullgraph: generate() compiles the decoder step with fullgraph=True (a graph break would raise)
     when the cache is static; transformers does so on accelerators only, CompileConfig._compile_all_devices lets it
-    run here. About 30 s of compilation on one CPU core."""
+    run here. Up to about 30 s of compilation on one CPU core with a cold inductor cache."""
     from transformers import CompileConfig
 
     model = varied_model("transformer_seq2seq")
@@ -221,7 +221,7 @@ def test_transformer_compiles_fullgraph_with_the_static_cache():
 @pytest.mark.slow
 def test_transformer_flex_attention_matches_sdpa():
     """flex_attention on a padded batch (source and target padding): the same logits and greedy tokens as sdpa.
-    On CPU torch compiles the kernel (about 30 s) and supports inference only (no backward); beam search with flex
+    On CPU torch compiles the kernel (up to about 30 s cold) and supports inference only (no backward); beam search with flex
     on CPU fails inside torch's inductor for transformers' own BART too, so it is left to accelerators."""
     model = varied_model("transformer_seq2seq")
     input_ids, attention_mask = source_batch()
