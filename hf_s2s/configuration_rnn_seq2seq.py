@@ -8,6 +8,7 @@ from dataclasses import fields
 from transformers import PreTrainedConfig
 
 from .config_checks import (
+    Seq2SeqConfigMixin,
     check_choice,
     check_dropout,
     check_positive,
@@ -21,7 +22,7 @@ ATTENTION_TYPES = ("bahdanau", "luong_dot", "luong_general", "luong_concat", "no
 DECODER_INITS = ("bridge", "last", "zero")
 
 
-class RNNSeq2SeqConfig(PreTrainedConfig):
+class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
     r"""Recurrent encoder-decoder: a (bi)directional GRU/LSTM encoder, a GRU/LSTM decoder and one of
     ``attention_type``:
 
@@ -40,6 +41,9 @@ class RNNSeq2SeqConfig(PreTrainedConfig):
 
     model_type = "rnn_seq2seq"
     keys_to_ignore_at_inference = ["past_key_values"]
+    # Generic names transformers (generate, device maps, common tooling) reads, mapped onto the decoder's fields as the
+    # Transformer config does. An RNN has no attention heads, so there is no num_attention_heads.
+    attribute_map = {"hidden_size": "decoder_hidden_size", "num_hidden_layers": "decoder_layers"}
 
     vocab_size: int = 32000  # source vocabulary size; also the target's unless decoder_vocab_size is set
     decoder_vocab_size: int | None = None  # target vocabulary size; None = same (shared) vocabulary as the source
@@ -70,6 +74,11 @@ class RNNSeq2SeqConfig(PreTrainedConfig):
 
     def __post_init__(self, **kwargs):
         reject_unknown_kwargs(type(self).__name__, kwargs, [f.name for f in fields(self)])
+        super().__post_init__(**kwargs)
+        self.validate_architecture()
+
+    def validate_architecture(self):
+        """This family's checks (transformers' name for them): run at construction and by ``validate()``."""
         for name in (
             "vocab_size", "encoder_embedding_size", "decoder_embedding_size", "encoder_hidden_size",
             "decoder_hidden_size", "attention_size", "encoder_layers", "decoder_layers",
@@ -111,16 +120,11 @@ class RNNSeq2SeqConfig(PreTrainedConfig):
         check_token_id("pad_token_id", self.pad_token_id, min(self.vocab_size, target_vocab), optional=True)
         for name in ("bos_token_id", "eos_token_id", "decoder_start_token_id"):
             check_token_id(name, getattr(self, name), target_vocab, optional=True)
-        super().__post_init__(**kwargs)
 
     @property
     def encoder_output_size(self) -> int:
         """Size of one encoder memory vector h_i (both directions concatenated)."""
         return self.encoder_hidden_size * (2 if self.bidirectional else 1)
-
-    @property
-    def target_vocab_size(self) -> int:
-        return self.decoder_vocab_size if self.decoder_vocab_size is not None else self.vocab_size
 
     @property
     def uses_input_feeding(self) -> bool:

@@ -9,6 +9,7 @@ what they look for (``decoder_layers``, ``decoder_attention_heads``, ``d_model``
 from transformers import PreTrainedConfig
 
 from .config_checks import (
+    Seq2SeqConfigMixin,
     check_choice,
     check_dropout,
     check_positive,
@@ -22,7 +23,7 @@ NORM_POSITIONS = ("pre", "post")
 POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
 
 
-class TransformerSeq2SeqConfig(PreTrainedConfig):
+class TransformerSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
     """Configuration for ``TransformerSeq2SeqModel`` / ``TransformerSeq2SeqForConditionalGeneration``.
 
     Every size is validated here: a wrong value raises ``ValueError`` naming the field, the value and what is
@@ -39,7 +40,7 @@ class TransformerSeq2SeqConfig(PreTrainedConfig):
     }
 
     vocab_size: int = 1000  # source vocabulary size (also the target's unless decoder_vocab_size is set)
-    decoder_vocab_size: int | None = None  # target vocabulary size; None = same as vocab_size
+    decoder_vocab_size: int | None = None  # target vocabulary size; None = same as vocab_size (target_vocab_size)
     d_model: int = 256  # width of embeddings and every residual stream
     encoder_layers: int = 3  # number of encoder layers
     decoder_layers: int = 3  # number of decoder layers (generate and the caches read this)
@@ -68,11 +69,15 @@ class TransformerSeq2SeqConfig(PreTrainedConfig):
 
     def __post_init__(self, **kwargs):
         reject_unknown_kwargs(type(self).__name__, kwargs, TransformerSeq2SeqConfig.__annotations__)
-        if self.decoder_vocab_size is None:
-            self.decoder_vocab_size = self.vocab_size
+        super().__post_init__(**kwargs)
+        self.validate_architecture()
+
+    def validate_architecture(self):
+        """This family's checks (transformers' name for them): run at construction and by ``validate()``."""
+        if self.decoder_vocab_size is not None:
+            check_positive("decoder_vocab_size", self.decoder_vocab_size)
         for name in (
             "vocab_size",
-            "decoder_vocab_size",
             "d_model",
             "encoder_layers",
             "decoder_layers",
@@ -98,16 +103,15 @@ class TransformerSeq2SeqConfig(PreTrainedConfig):
         check_probability("label_smoothing", self.label_smoothing)
         if not (isinstance(self.init_std, int | float) and self.init_std > 0):
             raise ValueError(f"`init_std` must be a positive float, got {self.init_std!r}")
-        if self.share_encoder_decoder_embeddings and self.decoder_vocab_size != self.vocab_size:
+        if self.share_encoder_decoder_embeddings and self.target_vocab_size != self.vocab_size:
             raise ValueError(
                 f"`share_encoder_decoder_embeddings=True` needs one vocabulary, but `vocab_size` is {self.vocab_size} "
                 f"and `decoder_vocab_size` is {self.decoder_vocab_size}; allowed: equal sizes, or "
                 "share_encoder_decoder_embeddings=False"
             )
-        check_token_id("pad_token_id", self.pad_token_id, min(self.vocab_size, self.decoder_vocab_size))
+        check_token_id("pad_token_id", self.pad_token_id, min(self.vocab_size, self.target_vocab_size))
         for name in ("bos_token_id", "eos_token_id", "decoder_start_token_id"):
-            check_token_id(name, getattr(self, name), self.decoder_vocab_size, optional=True)
-        super().__post_init__(**kwargs)
+            check_token_id(name, getattr(self, name), self.target_vocab_size, optional=True)
 
 
 __all__ = ["TransformerSeq2SeqConfig"]

@@ -218,3 +218,32 @@ class Seq2SeqPreTrainedMixin:
         if getattr(self.config, "decoder_vocab_size", None) is not None:
             self.config.decoder_vocab_size = embeddings.num_embeddings
         return embeddings
+
+
+# Length limit both families ship in their generation config (generate()'s generic default, 20 tokens, cuts
+# sentences): 128 decoder positions, the start token included.
+DEFAULT_GENERATION_MAX_LENGTH = 128
+
+
+class GenerationLengthDefault:
+    """Mixed into both generation models (before ``GenerationMixin``): a new model's generation config carries
+    ``max_length=DEFAULT_GENERATION_MAX_LENGTH``, and a length the user passes replaces it without a warning.
+
+    transformers treats a ``max_length`` in the model's generation config as set by the user, so
+    ``generate(max_new_tokens=n)`` would warn on every call that both are set; here the shipped ``max_length``
+    is dropped when the call gives ``max_new_tokens`` and no ``max_length`` of its own.
+    """
+
+    def _set_default_generation_length(self) -> None:
+        """Call at the end of ``__init__`` (a loaded generation_config.json replaces it afterwards)."""
+        if self.generation_config.max_length in (None, 20):  # unset, or transformers' generic default
+            self.generation_config.max_length = DEFAULT_GENERATION_MAX_LENGTH
+
+    def _prepare_generation_config(self, generation_config, **kwargs):
+        user_max_length = kwargs.get("max_length")
+        if user_max_length is None and generation_config is not None:
+            user_max_length = generation_config.max_length
+        generation_config, model_kwargs = super()._prepare_generation_config(generation_config, **kwargs)
+        if generation_config.max_new_tokens is not None and user_max_length is None:
+            generation_config.max_length = None  # the call's max_new_tokens decides the length
+        return generation_config, model_kwargs

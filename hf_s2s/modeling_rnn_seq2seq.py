@@ -18,12 +18,14 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from transformers import Cache, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
+from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.utils.generic import can_return_tuple
 
 from .attention_rnn_seq2seq import attend, build_attention
 from .configuration_rnn_seq2seq import RNNSeq2SeqConfig
 from .modeling_common import (
+    GenerationLengthDefault,
     Seq2SeqPreTrainedMixin,
     TokenPacking,
     check_kwargs,
@@ -175,25 +177,47 @@ class RNNSeq2SeqEncoder(nn.Module):
     @can_return_tuple
     def forward(
         self,
-        input_ids: torch.Tensor,
+        input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
     ) -> RNNSeq2SeqEncoderOutput:
-        """input_ids, attention_mask: (B, S), right-padded. The output flags are accepted as generate() passes them;
-        the encoder has no attention and returns only its last states."""
-        mask = source_mask_from_inputs(input_ids, attention_mask, self.config.pad_token_id, input_ids.shape)
-        if input_ids.shape[1] == 0:  # zero-length sources: one masked pad position keeps the shapes valid
-            input_ids = input_ids.new_full((input_ids.shape[0], 1), self.config.pad_token_id or 0)
-            mask = mask.new_zeros(input_ids.shape)
-        embeds = self.dropout(embed(self.embed_tokens, input_ids, "input_ids"))  # (B, S, D)
+        """input_ids, attention_mask: (B, S), right-padded; or inputs_embeds (B, S, D) instead of input_ids. The
+        output flags are accepted as generate() passes them; the encoder has no attention and returns only its last
+        states."""
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("the encoder needs exactly one of `input_ids` and `inputs_embeds`")
+        shape = input_ids.shape if input_ids is not None else inputs_embeds.shape[:2]
+        mask = source_mask_from_inputs(input_ids, attention_mask, self.config.pad_token_id, shape)
+        if inputs_embeds is None:
+            if input_ids.shape[1] == 0:  # zero-length sources: one masked pad position keeps the shapes valid
+                input_ids = input_ids.new_full((input_ids.shape[0], 1), self.config.pad_token_id or 0)
+                mask = mask.new_zeros(input_ids.shape)
+            inputs_embeds = embed(self.embed_tokens, input_ids, "input_ids")  # (B, S, D)
+        embeds = self.dropout(inputs_embeds)  # (B, S, D)
         lengths = source_lengths(mask).clamp(min=1)  # packing needs >= 1 step; empty rows are zeroed below
         packed = pack_padded_sequence(embeds, lengths, batch_first=True, enforce_sorted=False)
         outputs, _ = self.rnn(packed)
-        memory, _ = pad_packed_sequence(outputs, batch_first=True, total_length=input_ids.shape[1])  # (B, S, E)
+        memory, _ = pad_packed_sequence(outputs, batch_first=True, total_length=embeds.shape[1])  # (B, S, E)
         mask = mask.to(memory.device)
         memory = memory * mask[:, :, None].to(memory.dtype)
         return RNNSeq2SeqEncoderOutput(last_hidden_state=memory, source_mask=mask)
+
+
+class RNNSeq2SeqDecoderStep(GradientCheckpointingLayer):
+    """The unit transformers' gradient checkpointing recomputes: one call of ``RNNSeq2SeqDecoder._run`` as a pure
+    function of the recurrent state. Checkpointing runs the function again in the backward pass, so it cannot
+    advance a cache in place: it takes the state's tensors (positional, so reentrant checkpointing tracks them)
+    and returns the new recurrent ones. It holds no parameters (they stay where checkpoints name them, in the
+    decoder); the decoder passes itself as ``decoder``."""
+
+    def forward(self, embeds, hidden, cell, input_feed, memory, source_mask, keys, context, *, decoder):
+        scratch = RNNSeq2SeqCache()
+        scratch.hidden, scratch.cell, scratch.input_feed = hidden, cell, input_feed
+        scratch.memory, scratch.source_mask, scratch.keys, scratch.context = memory, source_mask, keys, context
+        readout, weights = decoder._run(embeds, scratch)
+        return readout, weights, scratch.hidden, scratch.cell, scratch.input_feed
 
 
 class RNNSeq2SeqDecoder(nn.Module):
@@ -236,6 +260,7 @@ class RNNSeq2SeqDecoder(nn.Module):
         # Scheduled sampling's prediction, readout (B, 1, H) -> token ids (B, 1): the output layer lives in the
         # generation model, which sets this (a plain attribute, not a submodule); None in the bare model.
         self.predict_next_token: Callable[[torch.Tensor], torch.Tensor] | None = None
+        self.step = RNNSeq2SeqDecoderStep()  # used only under gradient checkpointing
 
     @property
     def steps_depend_on_outputs(self) -> bool:
@@ -292,31 +317,61 @@ class RNNSeq2SeqDecoder(nn.Module):
             state.input_feed = readout[:, -1]
         return readout, weights
 
-    def forward(self, input_ids: torch.Tensor, state: RNNSeq2SeqCache) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """input_ids (B, T) -> readout (B, T, H), attention weights (B, T, S) or None; advances ``state``.
+    def _run_checkpointed(self, embeds: torch.Tensor, state: RNNSeq2SeqCache) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``_run`` under gradient checkpointing (``self.step``): a step's attention and readout activations are
+        recomputed in the backward pass instead of kept."""
+        readout, weights, state.hidden, state.cell, state.input_feed = self.step(
+            embeds, state.hidden, state.cell, state.input_feed, state.memory, state.source_mask, state.keys,
+            state.context, decoder=self,
+        )
+        return readout, weights
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        state: RNNSeq2SeqCache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """input_ids (B, T) (or inputs_embeds (B, T, D)) -> readout (B, T, H), attention weights (B, T, S) or None;
+        advances ``state``. Called on its own (``model.get_decoder()``), the decoder starts a state from
+        ``encoder_hidden_states`` (B, S, E) and ``encoder_attention_mask`` (B, S) when no ``state`` is given.
 
         Scheduled sampling (training with ``teacher_forcing_ratio`` < 1 and ``predict_next_token`` set): each
         example's input at step t > 0 is the model's own previous prediction with probability 1 - the ratio.
         """
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("the decoder needs exactly one of `input_ids` and `inputs_embeds`")
+        if state is None:
+            if encoder_hidden_states is None:
+                raise ValueError("the decoder needs a `state` (RNNSeq2SeqCache) or `encoder_hidden_states`")
+            source_mask = source_mask_from_inputs(
+                None, encoder_attention_mask, None, encoder_hidden_states.shape[:2]
+            ).to(encoder_hidden_states.device)
+            state = self.init_state(encoder_hidden_states, source_mask, RNNSeq2SeqCache())
         ratio = self.config.teacher_forcing_ratio
         next_token_fn = self.predict_next_token if self.training and ratio < 1.0 else None
-        embeds = self.dropout(embed(self.embed_tokens, input_ids, "decoder_input_ids"))  # (B, T, D)
+        if inputs_embeds is None:
+            inputs_embeds = embed(self.embed_tokens, input_ids, "decoder_input_ids")  # (B, T, D)
+        embeds = self.dropout(inputs_embeds)  # (B, T, D)
+        run = self._run_checkpointed if self.step.gradient_checkpointing and self.training else self._run
         if next_token_fn is None and not self.steps_depend_on_outputs:
-            readout, weights = self._run(embeds, state)
+            readout, weights = run(embeds, state)
         else:
             readouts, all_weights = [], []
-            for t in range(input_ids.shape[1]):
+            for t in range(embeds.shape[1]):
                 step = embeds[:, t : t + 1]  # (B, 1, D)
                 if next_token_fn is not None and t > 0:
                     predicted = self.dropout(self.embed_tokens(next_token_fn(readouts[-1])))  # (B, 1, D)
                     sample = torch.rand(step.shape[0], 1, 1, device=step.device) >= ratio
                     step = torch.where(sample, predicted, step)
-                readout, weights = self._run(step, state)
+                readout, weights = run(step, state)
                 readouts.append(readout)
                 all_weights.append(weights)
             readout = torch.cat(readouts, dim=1)  # (B, T, H)
             weights = torch.cat(all_weights, dim=1) if self.attention is not None else None  # (B, T, S)
-        state.seen_tokens += input_ids.shape[1]
+        state.seen_tokens += embeds.shape[1]
         return self.dropout(readout), weights
 
 
@@ -325,7 +380,11 @@ class RNNSeq2SeqPreTrainedModel(Seq2SeqPreTrainedMixin, PreTrainedModel):
     base_model_prefix = "model"
     main_input_name = "input_ids"
     _is_stateful = True  # the recurrent state cannot be rolled back: generate() refuses assisted decoding
+    supports_gradient_checkpointing = True  # the decoder steps (RNNSeq2SeqDecoderStep)
     _supports_attention_backend = False
+    # Device maps place the encoder and the decoder each whole on one device: the decoder's step loop reads its
+    # cells, attention and readout together, and the cache it carries lives beside them.
+    _no_split_modules = ["RNNSeq2SeqEncoder", "RNNSeq2SeqDecoder"]
 
     @classmethod
     def _supports_default_dynamic_cache(cls) -> bool:
@@ -380,16 +439,21 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
         **kwargs,
     ) -> Seq2SeqModelOutput:
         """input_ids, attention_mask (B, S); decoder_input_ids (B, T). With an initialised ``past_key_values`` only
         the new decoder tokens are read and the encoder is not needed. The source mask comes with the encoder's
         output (inferred from the pad id without attention_mask), so a decoder fed by generate() sees the same.
+        inputs_embeds (B, S, D) / decoder_inputs_embeds (B, T, D) replace input_ids / decoder_input_ids.
         ``return_dict=False`` gives a tuple. An RNN has no per-layer hidden states: ``output_hidden_states`` is
         accepted and returns none."""
         check_kwargs(self, kwargs)
-        if decoder_input_ids is None:
-            raise ValueError("RNNSeq2SeqModel needs `decoder_input_ids` (or `labels` on the generation model)")
+        if decoder_input_ids is None and decoder_inputs_embeds is None:
+            raise ValueError(
+                "RNNSeq2SeqModel needs `decoder_input_ids` or `decoder_inputs_embeds` (or `labels` on the generation model)"
+            )
         use_cache = use_cache if use_cache is not None else self.config.use_cache
         output_attentions, _ = output_flags(self.config, output_attentions, output_hidden_states)
         if past_key_values is not None and not isinstance(past_key_values, RNNSeq2SeqCache):
@@ -398,9 +462,11 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
         state = past_key_values if past_key_values is not None and past_key_values.is_initialized else None
         if state is None:
             if encoder_outputs is None:
-                if input_ids is None:
-                    raise ValueError("RNNSeq2SeqModel needs `input_ids` or `encoder_outputs`")
-                encoder_outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask, return_dict=True)
+                if input_ids is None and inputs_embeds is None:
+                    raise ValueError("RNNSeq2SeqModel needs `input_ids`, `inputs_embeds` or `encoder_outputs`")
+                encoder_outputs = self.encoder(
+                    input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, return_dict=True
+                )
             elif not isinstance(encoder_outputs, BaseModelOutput):
                 encoder_outputs = BaseModelOutput(last_hidden_state=encoder_outputs[0])
             memory = encoder_outputs.last_hidden_state  # (B, S, E)
@@ -411,7 +477,7 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
         elif encoder_outputs is None:
             encoder_outputs = BaseModelOutput(last_hidden_state=state.memory)
 
-        readout, weights = self.decoder(decoder_input_ids, state)
+        readout, weights = self.decoder(decoder_input_ids, state, inputs_embeds=decoder_inputs_embeds)
         return Seq2SeqModelOutput(
             last_hidden_state=readout,
             past_key_values=state if use_cache else None,
@@ -421,7 +487,7 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
         )
 
 
-class RNNSeq2SeqForConditionalGeneration(RNNSeq2SeqPreTrainedModel, GenerationMixin):
+class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreTrainedModel, GenerationMixin):
     """RNN encoder-decoder with the output layer, loss and ``generate()`` (greedy, beam, sampling, n-best).
 
     Alignments: ``generate(..., output_attentions=True, return_dict_in_generate=True)`` gives
@@ -436,6 +502,7 @@ class RNNSeq2SeqForConditionalGeneration(RNNSeq2SeqPreTrainedModel, GenerationMi
         self.lm_head = nn.Linear(config.decoder_hidden_size, config.target_vocab_size, bias=False)
         self.model.decoder.predict_next_token = self._predict_next_token
         self.post_init()
+        self._set_default_generation_length()
 
     def _predict_next_token(self, readout: torch.Tensor) -> torch.Tensor:
         """Scheduled sampling feeds back the argmax prediction: readout (B, 1, H) -> token ids (B, 1)."""
@@ -469,6 +536,8 @@ class RNNSeq2SeqForConditionalGeneration(RNNSeq2SeqPreTrainedModel, GenerationMi
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
         """labels (B, T), -100 on ignored positions; the loss is the token sum over ``num_items_in_batch``
@@ -479,7 +548,7 @@ class RNNSeq2SeqForConditionalGeneration(RNNSeq2SeqPreTrainedModel, GenerationMi
         packing = None
         if labels is not None:
             use_cache = False
-            if decoder_input_ids is None:
+            if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
             if self.training:
                 packing = TokenPacking.through_last_label(labels)
@@ -487,6 +556,7 @@ class RNNSeq2SeqForConditionalGeneration(RNNSeq2SeqPreTrainedModel, GenerationMi
             input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
             encoder_outputs=encoder_outputs, past_key_values=past_key_values, use_cache=use_cache,
             output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
+            inputs_embeds=inputs_embeds, decoder_inputs_embeds=decoder_inputs_embeds,
         )
         hidden = outputs.last_hidden_state if packing is None else packing.pack(outputs.last_hidden_state)
         logits, loss = output_layer_and_loss(

@@ -39,6 +39,7 @@ from .attention_transformer_seq2seq import (
 )
 from .configuration_transformer_seq2seq import TransformerSeq2SeqConfig
 from .modeling_common import (
+    GenerationLengthDefault,
     Seq2SeqPreTrainedMixin,
     TokenPacking,
     check_kwargs,
@@ -47,10 +48,6 @@ from .modeling_common import (
     output_layer_and_loss,
     shift_tokens_right,
 )
-
-# Default max_length of the generation config a new model gets (generate's own default, 20, cuts sentences).
-DEFAULT_GENERATION_MAX_LENGTH = 128
-
 
 # ----------------------------------------------------------------------------------------------------------
 # Layers
@@ -252,7 +249,7 @@ class TransformerSeq2SeqDecoder(nn.Module):
         self.embed_tokens = (
             None
             if config.share_encoder_decoder_embeddings
-            else nn.Embedding(config.decoder_vocab_size, config.d_model, padding_idx=config.pad_token_id)
+            else nn.Embedding(config.target_vocab_size, config.d_model, padding_idx=config.pad_token_id)
         )
         self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
         self.embed_positions = TransformerSeq2SeqPositionalEmbedding(config)
@@ -261,11 +258,22 @@ class TransformerSeq2SeqDecoder(nn.Module):
             [TransformerSeq2SeqDecoderLayer(config, layer_idx=i) for i in range(config.decoder_layers)]
         )
         self.layer_norm = nn.LayerNorm(config.d_model) if config.norm_position == "pre" else None
+        # With a shared vocabulary the target table is the encoder's. The encoder is referenced, not registered as
+        # a submodule (its weights stay under "encoder." in checkpoints); TransformerSeq2SeqModel sets it.
+        object.__setattr__(self, "shared_embeddings_owner", None)
+
+    def target_embeddings(self) -> nn.Embedding:
+        """The target token table: this decoder's own, or the encoder's when the vocabulary is shared."""
+        if self.embed_tokens is not None:
+            return self.embed_tokens
+        if self.shared_embeddings_owner is None:
+            raise ValueError("this decoder shares the encoder's token table; build it inside TransformerSeq2SeqModel")
+        return self.shared_embeddings_owner.embed_tokens
 
     def forward(
         self,
-        inputs_embeds: torch.Tensor,
-        encoder_hidden_states: torch.Tensor,
+        inputs_embeds: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
         past_key_values: EncoderDecoderCache | None = None,
@@ -274,14 +282,22 @@ class TransformerSeq2SeqDecoder(nn.Module):
         output_hidden_states: bool | None = None,
         packing: TokenPacking | None = None,
         source_packing: TokenPacking | None = None,
+        input_ids: torch.Tensor | None = None,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
-        """inputs_embeds: (B, T_tgt, D) unscaled target token embeddings; encoder_hidden_states: (B, T_src, D);
+        """input_ids: (B, T_tgt) target ids (looked up in the target table, the encoder's when shared), or
+        inputs_embeds: (B, T_tgt, D) unscaled target token embeddings; encoder_hidden_states: (B, T_src, D);
         attention_mask: (B, T_past + T_tgt) target padding (or a ready 4D mask from generate);
         encoder_attention_mask: (B, T_src) source padding, with ``source_packing`` its real tokens when the caller
         built it (``pack_source``). packing: the target positions whose outputs are needed, a prefix of each row
         (``TokenPacking.through_last_label``, from the labels); only those are computed, without a cache, and
         last_hidden_state is then (N, D), those positions packed. Else last_hidden_state is (B, T_tgt, D)."""
         output_attentions, output_hidden_states = output_flags(self.config, output_attentions, output_hidden_states)
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("the decoder needs exactly one of `input_ids` and `inputs_embeds`")
+        if encoder_hidden_states is None:
+            raise ValueError("the decoder needs `encoder_hidden_states` (B, T_src, D), the encoder's output")
+        if inputs_embeds is None:
+            inputs_embeds = embed(self.target_embeddings(), input_ids, "input_ids")  # (B, T_tgt, D)
         if use_cache and past_key_values is None:
             past_key_values = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
         if past_key_values is not None and not isinstance(past_key_values, EncoderDecoderCache):
@@ -364,6 +380,8 @@ class TransformerSeq2SeqPreTrainedModel(Seq2SeqPreTrainedMixin, PreTrainedModel)
     main_input_name = "input_ids"
     supports_gradient_checkpointing = True
     _supports_sdpa = True
+    _supports_flex_attn = True  # masks come from masking_utils, kernels from ALL_ATTENTION_FUNCTIONS
+    _can_compile_fullgraph = True  # generate() may compile the decoder step whole with a static cache
     _no_split_modules = ["TransformerSeq2SeqEncoderLayer", "TransformerSeq2SeqDecoderLayer"]
 
     @torch.no_grad()
@@ -396,6 +414,7 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
         super().__init__(config)
         self.encoder = TransformerSeq2SeqEncoder(config)
         self.decoder = TransformerSeq2SeqDecoder(config)
+        object.__setattr__(self.decoder, "shared_embeddings_owner", self.encoder)  # see TransformerSeq2SeqDecoder
         self.post_init()
 
     def get_input_embeddings(self) -> nn.Embedding:
@@ -406,7 +425,7 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
 
     def get_decoder_input_embeddings(self) -> nn.Embedding:
         """The target token table: the encoder's when the vocabulary is shared."""
-        return self.decoder.embed_tokens if self.decoder.embed_tokens is not None else self.encoder.embed_tokens
+        return self.decoder.target_embeddings()
 
     def get_encoder(self, *args, **kwargs) -> TransformerSeq2SeqEncoder:
         return self.encoder
@@ -483,20 +502,21 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
         )
 
 
-class TransformerSeq2SeqForConditionalGeneration(TransformerSeq2SeqPreTrainedModel, GenerationMixin):
+class TransformerSeq2SeqForConditionalGeneration(
+    GenerationLengthDefault, TransformerSeq2SeqPreTrainedModel, GenerationMixin
+):
     """The encoder-decoder with a linear output projection to target-vocabulary logits (tied to the target
     embedding when ``tie_word_embeddings``), the token-level cross-entropy loss, and ``generate``."""
 
     def __init__(self, config: TransformerSeq2SeqConfig):
         super().__init__(config)
         self.model = TransformerSeq2SeqModel(config)
-        self.lm_head = nn.Linear(config.d_model, config.decoder_vocab_size, bias=False)
+        self.lm_head = nn.Linear(config.d_model, config.target_vocab_size, bias=False)
         target_table = "encoder" if config.share_encoder_decoder_embeddings else "decoder"
         # applies only when config.tie_word_embeddings is True (transformers checks it)
         self._tied_weights_keys = {"lm_head.weight": f"model.{target_table}.embed_tokens.weight"}
         self.post_init()
-        if self.generation_config.max_length in (None, 20):  # unset, or transformers' generic default
-            self.generation_config.max_length = DEFAULT_GENERATION_MAX_LENGTH
+        self._set_default_generation_length()
 
     def get_encoder(self, *args, **kwargs) -> TransformerSeq2SeqEncoder:
         return self.model.encoder

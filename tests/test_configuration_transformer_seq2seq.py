@@ -19,7 +19,7 @@ def test_defaults_are_the_reference_size_and_package_token_ids():
     assert config.norm_position == "pre" and config.position_embedding_type == "sinusoidal"
     assert config.is_encoder_decoder and config.use_cache
     # a shared vocabulary unless told otherwise; generic names map onto the decoder's fields (generate reads them)
-    assert config.decoder_vocab_size == config.vocab_size
+    assert config.decoder_vocab_size is None and config.target_vocab_size == config.vocab_size
     assert config.num_hidden_layers == config.decoder_layers and config.hidden_size == config.d_model
 
 
