@@ -4,6 +4,10 @@ from dataclasses import dataclass
 
 import torch
 
+# Sentences per generate() call; the main job decodes its test set with it too, so scripts/translate.py with
+# its defaults pads the same batches and reproduces the hypotheses behind results.json.
+DEFAULT_BATCH_SIZE = 64
+
 
 @dataclass
 class Hypothesis:
@@ -29,13 +33,16 @@ def _greedy_scores(model, output, eos_token_id: int) -> torch.Tensor:
 
 
 @torch.no_grad()
-def translate(model, tokenizer, sentences: list[str], *, batch_size: int = 64, num_beams: int = 5,
+def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAULT_BATCH_SIZE,
+              num_beams: int | None = None,
               num_return_sequences: int = 1, max_new_tokens: int | None = None, length_penalty: float = 1.0,
               max_source_length: int | None = None, **generate_kwargs) -> list[list[Hypothesis]]:
     """Translate ``sentences``; returns, for each, its ``num_return_sequences`` best hypotheses, best first.
 
-    Sentences are decoded in batches of similar length. Without ``max_new_tokens`` the output length limit is
-    the model's generation config (``max_length``); other ``generate`` arguments pass through."""
+    Sentences are decoded in batches of similar length. Without ``num_beams`` or ``max_new_tokens``, the model's
+    generation config decides (``num_beams``, ``max_length``); other ``generate`` arguments pass through."""
+    if num_beams is None:
+        num_beams = model.generation_config.num_beams
     if num_return_sequences > num_beams and not generate_kwargs.get("do_sample"):
         raise ValueError(f"num_return_sequences ({num_return_sequences}) must be <= num_beams ({num_beams})")
     model.eval()

@@ -13,17 +13,19 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.plotting import plot_alignment
-from hf_s2s.translate import alignment, translate
+from hf_s2s.translate import DEFAULT_BATCH_SIZE, alignment, translate
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", help="a saved model folder (model + tokenizer)")
     parser.add_argument("--input", help="file with one source sentence per line (default: stdin)")
-    parser.add_argument("--beams", type=int, default=5, help="beam size (1 = greedy)")
+    parser.add_argument("--beams", type=int, default=None,
+                        help="beam size (1 = greedy); default: the model's generation config, which a model trained "
+                             "by scripts/train.py sets to the largest --test_num_beams of its run")
     parser.add_argument("--nbest", type=int, default=1, help="hypotheses printed per sentence (<= beams)")
     parser.add_argument("--scores", action="store_true", help="print each hypothesis' log-probability score")
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE)
     parser.add_argument("--max-new-tokens", type=int, default=None, help="default: the model's generation config")
     parser.add_argument("--length-penalty", type=float, default=1.0)
     parser.add_argument("--plot-alignment", metavar="PNG", help="save an attention heatmap for --sentence")

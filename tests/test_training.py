@@ -2,6 +2,8 @@
 recipes, resume after a crash, translate.py (n-best, scores, alignment heatmap) and checkpoint averaging."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +18,7 @@ import hf_s2s  # noqa: F401
 import hf_s2s.data
 from hf_s2s.checkpoints import average_checkpoints, find_checkpoints
 from hf_s2s.metrics import compute_translation_metrics
+from hf_s2s.run_dir import hypotheses_path
 from hf_s2s.training import load_recipe, parse_args, results_table, run
 from hf_s2s.translate import alignment, translate
 from tests.helpers import TINY
@@ -280,3 +283,88 @@ def test_results_table_reports_each_run_from_its_results_json(trained, tmp_path)
     missing = subprocess.run([sys.executable, str(ROOT / "scripts" / "results_table.py"), str(tmp_path / "x.json")],
                              capture_output=True, text=True)
     assert missing.returncode == 2 and "x.json does not exist" in missing.stderr
+
+
+# --- The output folder: one run at a time, never mixed with an earlier run -------------------------------------
+
+
+def test_a_folder_holding_a_run_is_refused_unless_resumed_or_overwritten(tmp_path):
+    out = tmp_path / "run"
+    run(*tiny_args(out, "transformer_seq2seq", "--test_num_beams", "1"))  # checkpoint-8, checkpoint-16
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    with pytest.raises(ValueError, match=r"already holds a training run \(checkpoint-8, checkpoint-16, model, "
+                                         r"tokenizer, .*--overwrite_output_dir.*--resume_from_checkpoint"):
+        run(*tiny_args(out, "transformer_seq2seq", "--vocab_size", "300"))
+    # A resumed run reuses the run's tokenizer only when it asks for the one the run trained.
+    with pytest.raises(ValueError, match=r"tokenizer in .* was trained with other arguments .*vocab_size: 280 there, "
+                                         r"300 now; source_lang: 'src' there, 'tgt' now"):
+        run(*tiny_args(out, "transformer_seq2seq", "--vocab_size", "300", "--source_lang", "tgt", "--target_lang",
+                       "src", "--resume_from_checkpoint", str(out / "checkpoint-8")))
+    with pytest.raises(ValueError, match=r"is not one of its checkpoints"):
+        run(*tiny_args(out, "transformer_seq2seq", "--resume_from_checkpoint", str(tmp_path / "x" / "checkpoint-8")))
+    after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert after == before  # the refused runs changed nothing
+    # --overwrite_output_dir starts again from nothing: no checkpoint, tokenizer or result of the first run is left
+    # to be rotated, averaged or reused (one epoch of 4 steps now).
+    results = run(*tiny_args(out, "transformer_seq2seq", "--overwrite_output_dir", "true", "--vocab_size", "300",
+                             "--num_train_epochs", "1", "--per_device_train_batch_size", "64", "--test_num_beams", "1"))
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-4"]
+    assert json.loads((out / "tokenizer" / "hf_s2s_tokenizer_arguments.json").read_text())["vocab_size"] == 300
+    assert results["epochs"] == 1 and json.loads((out / "results.json").read_text())["epochs"] == 1
+
+
+def _train_command(output_dir, *extra):
+    return [sys.executable, str(ROOT / "scripts" / "train.py"), "--dataset", "synthetic:reversal", "--source_lang",
+            "src", "--target_lang", "tgt", "--vocab_size", "280", "--model_config",
+            json.dumps(TINY["transformer_seq2seq"]), "--max_train_samples", "64", "--max_test_samples", "4",
+            "--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end", "false", "--report_to",
+            "none", "--use_cpu", "true", "--disable_tqdm", "true", "--logging_steps", "1000", "--test_num_beams", "1",
+            "--generation_max_length", "8", "--output_dir", str(output_dir), *extra]
+
+
+def test_a_second_run_into_a_locked_folder_is_refused_and_a_killed_run_leaves_no_lock(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    first = subprocess.Popen(_train_command(tmp_path, "--max_steps", "1000000"), stderr=subprocess.PIPE, text=True,
+                             env=env)
+    try:
+        for line in first.stderr:  # wait until the first run holds the lock
+            if "locked" in line:
+                break
+        assert first.poll() is None, "the first run ended before it locked the folder"
+        second = subprocess.run(_train_command(tmp_path, "--max_steps", "2"), capture_output=True, text=True,
+                                timeout=300, env=env)
+        assert second.returncode != 0
+        assert f"is in use by another training run (process {first.pid})" in second.stderr
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    # The kernel released the killed run's lock; its files are a run, so starting again needs the flag.
+    third = subprocess.run(_train_command(tmp_path, "--max_steps", "2", "--overwrite_output_dir", "true"),
+                           capture_output=True, text=True, timeout=300, env=env)
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert json.loads((tmp_path / "results.json").read_text())["train_tokens"] > 0
+
+
+@pytest.mark.parametrize("model_type", list(TINY))
+def test_translate_script_on_the_saved_folder_gives_the_hypotheses_behind_results_json(trained, model_type, tmp_path):
+    output_dir, results = trained[model_type]
+    model_dir = output_dir / "model"
+    # Each score records how it was decoded, and the folder's generation config holds those settings.
+    assert results["test"]["greedy"]["decoding"] == {"num_beams": 1, "max_length": 16, "length_penalty": 1.0,
+                                                     "batch_size": 64, "max_source_length": 128}
+    assert results["test"]["beam2"]["decoding"]["num_beams"] == 2
+    generation_config = json.loads((model_dir / "generation_config.json").read_text())
+    assert (generation_config["max_length"], generation_config["num_beams"]) == (16, 2)
+    corpus = hf_s2s.data.load_translation_corpus("synthetic:reversal", source_lang="src", target_lang="tgt")
+    pairs = corpus["test"].select(range(16))["translation"]
+    sources = tmp_path / "test.src"
+    sources.write_text("".join(f"{p['src']}\n" for p in pairs))
+    for key, flags in (("beam2", []), ("greedy", ["--beams", "1"])):  # the default is the largest beam tested
+        expected = hypotheses_path(output_dir, key).read_text().splitlines()
+        scores = compute_translation_metrics(expected, [p["tgt"] for p in pairs])
+        assert scores["bleu"] == results["test"][key]["bleu"]  # these are the translations behind the score
+        translated = subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "translate.py"), str(model_dir), "--input", str(sources), *flags],
+            capture_output=True, text=True, timeout=120, check=True,
+        ).stdout.splitlines()
+        assert translated == expected
