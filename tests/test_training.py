@@ -322,6 +322,7 @@ def _train_command(output_dir, *extra):
             "--generation_max_length", "8", "--output_dir", str(output_dir), *extra]
 
 
+@pytest.mark.timeout(400)  # a run that never takes the lock would keep the first one waiting
 def test_a_second_run_into_a_locked_folder_is_refused_and_a_killed_run_leaves_no_lock(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     first = subprocess.Popen(_train_command(tmp_path, "--max_steps", "1000000"), stderr=subprocess.PIPE, text=True,
@@ -368,3 +369,48 @@ def test_translate_script_on_the_saved_folder_gives_the_hypotheses_behind_result
             capture_output=True, text=True, timeout=120, check=True,
         ).stdout.splitlines()
         assert translated == expected
+
+
+# --- Fail fast: a bad argument is named before the corpus is read or anything is written -----------------------
+
+LEARNED_POSITIONS = json.dumps({**TINY["transformer_seq2seq"], "position_embedding_type": "learned",
+                                "max_position_embeddings": 12})
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--model_config", '{"d_model": 32,'], r"--model_config is not valid JSON \(Expecting property name"),
+    (["--model_config", "[32]"], r"--model_config must be a JSON object"),
+    (["--model_config", json.dumps({**TINY["transformer_seq2seq"], "encoder_attention_heads": 3})],
+     r"encoder_attention_heads"),
+    (["--model_config", LEARNED_POSITIONS], r"--generation_max_length 16 is longer than the 12 positions"),
+    (["--model_config", LEARNED_POSITIONS, "--generation_max_length", "12"],
+     r"--max_source_length 128 is longer than the 12 positions"),
+    (["--test_num_beams", "1,x"], r"--test_num_beams must be distinct beam sizes .* got '1,x'"),
+    (["--test_num_beams", "0"], r"--test_num_beams must be"),
+    (["--predict_with_generate", "false"], r"--predict_with_generate false: the validation BLEU"),
+    (["--max_train_samples", "0"], r"--max_train_samples must be at least 1 .*got 0"),
+], ids=["json", "not-object", "config-value", "generation-length", "source-length", "beams", "beam-0",
+        "predict-with-generate", "max-train-samples"])
+def test_bad_arguments_fail_before_anything_is_written(tmp_path, flags, message):
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match=message):
+        run(*tiny_args(out, "transformer_seq2seq", *flags))
+    assert not out.exists()
+
+
+def test_an_output_dir_that_cannot_be_written_fails_before_training(tmp_path):
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(ValueError, match=r"--output_dir .*a_file/run cannot be written to"):
+        run(*tiny_args(tmp_path / "a_file" / "run", "transformer_seq2seq"))
+    with pytest.raises(ValueError, match=r"--output_dir .*a_file is a file, not a folder"):
+        run(*tiny_args(tmp_path / "a_file", "transformer_seq2seq"))
+
+
+def test_a_malformed_recipe_is_named_with_its_json_error(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"learning_rate": 0.1,}')
+    with pytest.raises(ValueError, match=rf"recipe {bad} is not valid JSON: Expecting property name.*line 1 column 23"):
+        parse_args(["--recipe", str(bad)])
+    bad.write_text("[1, 2]")
+    with pytest.raises(ValueError, match=r"must hold a JSON object"):
+        parse_args(["--recipe", str(bad)])
