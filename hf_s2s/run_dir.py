@@ -93,8 +93,6 @@ def prepare_output_dir(output_dir: str | Path, *, overwrite: bool, resume_from_c
         return
     names = ", ".join(p.name for p in earlier[:6]) + (", ..." if len(earlier) > 6 else "")
     if resume_from_checkpoint is not None and not overwrite:
-        if resume_from_checkpoint.lower() == "true":
-            return  # Trainer resumes from the newest checkpoint of output_dir
         checkpoint = Path(resume_from_checkpoint).resolve()
         if checkpoint.parent != output_dir.resolve():
             raise ValueError(

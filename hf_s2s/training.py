@@ -39,7 +39,7 @@ from .run_dir import (
     record_tokenizer_arguments,
     tokenizer_arguments_match,
 )
-from .translate import DEFAULT_BATCH_SIZE, alignment, translate
+from .translate import DEFAULT_BATCH_SIZE, DEFAULT_LENGTH_PENALTY, alignment, translate
 
 logger = logging.getLogger(__name__)
 
@@ -226,6 +226,10 @@ def check_arguments(model_args: ModelArguments, data_args: DataArguments,
         if limit is not None and limit < 1:
             raise ValueError(f"{flag} must be at least 1 (leave it out to use the whole split), got {limit}")
     test_beam_sizes(data_args)
+    resume = training_args.resume_from_checkpoint
+    if resume is not None and not (Path(resume) / "trainer_state.json").is_file():
+        raise ValueError(f"--resume_from_checkpoint {resume} is not a checkpoint folder (it holds no "
+                         f"trainer_state.json); give a <output_dir>/checkpoint-<step> folder of the run")
     if not training_args.predict_with_generate and training_args.eval_strategy != "no":
         raise ValueError("--predict_with_generate false: the validation BLEU of each evaluation is computed on "
                          "generated translations; keep it true, or pass --eval_strategy no (and "
@@ -307,7 +311,7 @@ def evaluate_test_set(model, tokenizer, test_pairs, data_args, output_dir: Path)
     scores, samples = {}, []
     for num_beams in test_beam_sizes(data_args):
         decoding = {"num_beams": num_beams, "max_length": model.generation_config.max_length,
-                    "length_penalty": model.generation_config.length_penalty, "batch_size": DEFAULT_BATCH_SIZE,
+                    "length_penalty": DEFAULT_LENGTH_PENALTY, "batch_size": DEFAULT_BATCH_SIZE,
                     "max_source_length": data_args.max_source_length}
         start = time.perf_counter()
         texts = [h[0].text for h in translate(model, tokenizer, sources, **decoding)]

@@ -4,9 +4,10 @@ from dataclasses import dataclass
 
 import torch
 
-# Sentences per generate() call; the main job decodes its test set with it too, so scripts/translate.py with
-# its defaults pads the same batches and reproduces the hypotheses behind results.json.
+# Sentences per generate() call, and beam search's length penalty (score / length ** penalty). The main job
+# decodes its test set with these too, so scripts/translate.py with its defaults reproduces results.json.
 DEFAULT_BATCH_SIZE = 64
+DEFAULT_LENGTH_PENALTY = 1.0
 
 
 @dataclass
@@ -35,7 +36,7 @@ def _greedy_scores(model, output, eos_token_id: int) -> torch.Tensor:
 @torch.no_grad()
 def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAULT_BATCH_SIZE,
               num_beams: int | None = None,
-              num_return_sequences: int = 1, max_new_tokens: int | None = None, length_penalty: float = 1.0,
+              num_return_sequences: int = 1, max_new_tokens: int | None = None, length_penalty: float = DEFAULT_LENGTH_PENALTY,
               max_source_length: int | None = None, **generate_kwargs) -> list[list[Hypothesis]]:
     """Translate ``sentences``; returns, for each, its ``num_return_sequences`` best hypotheses, best first.
 

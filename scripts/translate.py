@@ -13,7 +13,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.plotting import plot_alignment
-from hf_s2s.translate import DEFAULT_BATCH_SIZE, alignment, translate
+from hf_s2s.translate import DEFAULT_BATCH_SIZE, DEFAULT_LENGTH_PENALTY, alignment, translate
 
 
 def main(argv=None):
@@ -27,7 +27,7 @@ def main(argv=None):
     parser.add_argument("--scores", action="store_true", help="print each hypothesis' log-probability score")
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE)
     parser.add_argument("--max-new-tokens", type=int, default=None, help="default: the model's generation config")
-    parser.add_argument("--length-penalty", type=float, default=1.0)
+    parser.add_argument("--length-penalty", type=float, default=DEFAULT_LENGTH_PENALTY)
     parser.add_argument("--plot-alignment", metavar="PNG", help="save an attention heatmap for --sentence")
     parser.add_argument("--sentence", help="the sentence whose alignment is plotted (default: the first input)")
     args = parser.parse_args(argv)

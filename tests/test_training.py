@@ -1,8 +1,10 @@
 """The main job end to end on tiny models and the synthetic reversal corpus: train.py's library entry point,
 recipes, resume after a crash, translate.py (n-best, scores, alignment heatmap) and checkpoint averaging."""
 
+import importlib.util
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -300,8 +302,9 @@ def test_a_folder_holding_a_run_is_refused_unless_resumed_or_overwritten(tmp_pat
                                          r"300 now; source_lang: 'src' there, 'tgt' now"):
         run(*tiny_args(out, "transformer_seq2seq", "--vocab_size", "300", "--source_lang", "tgt", "--target_lang",
                        "src", "--resume_from_checkpoint", str(out / "checkpoint-8")))
+    shutil.copytree(out / "checkpoint-8", tmp_path / "other" / "checkpoint-8")
     with pytest.raises(ValueError, match=r"is not one of its checkpoints"):
-        run(*tiny_args(out, "transformer_seq2seq", "--resume_from_checkpoint", str(tmp_path / "x" / "checkpoint-8")))
+        run(*tiny_args(out, "transformer_seq2seq", "--resume_from_checkpoint", str(tmp_path / "other" / "checkpoint-8")))
     after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert after == before  # the refused runs changed nothing
     # --overwrite_output_dir starts again from nothing: no checkpoint, tokenizer or result of the first run is left
@@ -347,7 +350,8 @@ def test_a_second_run_into_a_locked_folder_is_refused_and_a_killed_run_leaves_no
 
 
 @pytest.mark.parametrize("model_type", list(TINY))
-def test_translate_script_on_the_saved_folder_gives_the_hypotheses_behind_results_json(trained, model_type, tmp_path):
+def test_translate_script_on_the_saved_folder_gives_the_hypotheses_behind_results_json(trained, model_type, tmp_path,
+                                                                                     capsys):
     output_dir, results = trained[model_type]
     model_dir = output_dir / "model"
     # Each score records how it was decoded, and the folder's generation config holds those settings.
@@ -360,15 +364,15 @@ def test_translate_script_on_the_saved_folder_gives_the_hypotheses_behind_result
     pairs = corpus["test"].select(range(16))["translation"]
     sources = tmp_path / "test.src"
     sources.write_text("".join(f"{p['src']}\n" for p in pairs))
+    spec = importlib.util.spec_from_file_location("translate_script", ROOT / "scripts" / "translate.py")
+    translate_script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(translate_script)  # the command line's own code, run in this process
     for key, flags in (("beam2", []), ("greedy", ["--beams", "1"])):  # the default is the largest beam tested
         expected = hypotheses_path(output_dir, key).read_text().splitlines()
         scores = compute_translation_metrics(expected, [p["tgt"] for p in pairs])
         assert scores["bleu"] == results["test"][key]["bleu"]  # these are the translations behind the score
-        translated = subprocess.run(
-            [sys.executable, str(ROOT / "scripts" / "translate.py"), str(model_dir), "--input", str(sources), *flags],
-            capture_output=True, text=True, timeout=120, check=True,
-        ).stdout.splitlines()
-        assert translated == expected
+        assert translate_script.main([str(model_dir), "--input", str(sources), *flags]) == 0
+        assert capsys.readouterr().out.splitlines() == expected
 
 
 # --- Fail fast: a bad argument is named before the corpus is read or anything is written -----------------------
@@ -389,8 +393,9 @@ LEARNED_POSITIONS = json.dumps({**TINY["transformer_seq2seq"], "position_embeddi
     (["--test_num_beams", "0"], r"--test_num_beams must be"),
     (["--predict_with_generate", "false"], r"--predict_with_generate false: the validation BLEU"),
     (["--max_train_samples", "0"], r"--max_train_samples must be at least 1 .*got 0"),
+    (["--resume_from_checkpoint", "true"], r"--resume_from_checkpoint true is not a checkpoint folder"),
 ], ids=["json", "not-object", "config-value", "generation-length", "source-length", "beams", "beam-0",
-        "predict-with-generate", "max-train-samples"])
+        "predict-with-generate", "max-train-samples", "resume-not-a-checkpoint"])
 def test_bad_arguments_fail_before_anything_is_written(tmp_path, flags, message):
     out = tmp_path / "run"
     with pytest.raises(ValueError, match=message):
