@@ -360,6 +360,12 @@ def _train_and_evaluate(model_args: ModelArguments, data_args: DataArguments,
         if limit is not None and split in corpus:
             corpus[split] = corpus[split].take(limit) if data_args.streaming else \
                 corpus[split].select(range(min(limit, len(corpus[split]))))
+    if "validation" not in corpus and training_args.eval_strategy != "no":  # Trainer would say so only after
+        raise ValueError(                                                  # the tokenizer is trained
+            f"--dataset {data_args.dataset} has no validation split, which --eval_strategy "
+            f"{training_args.eval_strategy.value} evaluates on: give a corpus with one, or pass --eval_strategy no "
+            f"and --load_best_model_at_end false"
+        )
 
     if model_args.tokenizer_name_or_path or model_args.model_name_or_path:
         tokenizer = tokenization.load_tokenizer(model_args.tokenizer_name_or_path or model_args.model_name_or_path)

@@ -411,6 +411,17 @@ def test_an_output_dir_that_cannot_be_written_fails_before_training(tmp_path):
         run(*tiny_args(tmp_path / "a_file", "transformer_seq2seq"))
 
 
+def test_a_corpus_without_validation_split_fails_before_the_tokenizer_is_trained(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for split in ("train", "test"):
+        (corpus / f"{split}.src").write_text("a b c\nd e\n")
+        (corpus / f"{split}.tgt").write_text("c b a\ne d\n")
+    with pytest.raises(ValueError, match=rf"--dataset {corpus} has no validation split, which --eval_strategy epoch"):
+        run(*tiny_args(tmp_path / "run", "transformer_seq2seq", "--dataset", str(corpus)))
+    assert not (tmp_path / "run" / "tokenizer").exists()
+
+
 def test_a_malformed_recipe_is_named_with_its_json_error(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"learning_rate": 0.1,}')
