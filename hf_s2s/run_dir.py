@@ -83,27 +83,32 @@ class RunLock:
         self._file = None
 
 
-def prepare_output_dir(output_dir: str | Path, *, overwrite: bool, resume_from_checkpoint: str | None) -> None:
-    """Refuse to start a run in a folder that holds another run, unless it resumes a checkpoint of that folder
-    or ``overwrite`` is set, in which case the earlier run's files are deleted first. Call it holding the
-    folder's :class:`RunLock`."""
+def check_resume(output_dir: str | Path, resume_from_checkpoint: str | None, overwrite: bool) -> None:
+    """A run resumes in its own folder, from one of its checkpoints: that is where its tokenizer (checked by
+    :func:`tokenizer_arguments_match`) and the checkpoints that rotation and averaging see are."""
+    if resume_from_checkpoint is None:
+        return
+    checkpoint = Path(resume_from_checkpoint)
+    if not (checkpoint / "trainer_state.json").is_file():
+        raise ValueError(f"--resume_from_checkpoint {checkpoint} is not a checkpoint folder (it holds no "
+                         f"trainer_state.json); give a <output_dir>/checkpoint-<step> folder of the run")
+    if checkpoint.resolve().parent != Path(output_dir).resolve():
+        raise ValueError(f"--resume_from_checkpoint {checkpoint} is not one of the checkpoints of --output_dir "
+                         f"{output_dir}: a run resumes in its own folder, where its tokenizer and checkpoints are")
+    if overwrite:
+        raise ValueError("--overwrite_output_dir would delete the checkpoint that --resume_from_checkpoint resumes "
+                         "from: pass only one of them")
+
+
+def prepare_output_dir(output_dir: str | Path, *, overwrite: bool, resume: bool) -> None:
+    """Refuse to start a run in a folder that holds another run, unless it resumes that run (see
+    :func:`check_resume`) or ``overwrite`` is set, in which case the earlier run's files are deleted first.
+    Call it holding the folder's :class:`RunLock`."""
     output_dir = Path(output_dir)
     earlier = run_files(output_dir)
-    if not earlier:
+    if not earlier or resume:
         return
     names = ", ".join(p.name for p in earlier[:6]) + (", ..." if len(earlier) > 6 else "")
-    if resume_from_checkpoint is not None and not overwrite:
-        checkpoint = Path(resume_from_checkpoint).resolve()
-        if checkpoint.parent != output_dir.resolve():
-            raise ValueError(
-                f"--output_dir {output_dir} holds another run ({names}) and --resume_from_checkpoint "
-                f"{resume_from_checkpoint} is not one of its checkpoints: resume into the checkpoint's own folder, "
-                f"or choose an empty --output_dir"
-            )
-        return
-    if resume_from_checkpoint is not None:
-        raise ValueError("--overwrite_output_dir deletes the checkpoints that --resume_from_checkpoint would resume "
-                         "from: pass only one of them")
     if not overwrite:
         raise ValueError(
             f"--output_dir {output_dir} already holds a training run ({names}); pass --overwrite_output_dir to "

@@ -34,6 +34,7 @@ from .metrics import build_compute_metrics, compute_translation_metrics
 from .plotting import plot_alignment
 from .run_dir import (
     RunLock,
+    check_resume,
     hypotheses_path,
     prepare_output_dir,
     record_tokenizer_arguments,
@@ -226,10 +227,7 @@ def check_arguments(model_args: ModelArguments, data_args: DataArguments,
         if limit is not None and limit < 1:
             raise ValueError(f"{flag} must be at least 1 (leave it out to use the whole split), got {limit}")
     test_beam_sizes(data_args)
-    resume = training_args.resume_from_checkpoint
-    if resume is not None and not (Path(resume) / "trainer_state.json").is_file():
-        raise ValueError(f"--resume_from_checkpoint {resume} is not a checkpoint folder (it holds no "
-                         f"trainer_state.json); give a <output_dir>/checkpoint-<step> folder of the run")
+    check_resume(training_args.output_dir, training_args.resume_from_checkpoint, data_args.overwrite_output_dir)
     if not training_args.predict_with_generate and training_args.eval_strategy != "no":
         raise ValueError("--predict_with_generate false: the validation BLEU of each evaluation is computed on "
                          "generated translations; keep it true, or pass --eval_strategy no (and "
@@ -342,7 +340,7 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
     with RunLock(training_args.output_dir):
         logger.info("locked %s for this run", training_args.output_dir)
         prepare_output_dir(training_args.output_dir, overwrite=data_args.overwrite_output_dir,
-                           resume_from_checkpoint=training_args.resume_from_checkpoint)
+                           resume=training_args.resume_from_checkpoint is not None)
         return _train_and_evaluate(model_args, data_args, training_args, callbacks)
 
 

@@ -302,9 +302,13 @@ def test_a_folder_holding_a_run_is_refused_unless_resumed_or_overwritten(tmp_pat
                                          r"300 now; source_lang: 'src' there, 'tgt' now"):
         run(*tiny_args(out, "transformer_seq2seq", "--vocab_size", "300", "--source_lang", "tgt", "--target_lang",
                        "src", "--resume_from_checkpoint", str(out / "checkpoint-8")))
+    # A run resumes in its own folder: not from another folder's checkpoint, and not while overwriting it.
     shutil.copytree(out / "checkpoint-8", tmp_path / "other" / "checkpoint-8")
-    with pytest.raises(ValueError, match=r"is not one of its checkpoints"):
-        run(*tiny_args(out, "transformer_seq2seq", "--resume_from_checkpoint", str(tmp_path / "other" / "checkpoint-8")))
+    with pytest.raises(ValueError, match=r"is not one of the checkpoints of --output_dir"):
+        run(*tiny_args(tmp_path / "other", "transformer_seq2seq", "--resume_from_checkpoint", str(out / "checkpoint-8")))
+    with pytest.raises(ValueError, match=r"--overwrite_output_dir would delete the checkpoint"):
+        run(*tiny_args(out, "transformer_seq2seq", "--resume_from_checkpoint", str(out / "checkpoint-8"),
+                       "--overwrite_output_dir", "true"))
     after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert after == before  # the refused runs changed nothing
     # --overwrite_output_dir starts again from nothing: no checkpoint, tokenizer or result of the first run is left
