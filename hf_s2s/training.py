@@ -421,6 +421,7 @@ def _train_and_evaluate(model_args: ModelArguments, data_args: DataArguments,
         if training_args.generation_max_length is not None:
             model.generation_config.max_length = training_args.generation_max_length
         model.generation_config.num_beams = max(test_beam_sizes(data_args), default=1)
+        tokenizer.model_max_length = data_args.max_source_length  # longer sources are truncated, as in training
         trainer.save_model(final_dir)  # best checkpoint when load_best_model_at_end
         tokenizer.save_pretrained(final_dir)
         test_scores, samples = evaluate_test_set(model, tokenizer, corpus["test"], data_args, output_dir) \

@@ -3,6 +3,7 @@
 from dataclasses import dataclass
 
 import torch
+from transformers.tokenization_utils_base import VERY_LARGE_INTEGER
 
 # Sentences per generate() call, and beam search's length penalty (score / length ** penalty). The main job
 # decodes its test set with these too, so scripts/translate.py with its defaults reproduces results.json.
@@ -41,9 +42,13 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAU
     """Translate ``sentences``; returns, for each, its ``num_return_sequences`` best hypotheses, best first.
 
     Sentences are decoded in batches of similar length. Without ``num_beams`` or ``max_new_tokens``, the model's
-    generation config decides (``num_beams``, ``max_length``); other ``generate`` arguments pass through."""
+    generation config decides (``num_beams``, ``max_length``), and without ``max_source_length`` the tokenizer's
+    ``model_max_length`` (the main job saves its ``--max_source_length`` there); other ``generate`` arguments
+    pass through."""
     if num_beams is None:
         num_beams = model.generation_config.num_beams
+    if max_source_length is None and tokenizer.model_max_length < VERY_LARGE_INTEGER:
+        max_source_length = tokenizer.model_max_length
     if num_return_sequences > num_beams and not generate_kwargs.get("do_sample"):
         raise ValueError(f"num_return_sequences ({num_return_sequences}) must be <= num_beams ({num_beams})")
     model.eval()

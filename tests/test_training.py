@@ -46,7 +46,8 @@ def trained(tmp_path_factory):
     runs = {}
     for model_type in TINY:
         output_dir = tmp_path_factory.mktemp(model_type)
-        results = run(*tiny_args(output_dir, model_type))
+        # Some test sources are longer than 8 tokens: decoding the saved folder must truncate them alike.
+        results = run(*tiny_args(output_dir, model_type, "--max_source_length", "8"))
         runs[model_type] = (output_dir, results)
     return runs
 
@@ -80,7 +81,7 @@ def test_train_token_count_is_the_tokenized_corpus_times_the_epochs(trained):
     tokenizer = AutoTokenizer.from_pretrained(output_dir / "model")
     corpus = hf_s2s.data.load_translation_corpus("synthetic:reversal", source_lang="src", target_lang="tgt")
     pairs = corpus["train"].select(range(256))["translation"]
-    source = tokenizer([p["src"] for p in pairs], truncation=True, max_length=128)["input_ids"]
+    source = tokenizer([p["src"] for p in pairs], truncation=True, max_length=8)["input_ids"]
     target = tokenizer(text_target=[p["tgt"] for p in pairs], truncation=True, max_length=128)["input_ids"]
     assert results["train_tokens"] == 2 * sum(len(ids) for ids in source + target)
 
@@ -360,12 +361,14 @@ def test_translate_script_on_the_saved_folder_gives_the_hypotheses_behind_result
     model_dir = output_dir / "model"
     # Each score records how it was decoded, and the folder's generation config holds those settings.
     assert results["test"]["greedy"]["decoding"] == {"num_beams": 1, "max_length": 16, "length_penalty": 1.0,
-                                                     "batch_size": 64, "max_source_length": 128}
+                                                     "batch_size": 64, "max_source_length": 8}
     assert results["test"]["beam2"]["decoding"]["num_beams"] == 2
     generation_config = json.loads((model_dir / "generation_config.json").read_text())
     assert (generation_config["max_length"], generation_config["num_beams"]) == (16, 2)
     corpus = hf_s2s.data.load_translation_corpus("synthetic:reversal", source_lang="src", target_lang="tgt")
     pairs = corpus["test"].select(range(16))["translation"]
+    lengths = [len(ids) for ids in AutoTokenizer.from_pretrained(model_dir)([p["src"] for p in pairs])["input_ids"]]
+    assert max(lengths) > results["test"]["greedy"]["decoding"]["max_source_length"]  # so truncation is tested too
     sources = tmp_path / "test.src"
     sources.write_text("".join(f"{p['src']}\n" for p in pairs))
     spec = importlib.util.spec_from_file_location("translate_script", ROOT / "scripts" / "translate.py")
