@@ -54,7 +54,7 @@ class RunLock:
         self._file = None
 
     def __enter__(self) -> "RunLock":
-        if Path(self.path.parent).exists() and not self.path.parent.is_dir():
+        if self.path.parent.exists() and not self.path.parent.is_dir():
             raise ValueError(f"--output_dir {self.path.parent} is a file, not a folder")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -115,7 +115,10 @@ def prepare_output_dir(output_dir: str | Path, *, overwrite: bool, resume: bool)
             f"delete it and start again, --resume_from_checkpoint to continue it, or choose another --output_dir"
         )
     for path in earlier:
-        shutil.rmtree(path) if path.is_dir() else path.unlink()
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
 
 def tokenizer_arguments_match(tokenizer_dir: str | Path, arguments: dict) -> bool:

@@ -293,6 +293,8 @@ def test_results_table_reports_each_run_from_its_results_json(trained, tmp_path)
 
 def test_a_folder_holding_a_run_is_refused_unless_resumed_or_overwritten(tmp_path):
     out = tmp_path / "run"
+    out.mkdir()
+    (out / "notes.txt").write_text("the user's own file")  # not a run: the folder may be used, the file is kept
     run(*tiny_args(out, "transformer_seq2seq", "--test_num_beams", "1"))  # checkpoint-8, checkpoint-16
     before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     with pytest.raises(ValueError, match=r"already holds a training run \(checkpoint-8, checkpoint-16, model, "
@@ -319,6 +321,7 @@ def test_a_folder_holding_a_run_is_refused_unless_resumed_or_overwritten(tmp_pat
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-4"]
     assert json.loads((out / "tokenizer" / "hf_s2s_tokenizer_arguments.json").read_text())["vocab_size"] == 300
     assert results["epochs"] == 1 and json.loads((out / "results.json").read_text())["epochs"] == 1
+    assert (out / "notes.txt").read_text() == "the user's own file"
 
 
 def _train_command(output_dir, *extra):
