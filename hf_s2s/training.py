@@ -202,7 +202,7 @@ def build_model(model_args: ModelArguments, tokenizer):
     return model
 
 
-def test_beam_sizes(data_args: DataArguments) -> list[int]:
+def parse_test_beams(data_args: DataArguments) -> list[int]:
     """The beam sizes of ``--test_num_beams`` ("1,5" -> [1, 5]); an empty value decodes no test set."""
     sizes = [b.strip() for b in data_args.test_num_beams.split(",") if b.strip()]
     if not all(b.isdigit() and int(b) >= 1 for b in sizes) or len(set(sizes)) != len(sizes):
@@ -226,7 +226,7 @@ def check_arguments(model_args: ModelArguments, data_args: DataArguments,
                         ("--max_test_samples", data_args.max_test_samples)):
         if limit is not None and limit < 1:
             raise ValueError(f"{flag} must be at least 1 (leave it out to use the whole split), got {limit}")
-    test_beam_sizes(data_args)
+    parse_test_beams(data_args)
     check_resume(training_args.output_dir, training_args.resume_from_checkpoint, data_args.overwrite_output_dir)
     if not training_args.predict_with_generate and training_args.eval_strategy != "no":
         raise ValueError("--predict_with_generate false: the validation BLEU of each evaluation is computed on "
@@ -307,7 +307,7 @@ def evaluate_test_set(model, tokenizer, test_pairs, data_args, output_dir: Path)
     sources = [pair[data_args.source_lang] for pair in pairs]
     references = [pair[data_args.target_lang] for pair in pairs]
     scores, samples = {}, []
-    for num_beams in test_beam_sizes(data_args):
+    for num_beams in parse_test_beams(data_args):
         decoding = {"num_beams": num_beams, "max_length": model.generation_config.max_length,
                     "length_penalty": DEFAULT_LENGTH_PENALTY, "batch_size": DEFAULT_BATCH_SIZE,
                     "max_source_length": data_args.max_source_length}
@@ -420,7 +420,7 @@ def _train_and_evaluate(model_args: ModelArguments, data_args: DataArguments,
         # The saved folder decodes as the test set was decoded below: its default is the largest beam tested.
         if training_args.generation_max_length is not None:
             model.generation_config.max_length = training_args.generation_max_length
-        model.generation_config.num_beams = max(test_beam_sizes(data_args), default=1)
+        model.generation_config.num_beams = max(parse_test_beams(data_args), default=1)
         tokenizer.model_max_length = data_args.max_source_length  # longer sources are truncated, as in training
         trainer.save_model(final_dir)  # best checkpoint when load_best_model_at_end
         tokenizer.save_pretrained(final_dir)
