@@ -36,8 +36,16 @@ from .hub import family_defaults, write_model_card
 from .loading import load_model
 from .metrics import build_compute_metrics, compute_translation_metrics
 from .plotting import plot_alignment
+from .run_dir import (
+    RunLock,
+    check_resume,
+    hypotheses_path,
+    prepare_output_dir,
+    record_tokenizer_arguments,
+    tokenizer_arguments_match,
+)
 from .sampling import LengthGroupedEpochSampler, TokenBudgetBatchSampler
-from .translate import alignment, translate
+from .translate import DEFAULT_BATCH_SIZE, DEFAULT_LENGTH_PENALTY, alignment, translate
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +114,15 @@ class DataArguments:
                           "buckets, shuffled; as fairseq --max-tokens) instead of --per_device_train_batch_size "
                           "sentences; replaces --train_sampling_strategy"},
     )
-    test_num_beams: str = field(default="1,5", metadata={"help": "beam sizes for the final test evaluation"})
+    test_num_beams: str = field(
+        default="1,5",
+        metadata={"help": "beam sizes for the final test evaluation; the largest becomes the saved model's default"},
+    )
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={"help": "delete the earlier run in --output_dir (checkpoints, model/, tokenizer/, results.json, ...) "
+                          "and start again; without it such a folder is refused unless --resume_from_checkpoint"},
+    )
     num_sample_translations: int = field(default=20, metadata={"help": "test translations written to samples.txt"})
 
 
@@ -151,7 +167,12 @@ def load_recipe(name_or_path: str) -> dict:
     if not path.is_file():
         available = sorted(p.stem for p in RECIPES_DIR.glob("*.json"))
         raise ValueError(f"unknown recipe {name_or_path!r}; available recipes: {available} (or a path to a JSON file)")
-    recipe = json.loads(path.read_text())
+    try:
+        recipe = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"recipe {path} is not valid JSON: {error}") from None
+    if not isinstance(recipe, dict):
+        raise ValueError(f"recipe {path} must hold a JSON object of argument names and values, got {recipe!r}")
     if isinstance(recipe.get("model_config"), dict):
         recipe["model_config"] = json.dumps(recipe["model_config"])
     return recipe
@@ -175,6 +196,31 @@ def parse_args(argv: list[str] | None = None, prog: str | None = None):
     return parser.parse_args_into_dataclasses(args=argv)
 
 
+def build_config(model_args: ModelArguments, tokenizer=None):
+    """The model's config: a saved model's, or the family's defaults with ``--model_config`` on top, sized to
+    ``tokenizer``. Without a tokenizer (the check before one is trained) it is sized to ``--vocab_size``."""
+    if model_args.model_name_or_path:
+        return AutoConfig.from_pretrained(model_args.model_name_or_path)
+    if model_args.model_type not in FAMILIES:
+        raise ValueError(f"`model_type` must be one of {list(FAMILIES)}, got {model_args.model_type!r}")
+    try:
+        overrides = json.loads(model_args.model_config) if model_args.model_config else {}
+    except json.JSONDecodeError as error:
+        raise ValueError(f"--model_config is not valid JSON ({error}): {model_args.model_config!r}") from None
+    if not isinstance(overrides, dict):
+        raise ValueError(f"--model_config must be a JSON object of config fields, got {model_args.model_config!r}")
+    overrides.setdefault("vocab_size", len(tokenizer) if tokenizer is not None else model_args.vocab_size)
+    if tokenizer is not None:
+        target = tokenization.target_side(tokenizer)
+        overrides.update(tokenization.special_token_ids(tokenizer, target))
+        if target is not tokenizer and "share_encoder_decoder_embeddings" in family_defaults(model_args.model_type):
+            # one id means different tokens in the two vocabularies: the tables must be separate
+            if overrides.setdefault("share_encoder_decoder_embeddings", False):
+                raise ValueError("--model_config sets share_encoder_decoder_embeddings=true, but the tokenizer has "
+                                 "separate source and target vocabularies; leave it out (or false)")
+    return AutoConfig.for_model(model_args.model_type, **overrides)
+
+
 def build_model(model_args: ModelArguments, tokenizer):
     """A new model of the chosen family sized to ``tokenizer``, or a saved one to fine-tune. A tokenizer with
     separate vocabularies sizes the decoder's (``decoder_vocab_size``) by its target side."""
@@ -182,20 +228,59 @@ def build_model(model_args: ModelArguments, tokenizer):
     if model_args.model_name_or_path:
         model = load_model(model_args.model_name_or_path)  # strict: weights must match the config
     else:
-        if model_args.model_type not in FAMILIES:
-            raise ValueError(f"`model_type` must be one of {list(FAMILIES)}, got {model_args.model_type!r}")
-        overrides = json.loads(model_args.model_config) if model_args.model_config else {}
-        overrides.setdefault("vocab_size", len(tokenizer))
-        overrides.update(tokenization.special_token_ids(tokenizer, target))
-        if target is not tokenizer and "share_encoder_decoder_embeddings" in family_defaults(model_args.model_type):
-            # one id means different tokens in the two vocabularies: the tables must be separate
-            if overrides.setdefault("share_encoder_decoder_embeddings", False):
-                raise ValueError("--model_config sets share_encoder_decoder_embeddings=true, but the tokenizer has "
-                                 "separate source and target vocabularies; leave it out (or false)")
-        config = AutoConfig.for_model(model_args.model_type, **overrides)
-        model = AutoModelForSeq2SeqLM.from_config(config)
+        model = AutoModelForSeq2SeqLM.from_config(build_config(model_args, tokenizer))
     tokenization.check_tokenizer_fits_model(tokenizer, model.config, target)
     return model
+
+
+def parse_test_beams(data_args: DataArguments) -> list[int]:
+    """The beam sizes of ``--test_num_beams`` ("1,5" -> [1, 5]); an empty value decodes no test set."""
+    sizes = [b.strip() for b in data_args.test_num_beams.split(",") if b.strip()]
+    if not all(b.isdigit() and int(b) >= 1 for b in sizes) or len(set(sizes)) != len(sizes):
+        raise ValueError(f"--test_num_beams must be distinct beam sizes of at least 1 separated by commas (e.g. 1,5), "
+                         f"got {data_args.test_num_beams!r}")
+    return [int(b) for b in sizes]
+
+
+def check_arguments(model_args: ModelArguments, data_args: DataArguments,
+                    training_args: Seq2SeqTrainingArguments) -> None:
+    """Everything about the job that can be checked before the long work (corpus, tokenizer training,
+    training, test decoding) starts, so that a bad flag costs seconds, not a run."""
+    if model_args.target_vocab_size is not None and not model_args.separate_vocabs:
+        raise ValueError("--target_vocab_size is the target side of --separate_vocabs; pass --separate_vocabs too "
+                         "(or leave it out for a joint vocabulary of --vocab_size)")
+    if model_args.separate_vocabs and (model_args.tokenizer_name_or_path or model_args.model_name_or_path):
+        raise ValueError("--separate_vocabs trains new tokenizers; with --tokenizer_name_or_path or "
+                         "--model_name_or_path the given tokenizer decides the vocabularies: leave it out")
+    if data_args.streaming and training_args.max_steps <= 0:
+        raise ValueError("--streaming reads a corpus of unknown length: give the number of steps with --max_steps")
+    if data_args.max_tokens_per_batch is not None and (data_args.streaming or data_args.max_tokens_per_batch < 1):
+        raise ValueError(f"--max_tokens_per_batch must be a positive number of tokens on a corpus read into memory "
+                         f"(not --streaming), got {data_args.max_tokens_per_batch}"
+                         f"{' with --streaming' if data_args.streaming else ''}")
+    last = data_args.average_last_checkpoints
+    if last > 1 and training_args.save_total_limit is not None and training_args.save_total_limit <= last:
+        raise ValueError(f"--average_last_checkpoints {last} needs --save_total_limit above {last} (the best "
+                         f"checkpoint is kept besides the newest), got {training_args.save_total_limit}")
+    for flag, limit in (("--max_train_samples", data_args.max_train_samples),
+                        ("--max_eval_samples", data_args.max_eval_samples),
+                        ("--max_test_samples", data_args.max_test_samples)):
+        if limit is not None and limit < 1:
+            raise ValueError(f"{flag} must be at least 1 (leave it out to use the whole split), got {limit}")
+    parse_test_beams(data_args)
+    check_resume(training_args.output_dir, training_args.resume_from_checkpoint, data_args.overwrite_output_dir)
+    if not training_args.predict_with_generate and training_args.eval_strategy != "no":
+        raise ValueError("--predict_with_generate false: the validation BLEU of each evaluation is computed on "
+                         "generated translations; keep it true, or pass --eval_strategy no (and "
+                         "--load_best_model_at_end false) to train without validation")
+    config = build_config(model_args)
+    if getattr(config, "position_embedding_type", None) == "learned":
+        for flag, length in (("--generation_max_length", training_args.generation_max_length),
+                             ("--max_source_length", data_args.max_source_length),
+                             ("--max_target_length", data_args.max_target_length)):
+            if length is not None and length > config.max_position_embeddings:
+                raise ValueError(f"{flag} {length} is longer than the {config.max_position_embeddings} positions the "
+                                 f"model's learned position table holds (max_position_embeddings)")
 
 
 def describe_machine() -> str:
@@ -327,23 +412,28 @@ class CountingSeq2SeqTrainer(Seq2SeqTrainer):
         super()._issue_warnings_after_load(load_result._replace(missing_keys=missing))
 
 
-def evaluate_test_set(model, tokenizer, test_pairs, data_args, training_args) -> tuple[dict, list[dict]]:
-    """Translate the test split with each beam size; returns the scores and sample translations."""
+def evaluate_test_set(model, tokenizer, test_pairs, data_args, output_dir: Path) -> tuple[dict, list[dict]]:
+    """Translate the test split with each beam size; returns the scores, each with the decoding settings it
+    was measured with, and sample translations. The translations behind each score are written to
+    ``hypotheses_path(output_dir, key)``. Decoding follows ``model.generation_config`` (the settings the saved
+    folder carries) and ``translate``'s default batch size, so ``scripts/translate.py`` on the folder gives the
+    same translations."""
     pairs = [example["translation"] for example in test_pairs]
     sources = [pair[data_args.source_lang] for pair in pairs]
     references = [pair[data_args.target_lang] for pair in pairs]
     scores, samples = {}, []
-    for num_beams in [int(b) for b in data_args.test_num_beams.split(",") if b.strip()]:
+    for num_beams in parse_test_beams(data_args):
+        decoding = {"num_beams": num_beams, "max_length": model.generation_config.max_length,
+                    "length_penalty": DEFAULT_LENGTH_PENALTY, "batch_size": DEFAULT_BATCH_SIZE,
+                    "max_source_length": data_args.max_source_length}
         start = time.perf_counter()
-        hypotheses = translate(model, tokenizer, sources, num_beams=num_beams,
-                               batch_size=training_args.per_device_eval_batch_size,
-                               max_length=training_args.generation_max_length,
-                               max_source_length=data_args.max_source_length)
-        texts = [h[0].text for h in hypotheses]
+        texts = [h[0].text for h in translate(model, tokenizer, sources, **decoding)]
         result = compute_translation_metrics(texts, references)
         result["decode_seconds"] = round(time.perf_counter() - start, 2)
+        result["decoding"] = decoding
         key = "greedy" if num_beams == 1 else f"beam{num_beams}"
         scores[key] = result
+        hypotheses_path(output_dir, key).write_text("".join(f"{text}\n" for text in texts))
         if not samples:
             samples = [{"source": s, "reference": r, "hypothesis": h}
                        for s, r, h in list(zip(sources, references, texts, strict=True))[: data_args.num_sample_translations]]
@@ -353,31 +443,29 @@ def evaluate_test_set(model, tokenizer, test_pairs, data_args, training_args) ->
 def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq2SeqTrainingArguments,
         callbacks: list | None = None) -> dict:
     """Train and evaluate; returns the results written to ``results.json`` (an empty dict on processes other
-    than the main one). ``callbacks`` are added to the Trainer's."""
+    than the main one). ``callbacks`` are added to the Trainer's.
+
+    The arguments are checked first. The main process then locks ``output_dir`` for the whole run and refuses
+    a folder that holds another run (see :mod:`hf_s2s.run_dir`); the other processes of an ``accelerate
+    launch`` write only where the main process lets them (after ``main_process_first``), so one lock per
+    launch suffices, and when the main process is refused the launcher stops them."""
+    check_arguments(model_args, data_args, training_args)
+    if training_args.process_index != 0:
+        return _train_and_evaluate(model_args, data_args, training_args, callbacks)
+    with RunLock(training_args.output_dir):
+        logger.info("locked %s for this run", training_args.output_dir)
+        prepare_output_dir(training_args.output_dir, overwrite=data_args.overwrite_output_dir,
+                           resume=training_args.resume_from_checkpoint is not None)
+        return _train_and_evaluate(model_args, data_args, training_args, callbacks)
+
+
+def _train_and_evaluate(model_args: ModelArguments, data_args: DataArguments,
+                        training_args: Seq2SeqTrainingArguments, callbacks: list | None) -> dict:
     transformers.set_seed(training_args.seed)
-    if model_args.target_vocab_size is not None and not model_args.separate_vocabs:
-        raise ValueError("--target_vocab_size is the target side of --separate_vocabs; pass --separate_vocabs too "
-                         "(or leave it out for a joint vocabulary of --vocab_size)")
-    if model_args.separate_vocabs and (model_args.tokenizer_name_or_path or model_args.model_name_or_path):
-        raise ValueError("--separate_vocabs trains new tokenizers; with --tokenizer_name_or_path or "
-                         "--model_name_or_path the given tokenizer decides the vocabularies: leave it out")
-    if data_args.streaming and training_args.max_steps <= 0:
-        raise ValueError("--streaming reads a corpus of unknown length: give the number of steps with --max_steps")
-    if data_args.max_tokens_per_batch is not None and (data_args.streaming or data_args.max_tokens_per_batch < 1):
-        raise ValueError(f"--max_tokens_per_batch must be a positive number of tokens on a corpus read into memory "
-                         f"(not --streaming), got {data_args.max_tokens_per_batch}"
-                         f"{' with --streaming' if data_args.streaming else ''}")
     output_dir = Path(training_args.output_dir)
     last = data_args.average_last_checkpoints
-    if last > 1 and training_args.save_total_limit is not None and training_args.save_total_limit <= last:
-        raise ValueError(f"--average_last_checkpoints {last} needs --save_total_limit above {last} (the best "
-                         f"checkpoint is kept besides the newest), got {training_args.save_total_limit}")
-    limits = {"train": ("max_train_samples", data_args.max_train_samples),
-              "validation": ("max_eval_samples", data_args.max_eval_samples),
-              "test": ("max_test_samples", data_args.max_test_samples)}
-    for flag, limit in limits.values():
-        if limit is not None and limit < 1:
-            raise ValueError(f"--{flag} must be a positive number of pairs (or left out for all), got {limit}")
+    limits = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples,
+              "test": data_args.max_test_samples}
     corpus = data_lib.load_translation_corpus(
         data_args.dataset, source_lang=data_args.source_lang, target_lang=data_args.target_lang,
         data_dir=data_args.data_dir, dataset_config=data_args.dataset_config, streaming=data_args.streaming,
@@ -386,7 +474,7 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
     if training_args.eval_strategy != "no":
         needed["validation"] = "evaluation (--eval_strategy is not 'no')"
     data_lib.check_splits(corpus, data_args.dataset, needed)
-    for split, (_, limit) in limits.items():
+    for split, limit in limits.items():
         if limit is not None and split in corpus:
             corpus[split] = corpus[split].take(limit) if data_args.streaming else \
                 corpus[split].select(range(min(limit, len(corpus[split]))))
@@ -396,19 +484,23 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
     else:
         with training_args.main_process_first(desc="train tokenizer"):
             tokenizer_dir = output_dir / "tokenizer"
-            if training_args.process_index == 0 and not (tokenizer_dir / "tokenizer.json").is_file():
+            # Reused only by a resumed run (run() refuses other runs' folders), and only when trained alike.
+            tokenizer_arguments = {
+                "tokenizer_type": model_args.tokenizer_type, "vocab_size": model_args.vocab_size,
+                "separate_vocabs": model_args.separate_vocabs, "target_vocab_size": model_args.target_vocab_size,
+                "dataset": data_args.dataset, "dataset_config": data_args.dataset_config,
+                "data_dir": data_args.data_dir, "source_lang": data_args.source_lang,
+                "target_lang": data_args.target_lang, "max_train_samples": data_args.max_train_samples,
+            }
+            if training_args.process_index == 0 and not tokenizer_arguments_match(tokenizer_dir, tokenizer_arguments):
                 tokenizers = tokenization.train_translation_tokenizers(
                     corpus["train"], source_lang=data_args.source_lang, target_lang=data_args.target_lang,
                     vocab_size=model_args.vocab_size, model_type=model_args.tokenizer_type,
                     joint=not model_args.separate_vocabs, target_vocab_size=model_args.target_vocab_size,
                 )
                 tokenizers.save_pretrained(tokenizer_dir)
+                record_tokenizer_arguments(tokenizer_dir, tokenizer_arguments)
             tokenizer = tokenization.load_tokenizer(tokenizer_dir)
-        saved_separate = tokenization.target_side(tokenizer) is not tokenizer
-        if saved_separate != model_args.separate_vocabs:  # a tokenizer an earlier run left in output_dir
-            raise ValueError(f"{tokenizer_dir} holds {'separate' if saved_separate else 'joint'} vocabularies from "
-                             f"an earlier run, but --separate_vocabs is {model_args.separate_vocabs}: use a new "
-                             "--output_dir")
 
     model = build_model(model_args, tokenizer)
     num_parameters = model.num_parameters()
@@ -442,10 +534,15 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
     results = {}
     if trainer.is_world_process_zero():
         final_dir = output_dir / "model"
+        model = trainer.model
+        # The saved folder decodes as the test set was decoded below: its default is the largest beam tested.
+        if training_args.generation_max_length is not None:
+            model.generation_config.max_length = training_args.generation_max_length
+        model.generation_config.num_beams = max(parse_test_beams(data_args), default=1)
+        tokenizer.model_max_length = data_args.max_source_length  # longer sources are truncated, as in training
         trainer.save_model(final_dir)  # best checkpoint when load_best_model_at_end
         tokenizer.save_pretrained(final_dir)
-        model = trainer.model
-        test_scores, samples = evaluate_test_set(model, tokenizer, corpus["test"], data_args, training_args) \
+        test_scores, samples = evaluate_test_set(model, tokenizer, corpus["test"], data_args, output_dir) \
             if "test" in corpus else ({}, [])
         best_validation = averaging["validation_bleu"] if averaging and averaging["used"] \
             else trainer.state.best_metric

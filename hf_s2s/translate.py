@@ -5,8 +5,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from transformers.tokenization_utils_base import VERY_LARGE_INTEGER
 
 from .tokenization import target_side
+
+# Sentences per generate() call, and beam search's length penalty (score / length ** penalty). The main job
+# decodes its test set with these too, so scripts/translate.py with its defaults reproduces results.json.
+DEFAULT_BATCH_SIZE = 64
+DEFAULT_LENGTH_PENALTY = 1.0
 
 
 @dataclass
@@ -18,19 +24,19 @@ class Hypothesis:
     score: float | None
 
 
-def check_decoding_options(*, num_beams: int, num_return_sequences: int = 1, batch_size: int = 1,
+def check_decoding_options(*, num_beams: int | None, num_return_sequences: int = 1, batch_size: int = 1,
                            max_new_tokens: int | None = None, do_sample: bool = False) -> None:
     """Refuse decoding options that cannot work, before any model is loaded: each error names the option (its
     command-line flag in brackets), the value and what is allowed. ``max_new_tokens`` None means the model's
-    generation config decides."""
+    generation config decides, and so does ``num_beams`` None (checked again by ``translate`` once it is known)."""
     counts = [("num_beams", "--beams", num_beams), ("num_return_sequences", "--nbest", num_return_sequences),
-              ("batch_size", "--batch-size", batch_size)]
-    if max_new_tokens is not None:
-        counts.append(("max_new_tokens", "--max-new-tokens", max_new_tokens))
+              ("batch_size", "--batch-size", batch_size), ("max_new_tokens", "--max-new-tokens", max_new_tokens)]
     for name, flag, value in counts:
+        if value is None and name in ("num_beams", "max_new_tokens"):
+            continue  # the generation config decides
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} ({flag}) must be a whole number >= 1, got {value!r}")
-    if num_return_sequences > num_beams and not do_sample:
+    if num_beams is not None and num_return_sequences > num_beams and not do_sample:
         raise ValueError(f"num_return_sequences ({num_return_sequences}, --nbest) must be <= num_beams "
                          f"({num_beams}, --beams): beam search returns at most one hypothesis per beam")
 
@@ -82,18 +88,25 @@ def length_limit(max_new_tokens: int | None) -> dict:
 
 
 @torch.no_grad()
-def translate(model, tokenizer, sentences: list[str], *, batch_size: int = 64, num_beams: int = 5,
-              num_return_sequences: int = 1, max_new_tokens: int | None = None, length_penalty: float = 1.0,
-              max_source_length: int | None = None, scores: bool = True, **generate_kwargs) -> list[list[Hypothesis]]:
+def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAULT_BATCH_SIZE,
+              num_beams: int | None = None, num_return_sequences: int = 1, max_new_tokens: int | None = None,
+              length_penalty: float = DEFAULT_LENGTH_PENALTY, max_source_length: int | None = None, scores: bool = True,
+              **generate_kwargs) -> list[list[Hypothesis]]:
     """Translate ``sentences``; returns, for each, its ``num_return_sequences`` best hypotheses, best first.
+
+    Sentences are decoded in batches of similar length. Without ``num_beams`` or ``max_new_tokens``, the model's
+    generation config decides (``num_beams``, ``max_length``), and without ``max_source_length`` the tokenizer's
+    ``model_max_length`` (the main job saves its ``--max_source_length`` there); other ``generate`` arguments
+    pass through. A blank sentence (empty or whitespace) is not decoded: its hypotheses are empty with score 0,
+    never an invented translation.
 
     ``scores=False`` leaves each hypothesis' score None and saves the memory the scores take: ``generate`` then
     keeps no per-step scores, which under beam search are a (batch x beams, vocabulary) tensor per step (about
-    1.6 GB for 128 sentences, 5 beams, 80 steps and 8,000 entries).
-
-    Sentences are decoded in batches of similar length. Without ``max_new_tokens`` the output length limit is
-    the model's generation config (``max_length``); other ``generate`` arguments pass through. A blank sentence
-    (empty or whitespace) is not decoded: its hypotheses are empty with score 0, never an invented translation."""
+    1.6 GB for 128 sentences, 5 beams, 80 steps and 8,000 entries)."""
+    if num_beams is None:
+        num_beams = model.generation_config.num_beams
+    if max_source_length is None and tokenizer.model_max_length < VERY_LARGE_INTEGER:
+        max_source_length = tokenizer.model_max_length
     check_decoding_options(num_beams=num_beams, num_return_sequences=num_return_sequences, batch_size=batch_size,
                            max_new_tokens=max_new_tokens, do_sample=bool(generate_kwargs.get("do_sample")))
     if max_new_tokens is not None and generate_kwargs.get("max_length") is not None:
@@ -133,7 +146,7 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = 64, n
 
 
 @torch.no_grad()
-def alignment(model, tokenizer, sentence: str, *, num_beams: int = 1, max_new_tokens: int | None = None):
+def alignment(model, tokenizer, sentence: str, *, num_beams: int | None = 1, max_new_tokens: int | None = None):
     """Translate one sentence and return ``(weights, source_tokens, target_tokens)``, where ``weights`` is the
     (target_len, source_len) cross-attention that produced each target token: the last decoder layer's,
     averaged over heads. The weights come from a teacher-forced pass over the generated translation, which
@@ -142,7 +155,8 @@ def alignment(model, tokenizer, sentence: str, *, num_beams: int = 1, max_new_to
     model.eval()
     device = next(model.parameters()).device
     batch = tokenizer([sentence], return_tensors="pt").to(device)
-    sequences = model.generate(**batch, num_beams=num_beams, **length_limit(max_new_tokens))
+    beams = {} if num_beams is None else {"num_beams": num_beams}  # None: the generation config's
+    sequences = model.generate(**batch, **beams, **length_limit(max_new_tokens))
     kernel = getattr(model.config, "_attn_implementation", None)
     if kernel not in (None, "eager"):
         model.set_attn_implementation("eager")

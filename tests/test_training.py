@@ -2,6 +2,9 @@
 recipes, resume after a crash, translate.py (n-best, scores, alignment heatmap) and checkpoint averaging."""
 
 import json
+import os
+import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +19,7 @@ import hf_s2s  # noqa: F401
 import hf_s2s.data
 from hf_s2s.checkpoints import average_checkpoints, find_checkpoints
 from hf_s2s.metrics import compute_translation_metrics
+from hf_s2s.run_dir import hypotheses_path
 from hf_s2s.training import RECIPES_DIR, load_recipe, parse_args, results_table, run
 from hf_s2s.translate import alignment, translate
 from tests.helpers import TINY
@@ -41,7 +45,8 @@ def trained(tmp_path_factory):
     runs = {}
     for model_type in TINY:
         output_dir = tmp_path_factory.mktemp(model_type)
-        results = run(*tiny_args(output_dir, model_type))
+        # Some test sources are longer than 8 tokens: decoding the saved folder must truncate them alike.
+        results = run(*tiny_args(output_dir, model_type, "--max_source_length", "8"))
         runs[model_type] = (output_dir, results)
     return runs
 
@@ -75,7 +80,7 @@ def test_train_token_count_is_the_tokenized_corpus_times_the_epochs(trained):
     tokenizer = AutoTokenizer.from_pretrained(output_dir / "model")
     corpus = hf_s2s.data.load_translation_corpus("synthetic:reversal", source_lang="src", target_lang="tgt")
     pairs = corpus["train"].select(range(256))["translation"]
-    source = tokenizer([p["src"] for p in pairs], truncation=True, max_length=128)["input_ids"]
+    source = tokenizer([p["src"] for p in pairs], truncation=True, max_length=8)["input_ids"]
     target = tokenizer(text_target=[p["tgt"] for p in pairs], truncation=True, max_length=128)["input_ids"]
     assert results["train_tokens"] == 2 * sum(len(ids) for ids in source + target)
 
@@ -286,3 +291,156 @@ def test_results_table_reports_each_run_from_its_results_json(trained, tmp_path)
     missing = subprocess.run([sys.executable, str(ROOT / "scripts" / "results_table.py"), str(tmp_path / "x.json")],
                              capture_output=True, text=True)
     assert missing.returncode == 2 and "x.json does not exist" in missing.stderr
+
+
+# --- The output folder: one run at a time, never mixed with an earlier run -------------------------------------
+
+
+def test_a_folder_holding_a_run_is_refused_unless_resumed_or_overwritten(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "notes.txt").write_text("the user's own file")  # not a run: the folder may be used, the file is kept
+    run(*tiny_args(out, "transformer_seq2seq", "--test_num_beams", "1"))  # checkpoint-8, checkpoint-16
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    with pytest.raises(ValueError, match=r"already holds a training run \(checkpoint-8, checkpoint-16, model, "
+                                         r"tokenizer, .*--overwrite_output_dir.*--resume_from_checkpoint"):
+        run(*tiny_args(out, "transformer_seq2seq", "--vocab_size", "300"))
+    # A resumed run reuses the run's tokenizer only when it asks for the one the run trained.
+    with pytest.raises(ValueError, match=r"tokenizer in .* was trained with other arguments .*vocab_size: 280 there, "
+                                         r"300 now; source_lang: 'src' there, 'tgt' now"):
+        run(*tiny_args(out, "transformer_seq2seq", "--vocab_size", "300", "--source_lang", "tgt", "--target_lang",
+                       "src", "--resume_from_checkpoint", str(out / "checkpoint-8")))
+    # A run resumes in its own folder: not from another folder's checkpoint, and not while overwriting it.
+    shutil.copytree(out / "checkpoint-8", tmp_path / "other" / "checkpoint-8")
+    with pytest.raises(ValueError, match=r"is not one of the checkpoints of --output_dir"):
+        run(*tiny_args(tmp_path / "other", "transformer_seq2seq", "--resume_from_checkpoint", str(out / "checkpoint-8")))
+    with pytest.raises(ValueError, match=r"--overwrite_output_dir would delete the checkpoint"):
+        run(*tiny_args(out, "transformer_seq2seq", "--resume_from_checkpoint", str(out / "checkpoint-8"),
+                       "--overwrite_output_dir", "true"))
+    after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert after == before  # the refused runs changed nothing
+    # --overwrite_output_dir starts again from nothing: no checkpoint, tokenizer or result of the first run is left
+    # to be rotated, averaged or reused (one epoch of 4 steps now).
+    results = run(*tiny_args(out, "transformer_seq2seq", "--overwrite_output_dir", "true", "--vocab_size", "300",
+                             "--num_train_epochs", "1", "--per_device_train_batch_size", "64", "--test_num_beams", "1"))
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-4"]
+    assert json.loads((out / "tokenizer" / "hf_s2s_tokenizer_arguments.json").read_text())["vocab_size"] == 300
+    assert results["epochs"] == 1 and json.loads((out / "results.json").read_text())["epochs"] == 1
+    assert (out / "notes.txt").read_text() == "the user's own file"
+
+
+def _train_command(output_dir, *extra):
+    return [sys.executable, str(ROOT / "scripts" / "train.py"), "--dataset", "synthetic:reversal", "--source_lang",
+            "src", "--target_lang", "tgt", "--vocab_size", "280", "--model_config",
+            json.dumps(TINY["transformer_seq2seq"]), "--max_train_samples", "64", "--max_test_samples", "4",
+            "--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end", "false", "--report_to",
+            "none", "--use_cpu", "true", "--disable_tqdm", "true", "--logging_steps", "1000", "--test_num_beams", "1",
+            "--generation_max_length", "8", "--output_dir", str(output_dir), *extra]
+
+
+@pytest.mark.timeout(400)  # a run that never takes the lock would keep the first one waiting
+def test_a_second_run_into_a_locked_folder_is_refused_and_a_killed_run_leaves_no_lock(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    first = subprocess.Popen(_train_command(tmp_path, "--max_steps", "1000000"), stderr=subprocess.PIPE, text=True,
+                             env=env)
+    try:
+        for line in first.stderr:  # wait until the first run holds the lock
+            if "locked" in line:
+                break
+        assert first.poll() is None, "the first run ended before it locked the folder"
+        second = subprocess.run(_train_command(tmp_path, "--max_steps", "2"), capture_output=True, text=True,
+                                timeout=300, env=env)
+        assert second.returncode != 0
+        assert f"is in use by another training run (process {first.pid})" in second.stderr
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    # The kernel released the killed run's lock; its files are a run, so starting again needs the flag.
+    third = subprocess.run(_train_command(tmp_path, "--max_steps", "2", "--overwrite_output_dir", "true"),
+                           capture_output=True, text=True, timeout=300, env=env)
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert json.loads((tmp_path / "results.json").read_text())["train_tokens"] > 0
+
+
+@pytest.mark.parametrize("model_type", list(TINY))
+def test_translate_script_on_the_saved_folder_gives_the_hypotheses_behind_results_json(trained, model_type, tmp_path,
+                                                                                     capsys):
+    output_dir, results = trained[model_type]
+    model_dir = output_dir / "model"
+    # Each score records how it was decoded, and the folder's generation config holds those settings.
+    assert results["test"]["greedy"]["decoding"] == {"num_beams": 1, "max_length": 16, "length_penalty": 1.0,
+                                                     "batch_size": 64, "max_source_length": 8}
+    assert results["test"]["beam2"]["decoding"]["num_beams"] == 2
+    generation_config = json.loads((model_dir / "generation_config.json").read_text())
+    assert (generation_config["max_length"], generation_config["num_beams"]) == (16, 2)
+    corpus = hf_s2s.data.load_translation_corpus("synthetic:reversal", source_lang="src", target_lang="tgt")
+    pairs = corpus["test"].select(range(16))["translation"]
+    lengths = [len(ids) for ids in AutoTokenizer.from_pretrained(model_dir)([p["src"] for p in pairs])["input_ids"]]
+    assert max(lengths) > results["test"]["greedy"]["decoding"]["max_source_length"]  # so truncation is tested too
+    sources = tmp_path / "test.src"
+    sources.write_text("".join(f"{p['src']}\n" for p in pairs))
+    from hf_s2s.cli import translate as translate_command  # the command line's own code, run in this process
+
+    for key, flags in (("beam2", []), ("greedy", ["--beams", "1"])):  # the default is the largest beam tested
+        expected = hypotheses_path(output_dir, key).read_text().splitlines()
+        scores = compute_translation_metrics(expected, [p["tgt"] for p in pairs])
+        assert scores["bleu"] == results["test"][key]["bleu"]  # these are the translations behind the score
+        assert translate_command.main([str(model_dir), "--input", str(sources), *flags]) == 0
+        assert capsys.readouterr().out.splitlines() == expected
+
+
+# --- Fail fast: a bad argument is named before the corpus is read or anything is written -----------------------
+
+LEARNED_POSITIONS = json.dumps({**TINY["transformer_seq2seq"], "position_embedding_type": "learned",
+                                "max_position_embeddings": 12})
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--model_config", '{"d_model": 32,'], r"--model_config is not valid JSON \(Expecting property name"),
+    (["--model_config", "[32]"], r"--model_config must be a JSON object"),
+    (["--model_config", json.dumps({**TINY["transformer_seq2seq"], "encoder_attention_heads": 3})],
+     r"encoder_attention_heads"),
+    (["--model_config", LEARNED_POSITIONS], r"--generation_max_length 16 is longer than the 12 positions"),
+    (["--model_config", LEARNED_POSITIONS, "--generation_max_length", "12"],
+     r"--max_source_length 128 is longer than the 12 positions"),
+    (["--test_num_beams", "1,x"], r"--test_num_beams must be distinct beam sizes .* got '1,x'"),
+    (["--test_num_beams", "0"], r"--test_num_beams must be"),
+    (["--predict_with_generate", "false"], r"--predict_with_generate false: the validation BLEU"),
+    (["--max_train_samples", "0"], r"--max_train_samples must be at least 1 .*got 0"),
+    (["--resume_from_checkpoint", "true"], r"--resume_from_checkpoint true is not a checkpoint folder"),
+], ids=["json", "not-object", "config-value", "generation-length", "source-length", "beams", "beam-0",
+        "predict-with-generate", "max-train-samples", "resume-not-a-checkpoint"])
+def test_bad_arguments_fail_before_anything_is_written(tmp_path, flags, message):
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match=message):
+        run(*tiny_args(out, "transformer_seq2seq", *flags))
+    assert not out.exists()
+
+
+def test_an_output_dir_that_cannot_be_written_fails_before_training(tmp_path):
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(ValueError, match=r"--output_dir .*a_file/run cannot be written to"):
+        run(*tiny_args(tmp_path / "a_file" / "run", "transformer_seq2seq"))
+    with pytest.raises(ValueError, match=r"--output_dir .*a_file is a file, not a folder"):
+        run(*tiny_args(tmp_path / "a_file", "transformer_seq2seq"))
+
+
+def test_a_corpus_without_validation_split_fails_before_the_tokenizer_is_trained(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for split in ("train", "test"):
+        (corpus / f"{split}.src").write_text("a b c\nd e\n")
+        (corpus / f"{split}.tgt").write_text("c b a\ne d\n")
+    with pytest.raises(ValueError, match=rf"--dataset {corpus} has no validation split, which --eval_strategy epoch"):
+        run(*tiny_args(tmp_path / "run", "transformer_seq2seq", "--dataset", str(corpus)))
+    assert not (tmp_path / "run" / "tokenizer").exists()
+
+
+def test_a_malformed_recipe_is_named_with_its_json_error(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"learning_rate": 0.1,}')
+    with pytest.raises(ValueError, match=rf"recipe {bad} is not valid JSON: Expecting property name.*line 1 column 23"):
+        parse_args(["--recipe", str(bad)])
+    bad.write_text("[1, 2]")
+    with pytest.raises(ValueError, match=r"must hold a JSON object"):
+        parse_args(["--recipe", str(bad)])

@@ -12,19 +12,29 @@ import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.cli import HelpFormatter
 from hf_s2s.loading import load_model, load_tokenizer
 from hf_s2s.plotting import plot_alignment
-from hf_s2s.translate import alignment, check_decoding_options, read_sentences, translate
+from hf_s2s.translate import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_LENGTH_PENALTY,
+    alignment,
+    check_decoding_options,
+    read_sentences,
+    translate,
+)
 
 
 def main(argv=None, prog=None):
     parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("model", help="a saved model folder (model + tokenizer)")
     parser.add_argument("--input", help="file with one source sentence per line (default: stdin)")
-    parser.add_argument("--beams", type=int, default=5, help="beam size (1 = greedy)")
+    parser.add_argument("--beams", type=int, default=None,
+                        help="beam size (1 = greedy); default: the model's generation config, which a model trained "
+                             "by hf-s2s train sets to the largest --test_num_beams of its run")
     parser.add_argument("--nbest", type=int, default=1, help="hypotheses printed per sentence (<= beams)")
     parser.add_argument("--scores", action="store_true", help="print each hypothesis' log-probability score")
-    parser.add_argument("--batch-size", type=int, default=64, help="sentences translated together")
+    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="sentences translated together")
     parser.add_argument("--max-new-tokens", type=int, default=None, help="default: the model's generation config")
-    parser.add_argument("--length-penalty", type=float, default=1.0, help="beam search length penalty (1.0 = none)")
+    parser.add_argument("--length-penalty", type=float, default=DEFAULT_LENGTH_PENALTY,
+                        help="beam search length penalty (1.0 = none)")
     parser.add_argument("--plot-alignment", metavar="PNG", help="save an attention heatmap for --sentence")
     parser.add_argument("--sentence", help="the sentence whose alignment is plotted (default: the first input)")
     args = parser.parse_args(argv)
