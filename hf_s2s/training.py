@@ -266,7 +266,7 @@ def check_arguments(model_args: ModelArguments, data_args: DataArguments,
                         ("--max_eval_samples", data_args.max_eval_samples),
                         ("--max_test_samples", data_args.max_test_samples)):
         if limit is not None and limit < 1:
-            raise ValueError(f"{flag} must be at least 1 (leave it out to use the whole split), got {limit}")
+            raise ValueError(f"{flag} must be a positive number of pairs (or left out for all), got {limit}")
     parse_test_beams(data_args)
     check_resume(training_args.output_dir, training_args.resume_from_checkpoint, data_args.overwrite_output_dir)
     if not training_args.predict_with_generate and training_args.eval_strategy != "no":

@@ -11,6 +11,7 @@ import torch
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_s2s  # noqa: F401
+from hf_s2s.checkpoints import list_checkpoints
 from hf_s2s.data import load_translation_corpus
 from hf_s2s.hub import HubFolderError, build_hub_folder, check_hub_folder
 from hf_s2s.pipeline_seq2seq import Seq2SeqTranslationPipeline
@@ -132,11 +133,16 @@ def test_hub_folder_loads_the_tokenizer_as_remote_code(varied, tmp_path):
         check_hub_folder(folder)
 
 
-def test_a_joint_tokenizer_left_in_output_dir_is_not_reused_for_separate_vocabs(trained):
+def test_a_tokenizer_left_in_output_dir_is_never_reused_for_other_vocabularies(trained):
+    """The separate-vocabulary tokenizer an earlier run left is never silently reused by a joint run: the folder is
+    refused, and resuming it with joint vocabularies stops before training, naming the difference."""
     output_dir = trained[0].parent
-    with pytest.raises(ValueError, match=r"holds separate vocabularies from an earlier run, but --separate_vocabs is "
-                                         r"False: use a new --output_dir"):
+    with pytest.raises(ValueError, match="--overwrite_output_dir"):
         run(*separate_args(output_dir, "transformer_seq2seq", separate=False))
+    checkpoint = list_checkpoints(output_dir)[-1]
+    with pytest.raises(ValueError, match=r"separate_vocabs: True there, False now"):
+        run(*separate_args(output_dir, "transformer_seq2seq", "--resume_from_checkpoint", str(checkpoint),
+                           separate=False))
 
 
 def test_separate_vocab_flags_are_checked_before_any_work(tmp_path):

@@ -406,7 +406,7 @@ LEARNED_POSITIONS = json.dumps({**TINY["transformer_seq2seq"], "position_embeddi
     (["--test_num_beams", "1,x"], r"--test_num_beams must be distinct beam sizes .* got '1,x'"),
     (["--test_num_beams", "0"], r"--test_num_beams must be"),
     (["--predict_with_generate", "false"], r"--predict_with_generate false: the validation BLEU"),
-    (["--max_train_samples", "0"], r"--max_train_samples must be at least 1 .*got 0"),
+    (["--max_train_samples", "0"], r"--max_train_samples must be a positive number of pairs .*got 0"),
     (["--resume_from_checkpoint", "true"], r"--resume_from_checkpoint true is not a checkpoint folder"),
 ], ids=["json", "not-object", "config-value", "generation-length", "source-length", "beams", "beam-0",
         "predict-with-generate", "max-train-samples", "resume-not-a-checkpoint"])
@@ -431,7 +431,7 @@ def test_a_corpus_without_validation_split_fails_before_the_tokenizer_is_trained
     for split in ("train", "test"):
         (corpus / f"{split}.src").write_text("a b c\nd e\n")
         (corpus / f"{split}.tgt").write_text("c b a\ne d\n")
-    with pytest.raises(ValueError, match=rf"--dataset {corpus} has no validation split, which --eval_strategy epoch"):
+    with pytest.raises(ValueError, match=rf"the corpus {corpus} has no 'validation' split, which evaluation \(--eval_strategy is not 'no'\)"):
         run(*tiny_args(tmp_path / "run", "transformer_seq2seq", "--dataset", str(corpus)))
     assert not (tmp_path / "run" / "tokenizer").exists()
 
