@@ -343,11 +343,11 @@ class CountingSeq2SeqTrainer(Seq2SeqTrainer):
     epoch trains on the same batches as the uninterrupted run; with ``max_tokens_per_batch`` the batches are
     token-budget batches (:class:`~hf_s2s.sampling.TokenBudgetBatchSampler`)."""
 
-    train_tokens = 0
-
     def __init__(self, *args, max_tokens_per_batch: int | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.max_tokens_per_batch = max_tokens_per_batch
+        # counted on the batches' device and read once, by train_tokens: a read per step would stall a GPU
+        self._train_tokens: torch.Tensor | int = 0
         self.epoch_sampler = None  # the sampler of the current training data loader, told the epoch
 
     def _sampler_seed(self) -> int:
@@ -399,8 +399,13 @@ class CountingSeq2SeqTrainer(Seq2SeqTrainer):
             self.epoch_sampler.set_epoch(epoch)
         return super()._run_epoch(*args, epoch=epoch, **kwargs)
 
+    @property
+    def train_tokens(self) -> int:
+        """Source + target tokens (padding excluded) this process has trained on."""
+        return int(self._train_tokens)
+
     def training_step(self, model, inputs, num_items_in_batch=None):
-        self.train_tokens += int(inputs["attention_mask"].sum()) + int((inputs["labels"] != -100).sum())
+        self._train_tokens = self._train_tokens + inputs["attention_mask"].sum() + (inputs["labels"] != -100).sum()
         return super().training_step(model, inputs, num_items_in_batch)
 
     def _issue_warnings_after_load(self, load_result):
@@ -427,7 +432,7 @@ def evaluate_test_set(model, tokenizer, test_pairs, data_args, output_dir: Path)
                     "length_penalty": DEFAULT_LENGTH_PENALTY, "batch_size": DEFAULT_BATCH_SIZE,
                     "max_source_length": data_args.max_source_length}
         start = time.perf_counter()
-        texts = [h[0].text for h in translate(model, tokenizer, sources, **decoding)]
+        texts = [h[0].text for h in translate(model, tokenizer, sources, scores=False, **decoding)]
         result = compute_translation_metrics(texts, references)
         result["decode_seconds"] = round(time.perf_counter() - start, 2)
         result["decoding"] = decoding

@@ -101,3 +101,14 @@ def test_pipeline_section_runs_the_training_jobs_path(tmp_path):
     recipe = load_recipe("transformer_small")
     assert ours.args.learning_rate == recipe["learning_rate"] and ours.args.adam_beta2 == recipe["adam_beta2"]
     assert ours.args.train_sampling_strategy == "group_by_length" and ours.args.max_steps == settings.pipeline_steps
+
+
+def test_pipeline_memory_probe_measures_the_training_peak_apart_from_setup():
+    """The peak while training is measured after resetting the high-water mark (so corpus loading and tokenizer
+    training do not count in it), and is never below the memory held before training."""
+    from hf_s2s.benchmark.pipeline import _pipeline_memory_probe
+
+    memory = _pipeline_memory_probe(BenchSettings.quick(), "hf_s2s (main job)")
+    assert 0 < memory["rss_before_training_mb"] <= memory["peak_rss_training_mb"]
+    assert memory["peak_rss_process_mb"] >= memory["rss_before_training_mb"]
+    assert memory["peak_rss_growth_mb"] == memory["peak_rss_training_mb"] - memory["rss_before_training_mb"]

@@ -106,3 +106,24 @@ def test_the_counter_sees_syncs():
         torch.equal(ids, ids)
         ids.nonzero()
     assert counter.counts == Counter({"_local_scalar_dense": 1, "equal": 1, "nonzero": 1})
+
+
+def test_the_training_jobs_trainer_adds_no_syncs_to_a_step(tmp_path):
+    """The job's trainer counts trained tokens on the device and reads the count once, when asked: its training
+    step makes exactly the reads of Seq2SeqTrainer's own step on the same batch."""
+    from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
+
+    from hf_s2s.training import CountingSeq2SeqTrainer
+
+    args = Seq2SeqTrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to=[], learning_rate=0.01)
+    counts = {}
+    for trainer_class in (Seq2SeqTrainer, CountingSeq2SeqTrainer):
+        torch.manual_seed(0)
+        trainer = trainer_class(model=random_tiny_model("transformer_seq2seq", vocab_size=VOCAB), args=args)
+        trainer.create_optimizer_and_scheduler(num_training_steps=1)
+        batch = padded_batch()
+        with CountSyncs() as counter:
+            trainer.training_step(trainer.model, batch, num_items_in_batch=(batch["labels"] != -100).sum())
+        counts[trainer_class.__name__] = counter.total
+    assert counts["CountingSeq2SeqTrainer"] == counts["Seq2SeqTrainer"], counts
+    assert trainer.train_tokens == int(batch["attention_mask"].sum() + (batch["labels"] != -100).sum())

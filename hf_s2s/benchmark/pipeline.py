@@ -72,7 +72,8 @@ def build_pipeline_model(name: str, settings, tokenizer) -> torch.nn.Module:
             decoder_ffn_dim=dims.ffn_dim, activation_function="relu", dropout=0.1, attention_dropout=0.0,
             activation_dropout=0.0, max_position_embeddings=dims.max_positions, scale_embedding=True,
             share_encoder_decoder_embeddings=True, tie_word_embeddings=True, pad_token_id=ids["pad_token_id"],
-            eos_token_id=ids["eos_token_id"], decoder_start_token_id=ids["decoder_start_token_id"],
+            bos_token_id=ids["bos_token_id"], eos_token_id=ids["eos_token_id"],
+            decoder_start_token_id=ids["decoder_start_token_id"],
             forced_eos_token_id=None))
     return TransformerSeq2SeqForConditionalGeneration(TransformerSeq2SeqConfig(
         vocab_size=len(tokenizer), d_model=dims.d_model, encoder_layers=dims.layers, decoder_layers=dims.layers,
@@ -122,21 +123,34 @@ def bench_pipeline(settings, length_pairs=None) -> dict:
             "tokens_per_run": trained, "models": models}
 
 
+def _status_mb(field: str) -> float:
+    """A memory figure of this process from /proc/self/status (VmRSS: now; VmHWM: the peak), in MB."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024  # kB
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
 def _pipeline_memory_probe(settings, name: str) -> dict:
-    """Runs in a fresh process: the pipeline of one model; peak resident memory of the process."""
+    """Runs in a fresh process: the pipeline of one model. Resident memory before training, the peak while
+    training (the high-water mark is reset first, so corpus loading and tokenizer training do not count), and the
+    peak of the whole process."""
     set_threads(settings.threads)
     tokenizer, train_dataset = pipeline_dataset(settings)
     with tempfile.TemporaryDirectory() as output_dir:
         trainer = pipeline_trainer(name, settings, tokenizer, train_dataset, output_dir)
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+        before = _status_mb("VmRSS")
+        with open("/proc/self/clear_refs", "w") as clear_refs:
+            clear_refs.write("5")  # Linux: reset the peak resident set (VmHWM) to the current one
         trainer.train()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"peak_rss_mb": peak, "peak_rss_before_training_mb": before}
-
-
+        training_peak = _status_mb("VmHWM")
+    return {"rss_before_training_mb": before, "peak_rss_training_mb": training_peak,
+            "peak_rss_growth_mb": training_peak - before,
+            "peak_rss_process_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # Linux: KiB
 def pipeline_peak_memory(settings) -> dict:
-    """Peak RSS of the whole pipeline (corpus, tokenizer, model, trainer, ``pipeline_steps`` steps) per model,
-    each in its own fresh process so no model's allocations count against another's."""
+    """Resident memory of the pipeline per model (before and while training ``pipeline_steps`` steps, and the
+    whole process's peak), each in its own fresh process so no model's allocations count against another's."""
     results = {}
     for name in MODELS:
         with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:

@@ -96,11 +96,15 @@ def to_markdown(report: dict) -> str:
         p = report["pipeline"]
         marian = p["models"]["MarianMT"]["tokens_per_s"]
         rows = [[name, _fmt(m["tokens_per_s"]), f"{m['tokens_per_s'] / marian:.2f}x",
-                 _fmt(m["peak_rss_mb"]) if "peak_rss_mb" in m else "-"] for name, m in p["models"].items()]
+                 *(_fmt(m[k]) if k in m else "-" for k in ("peak_rss_training_mb", "peak_rss_growth_mb",
+                                                           "peak_rss_process_mb"))]
+                for name, m in p["models"].items()]
         lines += [f"**Training job pipeline** (recipe `{p['recipe']}` through the job's trainer and collator, label "
                   f"smoothing on; {p['steps']} steps on {p['pairs']:,} pairs per run; real source + target tokens/s; "
-                  "peak resident memory of the whole pipeline in a fresh process)", ""]
-        lines += _table(["model", "tokens/s", "vs Marian", "peak memory (MB)"], rows)
+                  "resident memory in a fresh process per model: the peak while training, its growth over the memory "
+                  "before training, and the peak of the whole process, corpus and tokenizer training included)", ""]
+        lines += _table(["model", "tokens/s", "vs Marian", "peak RSS training (MB)", "growth (MB)",
+                         "peak RSS process (MB)"], rows)
         lines.append("")
     lines += ["**Targets**", ""]
     lines += _table(["target", "met"], [[k, "yes" if v else "no"] for k, v in summary["targets"].items()])
