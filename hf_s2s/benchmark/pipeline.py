@@ -11,7 +11,6 @@ MarianMT takes label smoothing the way Trainer gives it to any transformers mode
 logits); hf_s2s takes it as the training job does (the model smooths its own loss on label positions).
 """
 
-import resource
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -140,14 +139,14 @@ def _pipeline_memory_probe(settings, name: str) -> dict:
     tokenizer, train_dataset = pipeline_dataset(settings)
     with tempfile.TemporaryDirectory() as output_dir:
         trainer = pipeline_trainer(name, settings, tokenizer, train_dataset, output_dir)
-        before = _status_mb("VmRSS")
+        setup_peak, before = _status_mb("VmHWM"), _status_mb("VmRSS")
         with open("/proc/self/clear_refs", "w") as clear_refs:
             clear_refs.write("5")  # Linux: reset the peak resident set (VmHWM) to the current one
         trainer.train()
         training_peak = _status_mb("VmHWM")
     return {"rss_before_training_mb": before, "peak_rss_training_mb": training_peak,
             "peak_rss_growth_mb": training_peak - before,
-            "peak_rss_process_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # Linux: KiB
+            "peak_rss_process_mb": max(setup_peak, training_peak)}
 def pipeline_peak_memory(settings) -> dict:
     """Resident memory of the pipeline per model (before and while training ``pipeline_steps`` steps, and the
     whole process's peak), each in its own fresh process so no model's allocations count against another's."""
