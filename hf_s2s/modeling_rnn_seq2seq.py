@@ -434,6 +434,7 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
         input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         decoder_input_ids: torch.Tensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: BaseModelOutput | tuple | None = None,
         past_key_values: RNNSeq2SeqCache | None = None,
         use_cache: bool | None = None,
@@ -443,7 +444,9 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
         decoder_inputs_embeds: torch.Tensor | None = None,
         **kwargs,
     ) -> Seq2SeqModelOutput:
-        """input_ids, attention_mask (B, S); decoder_input_ids (B, T). With an initialised ``past_key_values`` only
+        """input_ids, attention_mask (B, S); decoder_input_ids (B, T). decoder_attention_mask (B, T) is accepted as
+        transformers' seq2seq models accept it and needs no use: target padding is on the right, and the recurrence
+        is causal, so no real position reads a padded one. With an initialised ``past_key_values`` only
         the new decoder tokens are read and the encoder is not needed. The source mask comes with the encoder's
         output (inferred from the pad id without attention_mask), so a decoder fed by generate() sees the same.
         inputs_embeds (B, S, D) / decoder_inputs_embeds (B, T, D) replace input_ids / decoder_input_ids.
@@ -529,6 +532,7 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
         input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         decoder_input_ids: torch.Tensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: BaseModelOutput | tuple | None = None,
         past_key_values: RNNSeq2SeqCache | None = None,
         labels: torch.Tensor | None = None,
@@ -554,6 +558,7 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
                 packing = TokenPacking.through_last_label(labels)
         outputs = self.model(
             input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
             encoder_outputs=encoder_outputs, past_key_values=past_key_values, use_cache=use_cache,
             output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
             inputs_embeds=inputs_embeds, decoder_inputs_embeds=decoder_inputs_embeds,

@@ -434,3 +434,20 @@ def test_half_precision_gives_no_nan(dtype, attention_type):
     assert out.logits.dtype == dtype and torch.isfinite(out.logits).all() and torch.isfinite(out.loss)
     generated = model.generate(input_ids=ids, attention_mask=mask, num_beams=2, max_new_tokens=4)
     assert generated.shape[0] == 5
+
+
+def test_decoder_attention_mask_is_accepted_as_transformers_models_accept_it():
+    """transformers' seq2seq inputs include decoder_attention_mask (its common model tests pass one): the RNN takes
+    it, and right-padded targets give the same loss and the same logits at real positions with or without it."""
+    from helpers import random_tiny_model
+
+    model = random_tiny_model("rnn_seq2seq", vocab_size=30)
+    input_ids = torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0]])
+    labels = torch.tensor([[10, 11, 12, 2], [13, 2, -100, -100]])
+    decoder_attention_mask = (labels != -100).long()
+    with_mask = model(input_ids=input_ids, labels=labels, decoder_attention_mask=decoder_attention_mask)
+    without = model(input_ids=input_ids, labels=labels)
+    torch.testing.assert_close(with_mask.loss, without.loss, rtol=0, atol=0)
+    torch.testing.assert_close(with_mask.logits, without.logits, rtol=0, atol=0)
+    base = RNNSeq2SeqModel(model.config).eval()
+    base(input_ids=input_ids, decoder_input_ids=input_ids, decoder_attention_mask=decoder_attention_mask)
