@@ -330,7 +330,10 @@ def average_last_checkpoints(trainer: Seq2SeqTrainer, last: int) -> dict:
 def smooth_labels_in_model(trainer: Seq2SeqTrainer) -> None:
     """Move Trainer's label smoothing into the model (``config.label_smoothing``, the same loss as Trainer's
     ``LabelSmoother``): with its own smoothing on, Trainer pops the labels before calling the model, which then never
-    runs its padding-free loss path. The training arguments keep the factor, so what is saved and reported says it."""
+    runs its padding-free loss path. The training arguments keep the factor, so what is saved and reported says it.
+    Another family's model (fine-tuning a MarianMT, say) has no such field: Trainer keeps smoothing for it."""
+    if trainer.model.config.model_type not in FAMILIES:
+        return
     trainer.model.config.label_smoothing = trainer.args.label_smoothing_factor
     trainer.label_smoother = None
 
@@ -533,7 +536,9 @@ def _train_and_evaluate(model_args: ModelArguments, data_args: DataArguments,
     eval_seconds = sum(entry.get("eval_runtime", 0.0) for entry in trainer.state.log_history)
     train_seconds = time.perf_counter() - start - eval_seconds
     epochs_done = trainer.state.epoch
-    train_tokens = int(trainer.accelerator.reduce(torch.tensor(trainer.train_tokens), reduction="sum"))
+    # reduced on the device the count lives on (NCCL reduces no CPU tensors)
+    train_tokens = int(trainer.accelerator.reduce(torch.as_tensor(trainer._train_tokens, device=trainer.args.device),
+                                                  reduction="sum"))
     averaging = average_last_checkpoints(trainer, last) if last > 1 else None
 
     results = {}

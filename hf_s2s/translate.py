@@ -104,7 +104,7 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAU
     keeps no per-step scores, which under beam search are a (batch x beams, vocabulary) tensor per step (about
     1.6 GB for 128 sentences, 5 beams, 80 steps and 8,000 entries)."""
     if num_beams is None:
-        num_beams = model.generation_config.num_beams
+        num_beams = model.generation_config.num_beams or 1  # None in a config that never set it: generate's 1
     if max_source_length is None and tokenizer.model_max_length < VERY_LARGE_INTEGER:
         max_source_length = tokenizer.model_max_length
     check_decoding_options(num_beams=num_beams, num_return_sequences=num_return_sequences, batch_size=batch_size,
@@ -115,8 +115,8 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAU
     generate_kwargs.update(length_limit(max_new_tokens))
     model.eval()
     device = next(model.parameters()).device
-    blank = Hypothesis("", 0.0 if scores else None)
-    results: list[list[Hypothesis]] = [[blank] * num_return_sequences for _ in sentences]
+    blank_score = 0.0 if scores else None
+    results = [[Hypothesis("", blank_score) for _ in range(num_return_sequences)] for _ in sentences]
     to_decode = [i for i, sentence in enumerate(sentences) if sentence.strip()]
     encoded = []  # a fast tokenizer raises on an empty batch
     if to_decode:

@@ -104,3 +104,15 @@ def test_translations_without_scores_are_the_same_translations(model_dir, num_be
     assert [[h.text for h in hs] for hs in plain] == [[h.text for h in hs] for hs in scored]
     assert all(h.score is None for hs in plain for h in hs)
     assert all(isinstance(h.score, float) for hs in scored for h in hs)
+
+
+def test_nbest_above_the_folders_own_beam_count_is_one_error_line(model_dir):
+    """Without --beams the folder's generation config decides the beam count (1 where it never set one); --nbest
+    above it is refused as the other options are, with one error line (not a traceback after the model loaded),
+    and the folder translates without --beams."""
+    assert load_model(model_dir).generation_config.num_beams in (None, 1)  # never set: generate's default, 1
+    done = run_translate(str(model_dir), "--nbest", "3", stdin="a b c\n")
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "error: num_return_sequences (3, --nbest) must be <= num_beams (1, --beams)" in done.stderr
+    done = run_translate(str(model_dir), stdin="a b c\n")
+    assert done.returncode == 0 and len(done.stdout.splitlines()) == 1, done.stderr[-2000:]

@@ -90,8 +90,7 @@ def pipeline_trainer(name: str, settings, tokenizer, train_dataset, output_dir: 
     trainer = CountingSeq2SeqTrainer(
         model=model, args=args, train_dataset=train_dataset, processing_class=tokenizer,
         data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100))
-    if name != "MarianMT":
-        smooth_labels_in_model(trainer)
+    smooth_labels_in_model(trainer)  # hf_s2s smooths in the model; MarianMT keeps Trainer's smoother
     return trainer
 
 

@@ -44,6 +44,9 @@ def main(argv=None, prog=None):
         sentences = [args.sentence] if args.plot_alignment and args.sentence else read_sentences(args.input)
         tokenizer = load_tokenizer(args.model)
         model = load_model(args.model)
+        if args.beams is None:  # the folder's generation config decides: check --nbest against it too
+            check_decoding_options(num_beams=model.generation_config.num_beams or 1, num_return_sequences=args.nbest,
+                                   batch_size=args.batch_size, max_new_tokens=args.max_new_tokens)
     except (OSError, ValueError) as error:
         sys.exit(f"error: {error}")
     if args.plot_alignment:
