@@ -258,6 +258,12 @@ def check_arguments(model_args: ModelArguments, data_args: DataArguments,
         raise ValueError(f"--max_tokens_per_batch must be a positive number of tokens on a corpus read into memory "
                          f"(not --streaming), got {data_args.max_tokens_per_batch}"
                          f"{' with --streaming' if data_args.streaming else ''}")
+    if data_args.max_tokens_per_batch is not None:
+        check_token_budget_batching(training_args)
+    for flag, length in (("--max_source_length", data_args.max_source_length),
+                         ("--max_target_length", data_args.max_target_length)):
+        if length is not None and length < 2:
+            raise ValueError(f"{flag} must be at least 2 (room for one token and </s>), got {length}")
     last = data_args.average_last_checkpoints
     if last > 1 and training_args.save_total_limit is not None and training_args.save_total_limit <= last:
         raise ValueError(f"--average_last_checkpoints {last} needs --save_total_limit above {last} (the best "
@@ -338,6 +344,15 @@ def smooth_labels_in_model(trainer: Seq2SeqTrainer) -> None:
     trainer.label_smoother = None
 
 
+def check_token_budget_batching(training_args: Seq2SeqTrainingArguments) -> None:
+    """Token-budget batches give each process its own share of every batch: accelerate's ``split_batches`` or
+    ``dispatch_batches`` (process 0 cutting batches up) would cut them again."""
+    split = {name for name in ("split_batches", "dispatch_batches") if getattr(training_args.accelerator_config, name)}
+    if split:
+        raise ValueError(f"--max_tokens_per_batch gives each process its own share of every batch; it cannot be "
+                         f"combined with --accelerator_config {sorted(split)} (process 0 cutting batches up)")
+
+
 class CountingSeq2SeqTrainer(Seq2SeqTrainer):
     """Seq2SeqTrainer that counts the source + target tokens (padding excluded) of the batches it trains on, so
     training speed is measured on what was trained: streamed corpora and resumed runs included.
@@ -371,10 +386,7 @@ class CountingSeq2SeqTrainer(Seq2SeqTrainer):
     def get_train_dataloader(self) -> DataLoader:
         if self.max_tokens_per_batch is None:
             return super().get_train_dataloader()
-        split = {name for name in ("split_batches", "dispatch_batches") if getattr(self.args.accelerator_config, name)}
-        if split:
-            raise ValueError(f"--max_tokens_per_batch gives each process its own share of every batch; it cannot be "
-                             f"combined with --accelerator_config {sorted(split)} (process 0 cutting batches up)")
+        check_token_budget_batching(self.args)
         dataset = self._remove_unused_columns(self.train_dataset, description="Training")
         self.epoch_sampler = TokenBudgetBatchSampler(
             [len(ids) for ids in dataset["input_ids"]], [len(ids) for ids in dataset["labels"]],

@@ -256,3 +256,19 @@ def test_train_tokenizer_script(tmp_path):
     assert "unigram tokenizer (joint" in completed.stdout
     tokenizer = AutoTokenizer.from_pretrained(out)
     assert tokenizer.decode(tokenizer("c a f")["input_ids"], skip_special_tokens=True) == "c a f"
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--target_vocab_size", "300"], "error: --target_vocab_size is the target side of --separate_vocabs"),
+    (["--dataset", "no/such/corpus_{split}.tsv"], "error: "),
+])
+def test_train_tokenizer_script_refuses_bad_input_with_one_error_line(tmp_path, flags, message):
+    """A flag it cannot use is refused before the corpus is read, and a corpus it cannot read is named: one
+    `error:` line each, never a traceback, and nothing written."""
+    completed = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "train_tokenizer.py"), "--output_dir", str(tmp_path / "tok"), *flags],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert completed.returncode != 0 and "Traceback" not in completed.stderr, completed.stderr[-3000:]
+    assert message in completed.stderr
+    assert not (tmp_path / "tok").exists()

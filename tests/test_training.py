@@ -408,8 +408,12 @@ LEARNED_POSITIONS = json.dumps({**TINY["transformer_seq2seq"], "position_embeddi
     (["--predict_with_generate", "false"], r"--predict_with_generate false: the validation BLEU"),
     (["--max_train_samples", "0"], r"--max_train_samples must be a positive number of pairs .*got 0"),
     (["--resume_from_checkpoint", "true"], r"--resume_from_checkpoint true is not a checkpoint folder"),
+    (["--max_target_length", "1"], r"--max_target_length must be at least 2 \(room for one token and </s>\), got 1"),
+    (["--max_tokens_per_batch", "500", "--accelerator_config", '{"split_batches": true}'],
+     r"--max_tokens_per_batch .* cannot be combined with --accelerator_config \['split_batches'\]"),
 ], ids=["json", "not-object", "config-value", "generation-length", "source-length", "beams", "beam-0",
-        "predict-with-generate", "max-train-samples", "resume-not-a-checkpoint"])
+        "predict-with-generate", "max-train-samples", "resume-not-a-checkpoint", "target-length-1",
+        "token-budget-split-batches"])
 def test_bad_arguments_fail_before_anything_is_written(tmp_path, flags, message):
     out = tmp_path / "run"
     with pytest.raises(ValueError, match=message):

@@ -42,19 +42,22 @@ def parse_args(argv=None, prog=None) -> argparse.Namespace:
 def main(argv=None, prog=None) -> int:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     args = parse_args(argv, prog)
-    if not args.overwrite_output_dir:
-        try:  # before the corpus is even read
+    if args.target_vocab_size is not None and not args.separate_vocabs:  # before the corpus is read
+        sys.exit("error: --target_vocab_size is the target side of --separate_vocabs; pass --separate_vocabs too "
+                 "(or leave it out for a joint vocabulary of --vocab_size)")
+    try:
+        if not args.overwrite_output_dir:  # before the corpus is even read
             refuse_to_overwrite(args.output_dir, flag="--overwrite_output_dir")
-        except FileExistsError as error:
-            sys.exit(f"error: {error}")
-    corpus = load_translation_corpus(
-        args.dataset, args.source_lang, args.target_lang, data_dir=args.data_dir,
-        dataset_config=args.dataset_config, streaming=args.streaming,
-    )
-    tokenizers = train_translation_tokenizers(
-        corpus, args.source_lang, args.target_lang, args.vocab_size, model_type=args.model_type,
-        joint=not args.separate_vocabs, target_vocab_size=args.target_vocab_size,
-    )
+        corpus = load_translation_corpus(
+            args.dataset, args.source_lang, args.target_lang, data_dir=args.data_dir,
+            dataset_config=args.dataset_config, streaming=args.streaming,
+        )
+        tokenizers = train_translation_tokenizers(
+            corpus, args.source_lang, args.target_lang, args.vocab_size, model_type=args.model_type,
+            joint=not args.separate_vocabs, target_vocab_size=args.target_vocab_size,
+        )
+    except (OSError, ValueError) as error:  # FileExistsError, a corpus or vocabulary error: the message says what
+        sys.exit(f"error: {error}")
     tokenizers.save_pretrained(args.output_dir)
     sizes = f"{len(tokenizers.source)}" if tokenizers.is_joint else f"{len(tokenizers.source)} + {len(tokenizers.target)}"
     print(f"{args.model_type} tokenizer ({'joint' if tokenizers.is_joint else 'separate'}, {sizes} tokens) "
