@@ -14,11 +14,11 @@ logits); hf_s2s takes it as the training job does (the model smooths its own los
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import fields
+from dataclasses import fields, replace
 from multiprocessing import get_context
 
 import torch
-from transformers import DataCollatorForSeq2Seq, MarianConfig, MarianMTModel, Seq2SeqTrainingArguments
+from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainingArguments
 
 from .. import data as data_lib
 from .. import synthetic, tokenization
@@ -65,15 +65,9 @@ def build_pipeline_model(name: str, settings, tokenizer) -> torch.nn.Module:
     """The main job's model for this tokenizer, or a MarianMT of the same dimensions (post-LN, as Marian is)."""
     dims, ids = settings.dims, tokenization.special_token_ids(tokenizer)
     if name == "MarianMT":
-        return MarianMTModel(MarianConfig(
-            vocab_size=len(tokenizer), d_model=dims.d_model, encoder_layers=dims.layers, decoder_layers=dims.layers,
-            encoder_attention_heads=dims.heads, decoder_attention_heads=dims.heads, encoder_ffn_dim=dims.ffn_dim,
-            decoder_ffn_dim=dims.ffn_dim, activation_function="relu", dropout=0.1, attention_dropout=0.0,
-            activation_dropout=0.0, max_position_embeddings=dims.max_positions, scale_embedding=True,
-            share_encoder_decoder_embeddings=True, tie_word_embeddings=True, pad_token_id=ids["pad_token_id"],
-            bos_token_id=ids["bos_token_id"], eos_token_id=ids["eos_token_id"],
-            decoder_start_token_id=ids["decoder_start_token_id"],
-            forced_eos_token_id=None))
+        from .suites import build_marian  # suites imports this module
+
+        return build_marian(replace(dims, vocab_size=len(tokenizer)), **ids)
     return TransformerSeq2SeqForConditionalGeneration(TransformerSeq2SeqConfig(
         vocab_size=len(tokenizer), d_model=dims.d_model, encoder_layers=dims.layers, decoder_layers=dims.layers,
         encoder_attention_heads=dims.heads, decoder_attention_heads=dims.heads, encoder_ffn_dim=dims.ffn_dim,

@@ -124,14 +124,16 @@ def build_hf_s2s_transformer(dims: TransformerDims, norm_position: str = "post")
     return TransformerSeq2SeqForConditionalGeneration(config)
 
 
-def build_marian(dims: TransformerDims) -> MarianMTModel:
+def build_marian(dims: TransformerDims, **token_ids) -> MarianMTModel:
+    """MarianMT of ``dims``, post-LN as Marian is; ``token_ids`` (pad/bos/eos/decoder start ids of a real tokenizer)
+    replace the benchmark's synthetic ones."""
+    ids = {"pad_token_id": PAD, "eos_token_id": EOS, "decoder_start_token_id": START, **token_ids}
     config = MarianConfig(
         vocab_size=dims.vocab_size, d_model=dims.d_model, encoder_layers=dims.layers, decoder_layers=dims.layers,
         encoder_attention_heads=dims.heads, decoder_attention_heads=dims.heads, encoder_ffn_dim=dims.ffn_dim,
         decoder_ffn_dim=dims.ffn_dim, activation_function="relu", dropout=0.1, attention_dropout=0.0,
         activation_dropout=0.0, max_position_embeddings=dims.max_positions, scale_embedding=True,
-        share_encoder_decoder_embeddings=True, tie_word_embeddings=True, pad_token_id=PAD, eos_token_id=EOS,
-        decoder_start_token_id=START, forced_eos_token_id=None,
+        share_encoder_decoder_embeddings=True, tie_word_embeddings=True, forced_eos_token_id=None, **ids,
     )
     return MarianMTModel(config)
 
