@@ -80,13 +80,6 @@ def _greedy_scores(model, output, eos_token_id: int) -> torch.Tensor:
     return log_probs.masked_fill(after_eos, 0.0).sum(dim=1)
 
 
-def length_limit(max_new_tokens: int | None) -> dict:
-    """The ``generate`` argument for at most ``max_new_tokens`` generated tokens, given as ``max_length``: a
-    decoder starts from one token, so the two are the same limit, and ``max_new_tokens`` beside the
-    ``max_length`` every saved generation config holds would make generate warn on every call."""
-    return {} if max_new_tokens is None else {"max_length": max_new_tokens + 1}
-
-
 @torch.no_grad()
 def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAULT_BATCH_SIZE,
               num_beams: int | None = None, num_return_sequences: int = 1, max_new_tokens: int | None = None,
@@ -112,7 +105,8 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAU
     if max_new_tokens is not None and generate_kwargs.get("max_length") is not None:
         raise ValueError(f"give max_new_tokens ({max_new_tokens}) or max_length ({generate_kwargs['max_length']}), "
                          "not both")
-    generate_kwargs.update(length_limit(max_new_tokens))
+    if max_new_tokens is not None:  # the models' generation config then drops its own max_length, without a warning
+        generate_kwargs["max_new_tokens"] = max_new_tokens
     model.eval()
     device = next(model.parameters()).device
     blank_score = 0.0 if scores else None
@@ -156,7 +150,7 @@ def alignment(model, tokenizer, sentence: str, *, num_beams: int | None = 1, max
     device = next(model.parameters()).device
     batch = tokenizer([sentence], return_tensors="pt").to(device)
     beams = {} if num_beams is None else {"num_beams": num_beams}  # None: the generation config's
-    sequences = model.generate(**batch, **beams, **length_limit(max_new_tokens))
+    sequences = model.generate(**batch, **beams, max_new_tokens=max_new_tokens)
     kernel = getattr(model.config, "_attn_implementation", None)
     if kernel not in (None, "eager"):
         model.set_attn_implementation("eager")
