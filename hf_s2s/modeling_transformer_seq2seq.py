@@ -310,23 +310,14 @@ class TransformerSeq2SeqDecoder(nn.Module):
         positions = self.embed_positions(seq_len, past_length, inputs_embeds.device)  # (T_tgt, D)
         hidden_states = inputs_embeds * self.embed_scale + positions.to(inputs_embeds.dtype)
 
-        if attention_mask is None and past_key_values is None:
-            # no padding and no cache: the kernel's plain causal mask is enough
-            self_attn_mask = create_causal_mask(
-                config=self.config, inputs_embeds=hidden_states, attention_mask=None, past_key_values=None
-            )
-        else:
-            if attention_mask is None:
-                # int() only for a static cache's tensor: on a dynamic cache's length (a symbolic size under
-                # torch.export) it would fix T_past to the example's value
-                total_length = (int(past_length) if torch.is_tensor(past_length) else past_length) + seq_len
-                attention_mask = torch.ones(batch_size, total_length, dtype=torch.long, device=inputs_embeds.device)
-            self_attn_mask = create_causal_mask(
-                config=self.config,
-                inputs_embeds=hidden_states,
-                attention_mask=attention_mask,
-                past_key_values=past_key_values.self_attention_cache if past_key_values is not None else None,
-            )
+        # Without target padding transformers builds the causal mask from the cache alone: none at all for one new
+        # token over a dynamic cache (it sees every key), the future slots masked over a static cache.
+        self_attn_mask = create_causal_mask(
+            config=self.config,
+            inputs_embeds=hidden_states,
+            attention_mask=attention_mask,
+            past_key_values=past_key_values.self_attention_cache if past_key_values is not None else None,
+        )
         cross_attn_mask = create_bidirectional_mask(
             config=self.config,
             inputs_embeds=hidden_states,

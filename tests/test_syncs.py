@@ -89,13 +89,15 @@ def marian_counts():
 
 
 @pytest.mark.parametrize("model_type", ["transformer_seq2seq", "rnn_seq2seq"])
-def test_training_step_and_greedy_decode_sync_no_more_than_marian(model_type, marian_counts):
+def test_training_step_syncs_no_more_and_greedy_decode_fewer_than_marian(model_type, marian_counts):
     marian_train, marian_decode = marian_counts
     model = random_tiny_model(model_type, VOCAB, pad_token_id=PAD, eos_token_id=EOS, decoder_start_token_id=START)
     model.generation_config.max_length = None
     train, decode = training_step_syncs(model), greedy_decode_syncs(model)
     assert train.total <= marian_train, f"training step: {dict(train.counts)} against MarianMT's {marian_train}"
-    assert decode.total <= marian_decode, f"10 greedy steps: {dict(decode.counts)} against MarianMT's {marian_decode}"
+    # fewer than Marian: a cached decoding step builds no all-ones target mask, so transformers' mask builder never
+    # reads it back to check for padding (34 reads for 10 steps before, Marian's count)
+    assert decode.total < marian_decode, f"10 greedy steps: {dict(decode.counts)} against MarianMT's {marian_decode}"
 
 
 def test_the_counter_sees_syncs():
