@@ -86,17 +86,33 @@ class RNNSeq2SeqCache(Cache):
     context of the attention-free model. ``seen_tokens`` counts decoder inputs consumed.
     """
 
-    is_compileable = False
+    is_compileable = False  # per instance: see __init__
     _TENSORS = ("hidden", "cell", "input_feed", "memory", "source_mask", "keys", "context")
 
-    def __init__(self):
+    def __init__(self, compileable: bool = False):
+        """``compileable=True`` (what ``generate(cache_implementation="static")`` builds): generate() may compile
+        the decoding step (torch.compile, CUDA graphs on a GPU). The state has a fixed size anyway; only the token
+        count changes, so it is then kept in a tensor instead of a Python int, which a compiled step would
+        specialise on (one recompilation per token)."""
         super().__init__(layers=[])
+        self.is_compileable = compileable
         self.reset()
 
     def reset(self):
         for name in self._TENSORS:
             setattr(self, name, None)
-        self.seen_tokens = 0
+        self._seen_tokens = torch.zeros((), dtype=torch.long) if self.is_compileable else 0
+
+    @property
+    def seen_tokens(self) -> int:
+        return int(self._seen_tokens)
+
+    def advance(self, num_tokens: int) -> None:
+        """Count ``num_tokens`` more decoder inputs consumed."""
+        if self.is_compileable:
+            self._seen_tokens.add_(num_tokens)
+        else:
+            self._seen_tokens += num_tokens
 
     @property
     def is_initialized(self) -> bool:
@@ -141,12 +157,15 @@ class RNNSeq2SeqCache(Cache):
         raise NotImplementedError("RNNSeq2SeqCache holds a recurrent state and cannot be cropped")
 
     def __repr__(self):
-        return f"RNNSeq2SeqCache(seen_tokens={self.seen_tokens}, batch_size={self.batch_size})"
+        return (f"RNNSeq2SeqCache(seen_tokens={self.seen_tokens}, batch_size={self.batch_size}, "
+                f"compileable={self.is_compileable})")
 
 
 def _run_rnn(rnn: nn.Module, inputs: torch.Tensor, state: RNNSeq2SeqCache) -> torch.Tensor:
     """One call of the decoder RNN over inputs (B, T, D_in) from ``state``; updates state.hidden/cell in place.
     Returns the top layer's outputs (B, T, H)."""
+    if inputs.shape[1] == 1 and not rnn.training and type(rnn) in (nn.GRU, nn.LSTM):
+        return _step_cells(rnn, inputs[:, 0], state)[:, None]  # (B, 1, H)
     hidden = state.hidden.transpose(0, 1).contiguous()  # (L, B, H)
     if state.cell is not None:
         outputs, (hidden, cell) = rnn(inputs, (hidden, state.cell.transpose(0, 1).contiguous()))
@@ -155,6 +174,27 @@ def _run_rnn(rnn: nn.Module, inputs: torch.Tensor, state: RNNSeq2SeqCache) -> to
         outputs, hidden = rnn(inputs, hidden)
     state.hidden = hidden.transpose(0, 1)  # (B, L, H)
     return outputs
+
+
+def _step_cells(rnn: nn.GRU | nn.LSTM, inputs: torch.Tensor, state: RNNSeq2SeqCache) -> torch.Tensor:
+    """One time step of ``rnn`` (eval mode: no dropout between layers) layer by layer with the fused cell kernels
+    (``torch.gru_cell`` / ``torch.lstm_cell``, the module's own weights): the same recurrence as calling the module
+    on a length-1 sequence, without its per-call setup and (L, B, H) transposes, and traceable by torch.compile,
+    which cannot capture nn.GRU / nn.LSTM. inputs (B, D_in) -> the top layer's output (B, H); updates state."""
+    hidden, cell = [], []
+    for k in range(rnn.num_layers):
+        weights = (getattr(rnn, f"weight_ih_l{k}"), getattr(rnn, f"weight_hh_l{k}"),
+                   getattr(rnn, f"bias_ih_l{k}", None), getattr(rnn, f"bias_hh_l{k}", None))
+        if state.cell is not None:
+            h, c = torch.lstm_cell(inputs, (state.hidden[:, k], state.cell[:, k]), *weights)  # (B, H) each
+            cell.append(c)
+        else:
+            h = torch.gru_cell(inputs, state.hidden[:, k], *weights)  # (B, H)
+        hidden.append(h)
+        inputs = h
+    state.hidden = torch.stack(hidden, dim=1)  # (B, L, H)
+    state.cell = torch.stack(cell, dim=1) if cell else None
+    return inputs
 
 
 class RNNSeq2SeqEncoder(nn.Module):
@@ -291,7 +331,10 @@ class RNNSeq2SeqDecoder(nn.Module):
         # Source-side half of the score, computed once per source here and read back at every step.
         cache.keys = self.attention.project_keys(memory) if self.attention is not None else None  # (B, S, A)
         cache.context = final if self.attention is None else None
-        cache.seen_tokens = 0
+        if cache.is_compileable:
+            cache._seen_tokens = torch.zeros((), dtype=torch.long, device=memory.device)
+        else:
+            cache._seen_tokens = 0
         return cache
 
     def _attend(self, query: torch.Tensor, state: RNNSeq2SeqCache) -> tuple[torch.Tensor, torch.Tensor]:
@@ -371,7 +414,7 @@ class RNNSeq2SeqDecoder(nn.Module):
                 all_weights.append(weights)
             readout = torch.cat(readouts, dim=1)  # (B, T, H)
             weights = torch.cat(all_weights, dim=1) if self.attention is not None else None  # (B, T, S)
-        state.seen_tokens += embeds.shape[1]
+        state.advance(embeds.shape[1])
         return self.dropout(readout), weights
 
 
@@ -389,6 +432,28 @@ class RNNSeq2SeqPreTrainedModel(Seq2SeqPreTrainedMixin, PreTrainedModel):
     @classmethod
     def _supports_default_dynamic_cache(cls) -> bool:
         return False  # forward creates its own RNNSeq2SeqCache; generate must not hand it an EncoderDecoderCache
+
+    def get_compiled_call(self, compile_config):
+        """transformers' compiled forward, traced with dynamo's ``allow_rnn``: decoding steps run the cells through
+        ``torch.gru_cell`` / ``torch.lstm_cell``, but dynamo refuses a graph that merely holds an nn.GRU / nn.LSTM
+        (their weights live there) unless that switch is on."""
+        compiled = super().get_compiled_call(compile_config)
+
+        def call(*args, **kwargs):
+            with torch._dynamo.config.patch(allow_rnn=True):
+                return compiled(*args, **kwargs)
+
+        return call
+
+    def _prepare_cache_for_generation(self, generation_config, model_kwargs, *args, **kwargs):
+        """``generate(cache_implementation="static")``, transformers' request for a fixed-size cache that the
+        decoding step can be compiled over, gets a compileable RNNSeq2SeqCache (the recurrent state is fixed-size
+        already); without it forward creates an ordinary one on the first step."""
+        if (generation_config.cache_implementation == "static" and generation_config.use_cache is not False
+                and model_kwargs.get("past_key_values") is None):
+            model_kwargs["past_key_values"] = RNNSeq2SeqCache(compileable=True)
+            return
+        return super()._prepare_cache_for_generation(generation_config, model_kwargs, *args, **kwargs)
 
     def _init_weights(self, module: nn.Module):
         """Every parameter, GRU/LSTM included (transformers' default skips nn.GRU); ``init`` skips loaded tensors."""
@@ -476,7 +541,7 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
             source_mask = getattr(encoder_outputs, "source_mask", None)
             if source_mask is None:  # encoder outputs made elsewhere: the mask from the inputs
                 source_mask = source_mask_from_inputs(input_ids, attention_mask, self.config.pad_token_id, memory.shape[:2])
-            state = self.decoder.init_state(memory, source_mask.to(memory.device), past_key_values or RNNSeq2SeqCache())
+            state = self.decoder.init_state(memory, source_mask.to(memory.device), past_key_values if past_key_values is not None else RNNSeq2SeqCache())
         elif encoder_outputs is None:
             encoder_outputs = BaseModelOutput(last_hidden_state=state.memory)
 
