@@ -9,6 +9,31 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
 
 
+def _generation_table(report: dict) -> list[str]:
+    """One row per decoder; per search its tokens/s and ratios to MarianMT and (when measured) CTranslate2 float32.
+    A decoder that did not run a search (compiled rows under beam search) shows "-"."""
+    generation = report["generation"]
+    searches = list(generation)
+    names = list(dict.fromkeys(name for models in generation.values() for name in models))
+    peers = [("MarianMT", "vs Marian")] + [(name, "vs CT2 float32") for name in names
+                                            if name.startswith("CTranslate2 float32")]
+    rows = []
+    for name in names:
+        row = [name]
+        for search in searches:
+            models = generation[search]
+            speed = models.get(name, {}).get("tokens_per_s")
+            row.append(_fmt(speed) if speed else "-")
+            row += [f"{speed / models[peer]['tokens_per_s']:.2f}x" if speed and peer in models else "-"
+                    for peer, _ in peers]
+        rows.append(row)
+    settings = report["settings"]
+    header = ["decoder"] + [h for s in searches for h in (f"{s} tok/s", *(label for _, label in peers))]
+    return [f"**Generation** (batch {settings['generation_batch']}, exactly {settings['new_tokens']} new tokens per "
+            "sentence; generated tokens/s; float32 unless named; compiled: generate() with a static cache and "
+            "torch.compile, greedy only as transformers compiles no beam search)", ""] + _table(header, rows) + [""]
+
+
 def to_markdown(report: dict) -> str:
     env, summary = report["environment"], report["summary"]
     lines = [f"torch {env['torch']}, {env['threads']} torch thread(s), CPU {env['cpu_capability']}; lengths: "
@@ -36,21 +61,7 @@ def to_markdown(report: dict) -> str:
                           "float32 mm)."]
         lines.append("")
     if "generation" in report:
-        searches = list(report["generation"])
-        names = list(report["generation"][searches[0]])
-        rows = []
-        for name in names:
-            row = [name]
-            for s in searches:
-                models = report["generation"][s]
-                row += [_fmt(models[name]["tokens_per_s"]),
-                        f"{models[name]['tokens_per_s'] / models['MarianMT']['tokens_per_s']:.2f}x"]
-            rows.append(row)
-        settings = report["settings"]
-        lines += [f"**Generation** (batch {settings['generation_batch']}, exactly {settings['new_tokens']} new tokens "
-                  "per sentence; generated tokens/s)", ""]
-        lines += _table(["model"] + [h for s in searches for h in (f"{s} tok/s", "vs Marian")], rows)
-        lines.append("")
+        lines += _generation_table(report)
     if "cache" in report:
         lengths = report["settings"]["cache_lengths"]
         rows = []

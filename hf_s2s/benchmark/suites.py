@@ -14,12 +14,14 @@
 import os
 import platform
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import torch
-from transformers import DataCollatorForSeq2Seq, GenerationConfig, MarianConfig, MarianMTModel
+from transformers import DataCollatorForSeq2Seq, MarianConfig, MarianMTModel
 
 from .. import data as data_lib
 from .. import tokenization
@@ -28,6 +30,7 @@ from ..configuration_transformer_seq2seq import TransformerSeq2SeqConfig
 from ..modeling_rnn_seq2seq import RNNSeq2SeqForConditionalGeneration
 from ..modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
 from ..sampling import LengthGroupedEpochSampler, TokenBudgetBatchSampler, padded_tokens
+from .generation import EOS, PAD, START, bench_generation_rows, generate_fn, generation_config
 from .measure import (
     count_matmul_flops,
     interleaved_times,
@@ -44,7 +47,8 @@ from .measure import (
 from .pipeline import bench_pipeline
 from .reference_rnn import TextbookRNNSeq2Seq
 
-PAD, START, EOS = 0, 1, 2
+INT8 = None  # the int8 quantizer, once it exists
+
 
 
 @dataclass
@@ -161,6 +165,8 @@ TRAINING_BUILDERS: dict[str, Callable[[TransformerDims], torch.nn.Module]] = {
     "MarianMT": build_marian,
 }
 RNN_VARIANTS = {"Bahdanau GRU": ("gru", "bahdanau"), "Luong LSTM": ("lstm", "luong_general")}
+TRANSFORMER_ROW = "hf_s2s Transformer (post-LN)"  # the generation rows the targets compare
+CT2_ROW = "CTranslate2 float32 (hf_s2s Transformer exported)"
 
 
 def make_trainer(model: torch.nn.Module, lr: float = 3e-4) -> Callable[[dict], None]:
@@ -184,22 +190,6 @@ def make_trainer(model: torch.nn.Module, lr: float = 3e-4) -> Callable[[dict], N
 def _generation_inputs(settings: BenchSettings, length_pairs, batch_size: int, seed: int) -> dict[str, torch.Tensor]:
     batch = make_batches(length_pairs, 1, batch_size, settings.dims.vocab_size, seed=seed)[0]
     return {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
-
-
-def _generate_fn(model, inputs: dict, new_tokens: int, num_beams: int, use_cache: bool = True) -> Callable[[], None]:
-    """Exactly ``new_tokens`` tokens per sentence (min = max), deterministic search, identical settings for all."""
-    config = GenerationConfig(
-        max_new_tokens=new_tokens, min_new_tokens=new_tokens, num_beams=num_beams, do_sample=False,
-        use_cache=use_cache, pad_token_id=PAD, bos_token_id=START, eos_token_id=EOS, decoder_start_token_id=START,
-        length_penalty=1.0, early_stopping=False,
-    )
-
-    def run() -> None:
-        out = model.generate(**inputs, generation_config=config)
-        if out.shape[1] != new_tokens + 1:  # start token + new tokens
-            raise RuntimeError(f"{type(model).__name__} generated {out.shape[1] - 1} tokens, expected {new_tokens}")
-
-    return run
 
 
 # ------------------------------------------------------------------------------------------------ measurements
@@ -237,19 +227,15 @@ def bench_training_memory(settings: BenchSettings, length_pairs) -> dict:
 
 
 def bench_generation(settings: BenchSettings, length_pairs) -> dict:
-    """2: generated tokens/s at a fixed output length, greedy and beam."""
+    """2: generated tokens/s at a fixed output length, greedy and beam (:mod:`.generation`)."""
     dims = settings.dims
     inputs = _generation_inputs(settings, length_pairs, settings.generation_batch, settings.seed + 1)
-    models = {"hf_s2s Transformer (post-LN)": build_hf_s2s_transformer(dims), "MarianMT": build_marian(dims)}
-    for name, (cell, attention) in RNN_VARIANTS.items():
-        models[f"hf_s2s RNN {name}"] = build_hf_s2s_rnn(dims, cell, attention)
-    results = {}
-    for search, beams in (("greedy", 1), (f"beam {settings.num_beams}", settings.num_beams)):
-        fns = {name: _generate_fn(m.eval(), inputs, settings.new_tokens, beams) for name, m in models.items()}
-        times = interleaved_times(fns, settings.repeats, settings.warmup)
-        generated = settings.generation_batch * settings.new_tokens
-        results[search] = {name: {"tokens_per_s": generated / median(t), "times": t} for name, t in times.items()}
-    return results
+    models = {TRANSFORMER_ROW: build_hf_s2s_transformer(dims).eval(), "MarianMT": build_marian(dims).eval()}
+    rnn_models = {f"hf_s2s RNN {name}": build_hf_s2s_rnn(dims, cell, attention).eval()
+                  for name, (cell, attention) in RNN_VARIANTS.items()}
+    with tempfile.TemporaryDirectory(prefix="hf_s2s_bench_") as work_dir:
+        return bench_generation_rows(models, rnn_models, inputs, settings.new_tokens, settings.num_beams,
+                                     settings.repeats, settings.warmup, Path(work_dir), int8=INT8)
 
 
 def bench_cache_scaling(settings: BenchSettings, length_pairs) -> dict:
@@ -262,9 +248,9 @@ def bench_cache_scaling(settings: BenchSettings, length_pairs) -> dict:
     for i, length in enumerate(settings.cache_lengths):
         fns = {}
         for name, model in models.items():
-            fns[(name, "cached")] = _generate_fn(model, inputs, length, 1, use_cache=True)
+            fns[(name, "cached")] = generate_fn(model, inputs, generation_config(length, 1, use_cache=True))
             if length <= settings.uncached_max_length:
-                fns[(name, "uncached")] = _generate_fn(model, inputs, length, 1, use_cache=False)
+                fns[(name, "uncached")] = generate_fn(model, inputs, generation_config(length, 1, use_cache=False))
         times = interleaved_times(fns, settings.repeats, settings.warmup if i == 0 else 0)  # warm once per model
         for (name, mode), t in times.items():
             results[name][mode][length] = median(t) / length
@@ -288,7 +274,7 @@ def bench_rnn_vs_textbook(settings: BenchSettings, length_pairs) -> dict:
         training = {k: tokens / median(t) for k, t in times.items()}
         ours.eval(), textbook.eval()
         decode = {
-            "hf_s2s": _generate_fn(ours, inputs, settings.new_tokens, 1),
+            "hf_s2s": generate_fn(ours, inputs, generation_config(settings.new_tokens, 1)),
             "textbook": lambda tb=textbook: tb.greedy(**inputs, num_tokens=settings.new_tokens),
         }
         times = interleaved_times(decode, settings.repeats, settings.warmup)
@@ -460,8 +446,14 @@ def summarize(report: dict, settings: BenchSettings) -> dict:
         summary["pipeline_ratio_vs_marian"] = models["hf_s2s (main job)"]["tokens_per_s"] / models["MarianMT"]["tokens_per_s"]
     if "generation" in report:
         for search, models in report["generation"].items():
-            summary[f"generation_{search}_ratio_vs_marian"] = (
-                models["hf_s2s Transformer (post-LN)"]["tokens_per_s"] / models["MarianMT"]["tokens_per_s"])
+            ours = models[TRANSFORMER_ROW]["tokens_per_s"]
+            summary[f"generation_{search}_ratio_vs_marian"] = ours / models["MarianMT"]["tokens_per_s"]
+            if CT2_ROW in models:
+                ct2 = models[CT2_ROW]["tokens_per_s"]
+                summary[f"generation_{search}_ratio_vs_ctranslate2"] = ours / ct2
+                for name in RNN_VARIANTS:
+                    summary[f"rnn_vs_ctranslate2 {search} {name}"] = (
+                        models[f"hf_s2s RNN {name}"]["tokens_per_s"] / ct2)
     if "cache" in report:
         lengths = settings.cache_lengths
         for name, modes in report["cache"].items():
@@ -488,8 +480,14 @@ def _targets(summary: dict, settings: BenchSettings) -> dict[str, bool]:
         targets["training job pipeline >= 1.5x Marian"] = summary["pipeline_ratio_vs_marian"] >= 1.5
     if "memory_ratio_vs_marian" in summary:
         targets["training peak memory <= Marian"] = summary["memory_ratio_vs_marian"] <= 1.0
-    for key in [k for k in summary if k.startswith("generation_")]:
-        targets[key.replace("generation_", "").replace("_ratio_vs_marian", "") + " >= 1.2x Marian"] = summary[key] >= 1.2
+    for key in [k for k in summary if k.startswith("generation_") and k.endswith("_ratio_vs_marian")]:
+        search = key.removeprefix("generation_").removesuffix("_ratio_vs_marian")
+        targets[f"Transformer {search} >= 1.5x Marian"] = summary[key] >= 1.5
+    for key in [k for k in summary if k.startswith("generation_") and k.endswith("_ratio_vs_ctranslate2")]:
+        search = key.removeprefix("generation_").removesuffix("_ratio_vs_ctranslate2")
+        targets[f"Transformer {search} >= 0.8x CTranslate2 float32"] = summary[key] >= 0.8
+    for key in [k for k in summary if k.startswith("rnn_vs_ctranslate2 ")]:
+        targets[f"RNN {key.removeprefix('rnn_vs_ctranslate2 ')} > CTranslate2 float32 Transformer"] = summary[key] > 1.0
     for key in [k for k in summary if k.startswith("cache_growth") and k.endswith(" cached")]:
         name = key.removeprefix("cache_growth ").removesuffix(" cached")
         targets[f"{name} cached per-token time at {settings.cache_lengths[-1]} <= 1.5x at "
