@@ -164,7 +164,9 @@ class RNNSeq2SeqCache(Cache):
 def _run_rnn(rnn: nn.Module, inputs: torch.Tensor, state: RNNSeq2SeqCache) -> torch.Tensor:
     """One call of the decoder RNN over inputs (B, T, D_in) from ``state``; updates state.hidden/cell in place.
     Returns the top layer's outputs (B, T, H)."""
-    if inputs.shape[1] == 1 and not rnn.training and type(rnn) in (nn.GRU, nn.LSTM):
+    # The cell kernels read the module's weights directly, so not where accelerate's offloading hook brings the
+    # weights in around the module's own call, nor on a quantized replacement module (no plain weights).
+    if inputs.shape[1] == 1 and not rnn.training and type(rnn) in (nn.GRU, nn.LSTM) and not hasattr(rnn, "_hf_hook"):
         return _step_cells(rnn, inputs[:, 0], state)[:, None]  # (B, 1, H)
     hidden = state.hidden.transpose(0, 1).contiguous()  # (L, B, H)
     if state.cell is not None:

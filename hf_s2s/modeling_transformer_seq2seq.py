@@ -272,17 +272,17 @@ class TransformerSeq2SeqDecoder(nn.Module):
 
     def forward(
         self,
-        inputs_embeds: torch.Tensor | None = None,
-        encoder_hidden_states: torch.Tensor | None = None,
+        input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
         past_key_values: EncoderDecoderCache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
         use_cache: bool = False,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         packing: TokenPacking | None = None,
         source_packing: TokenPacking | None = None,
-        input_ids: torch.Tensor | None = None,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
         """input_ids: (B, T_tgt) target ids (looked up in the target table, the encoder's when shared), or
         inputs_embeds: (B, T_tgt, D) unscaled target token embeddings; encoder_hidden_states: (B, T_src, D);
@@ -297,7 +297,7 @@ class TransformerSeq2SeqDecoder(nn.Module):
         if encoder_hidden_states is None:
             raise ValueError("the decoder needs `encoder_hidden_states` (B, T_src, D), the encoder's output")
         if inputs_embeds is None:
-            inputs_embeds = embed(self.target_embeddings(), input_ids, "input_ids")  # (B, T_tgt, D)
+            inputs_embeds = embed(self.target_embeddings(), input_ids, "decoder_input_ids")  # (B, T_tgt, D)
         if use_cache and past_key_values is None:
             past_key_values = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
         if past_key_values is not None and not isinstance(past_key_values, EncoderDecoderCache):
@@ -467,9 +467,8 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
 
         if (decoder_input_ids is None) == (decoder_inputs_embeds is None):
             raise ValueError("the decoder needs exactly one of `decoder_input_ids` and `decoder_inputs_embeds` (or labels)")
-        if decoder_inputs_embeds is None:
-            decoder_inputs_embeds = embed(self.get_decoder_input_embeddings(), decoder_input_ids, "decoder_input_ids")
         decoder_outputs = self.decoder(
+            input_ids=decoder_input_ids,
             inputs_embeds=decoder_inputs_embeds,
             encoder_hidden_states=encoder_outputs.last_hidden_state,
             attention_mask=decoder_attention_mask,

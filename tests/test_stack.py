@@ -165,6 +165,10 @@ def test_decoder_called_on_its_own_matches_the_model(model_type, overrides):
         )
     hidden = decoder_output[0] if isinstance(decoder_output, tuple) else decoder_output.last_hidden_state
     torch.testing.assert_close(hidden, expected.last_hidden_state, rtol=0, atol=0)
+    if model_type == "transformer_seq2seq":  # positionally, in the order of transformers' decoders (BartDecoder)
+        with torch.no_grad():
+            positional = model.get_decoder()(decoder_input_ids, None, memory, attention_mask)
+        torch.testing.assert_close(positional.last_hidden_state, expected.last_hidden_state, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("attention_type", ["bahdanau", "luong_general", "none"])
