@@ -27,6 +27,7 @@ ctranslate2 is an optional dependency (``pip install 'hf_s2s[ctranslate2]'``); t
 called.
 """
 
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -254,6 +255,18 @@ def export_ctranslate2(model: TransformerSeq2SeqForConditionalGeneration, output
     return output_dir
 
 
+def exported_translator(model: TransformerSeq2SeqForConditionalGeneration, quantization: str | None = None,
+                        device: str = "cpu", intra_threads: int = 1, inter_threads: int = 1):
+    """A ``ctranslate2.Translator`` of ``model`` exported without a tokenizer (drive it with :func:`translate_ids`),
+    through a temporary folder removed once the model is loaded (CTranslate2 reads it whole): for benchmarks and
+    tests that compare the engine with ``generate()`` on a model in memory. intra_threads: CTranslate2's threads
+    per translation; inter_threads: translations run in parallel."""
+    ctranslate2 = import_ctranslate2()
+    with tempfile.TemporaryDirectory(prefix="hf_s2s_ct2_") as folder:
+        export_ctranslate2(model, folder, quantization=quantization)
+        return ctranslate2.Translator(folder, device=device, intra_threads=intra_threads, inter_threads=inter_threads)
+
+
 def _local_model_dir(model: nn.Module) -> Path | None:
     """The folder ``model`` was loaded from, when it was loaded from a local folder."""
     path = Path(getattr(model, "name_or_path", "") or "")
@@ -303,4 +316,4 @@ def translate_ids(translator, input_ids: torch.Tensor | Sequence[Sequence[int]],
 
 
 __all__ = ["SINUSOIDAL_POSITIONS", "build_ctranslate2_spec", "check_export_options", "export_ctranslate2",
-           "export_vocabularies", "translate_ids"]
+           "export_vocabularies", "exported_translator", "translate_ids"]

@@ -21,7 +21,7 @@ ctranslate2 = pytest.importorskip("ctranslate2")
 
 from hf_s2s import TransformerSeq2SeqConfig, TransformerSeq2SeqForConditionalGeneration  # noqa: E402
 from hf_s2s.cli import run_command  # noqa: E402
-from hf_s2s.export_ctranslate2 import export_ctranslate2, translate_ids  # noqa: E402
+from hf_s2s.export_ctranslate2 import export_ctranslate2, exported_translator, translate_ids  # noqa: E402
 from hf_s2s.loading import load_model, load_tokenizer  # noqa: E402
 from hf_s2s.synthetic import EOS_ID, FIRST_SYMBOL_ID, PAD_ID, reversal_dataset  # noqa: E402
 from hf_s2s.tokenization import TranslationTokenizers, train_tokenizer_from_texts  # noqa: E402
@@ -120,14 +120,14 @@ def test_int8_export_keeps_the_trained_models_greedy_tokens(trained, held_out, t
 @pytest.mark.parametrize("separate", [False, True], ids=["shared", "separate"])
 @pytest.mark.parametrize("positions", ["sinusoidal", "learned"])
 @pytest.mark.parametrize("norm", ["pre", "post"])
-def test_every_layout_decodes_like_generate(norm, positions, separate, tie, tmp_path):
+def test_every_layout_decodes_like_generate(norm, positions, separate, tie):
     """Random models (std 0.3: varied outputs) of each layout, greedy and beam 4, on a padded batch."""
     vocab = {"share_encoder_decoder_embeddings": False, "decoder_vocab_size": 37} if separate else {}
     model = random_tiny_model("transformer_seq2seq", 30, seed=1, norm_position=norm, position_embedding_type=positions,
                               tie_word_embeddings=tie, scale_embedding=tie == separate, **vocab)
     generator = torch.Generator().manual_seed(0)
     batch = padded([torch.randint(4, 30, (n,), generator=generator).tolist() + [EOS_ID] for n in (3, 8, 5, 1)])
-    exported = translator(export_ctranslate2(model, tmp_path / "ct2"))
+    exported = exported_translator(model)  # through a temporary folder, gone once loaded
     for beams in (1, 4):
         expected = generated(model, batch, max_new_tokens=12, num_beams=beams, early_stopping=True)
         assert translate_ids(exported, batch["input_ids"], batch["attention_mask"], beams, 12) == expected
