@@ -38,8 +38,8 @@ from .modeling_common import DEFAULT_GENERATION_MAX_LENGTH
 from .modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
 from .tokenization import target_side
 
-# Positions a sinusoidal model's exported table holds, source and target alike: CTranslate2 truncates inputs to
-# 1024 tokens by default (``max_input_length``), so every input it accepts by default has its positions.
+# Positions a sinusoidal model's exported table holds at least (max_position_embeddings if more), source and target
+# alike: CTranslate2 truncates inputs to 1024 tokens by default, so every input it accepts by default has them.
 SINUSOIDAL_POSITIONS = 1024
 # The files a CTranslate2 model directory consists of; --overwrite removes these (and only these) first, so that a
 # stale shared_vocabulary.json cannot shadow newly written source/target vocabularies.
@@ -132,7 +132,9 @@ def _set_stack(spec, stack: nn.Module, embeddings: nn.Embedding, name: str) -> N
     table_spec.weight = _tensor(embeddings.weight, f"{name}.embed_tokens.weight")
     spec.scale_embeddings = float(stack.embed_scale)  # 1.0: CTranslate2 leaves the embeddings unscaled
     positions = stack.embed_positions
-    num_positions = positions.max_positions if positions.learned else SINUSOIDAL_POSITIONS
+    num_positions = positions.max_positions
+    if not positions.learned:
+        num_positions = max(num_positions, SINUSOIDAL_POSITIONS)
     with torch.no_grad():  # the model's own position module, so the layouts agree by construction
         table = positions(num_positions, 0, embeddings.weight.device).to(embeddings.weight.dtype)  # (P, D)
     spec.position_encodings.encodings = _tensor(table, f"{name}.embed_positions")
