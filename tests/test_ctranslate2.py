@@ -121,16 +121,27 @@ def test_int8_export_keeps_the_trained_models_greedy_tokens(trained, held_out, t
 @pytest.mark.parametrize("positions", ["sinusoidal", "learned"])
 @pytest.mark.parametrize("norm", ["pre", "post"])
 def test_every_layout_decodes_like_generate(norm, positions, separate, tie):
-    """Random models (std 0.3: varied outputs) of each layout, greedy and beam 4, on a padded batch."""
+    """Random models (std 0.3: varied outputs) of each layout, greedy and beam 4, on a padded batch; scaled and
+    unscaled embeddings, relu and gelu alternate across the layouts."""
     vocab = {"share_encoder_decoder_embeddings": False, "decoder_vocab_size": 37} if separate else {}
     model = random_tiny_model("transformer_seq2seq", 30, seed=1, norm_position=norm, position_embedding_type=positions,
-                              tie_word_embeddings=tie, scale_embedding=tie == separate, **vocab)
+                              tie_word_embeddings=tie, scale_embedding=tie == separate,
+                              activation_function="gelu" if tie == (norm == "pre") else "relu", **vocab)
     generator = torch.Generator().manual_seed(0)
     batch = padded([torch.randint(4, 30, (n,), generator=generator).tolist() + [EOS_ID] for n in (3, 8, 5, 1)])
     exported = exported_translator(model)  # through a temporary folder, gone once loaded
     for beams in (1, 4):
         expected = generated(model, batch, max_new_tokens=12, num_beams=beams, early_stopping=True)
         assert translate_ids(exported, batch["input_ids"], batch["attention_mask"], beams, 12) == expected
+
+
+def test_sinusoidal_model_decodes_past_max_position_embeddings():
+    """Sinusoidal positions have no length limit in hf_s2s: the exported table reaches past the config's
+    max_position_embeddings (16 here) for sources and outputs of 20 tokens."""
+    model = random_tiny_model("transformer_seq2seq", 30, seed=2, max_position_embeddings=16)
+    batch = padded([list(range(4, 23)) + [EOS_ID], [7, 8, EOS_ID]])
+    expected = generated(model, batch, max_new_tokens=20, min_new_tokens=20)
+    assert translate_ids(exported_translator(model), batch["input_ids"], batch["attention_mask"], 1, 20, 20) == expected
 
 
 # ---- the command, with the tokenizer's vocabulary ---------------------------------------------------------------
