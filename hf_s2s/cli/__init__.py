@@ -24,6 +24,7 @@ COMMANDS = {
     "make-model-card": ("make_model_card", "write a model card from a run's results.json"),
     "results-table": ("results_table", "print a markdown table comparing runs' results.json"),
     "bench": ("bench", "benchmark against MarianMT and a textbook RNN"),
+    "export-ctranslate2": ("export_ctranslate2", "export a Transformer folder to a CTranslate2 model directory"),
 }
 
 

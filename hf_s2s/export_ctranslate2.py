@@ -1,0 +1,321 @@
+"""Export of the Transformer family to CTranslate2, and decoding token ids with the exported model.
+
+CTranslate2 (https://github.com/OpenNMT/CTranslate2) is a C++ inference engine for Transformer translation
+models; it has no RNN models. :func:`export_ctranslate2` writes a CTranslate2 model directory from an hf_s2s
+``TransformerSeq2SeqForConditionalGeneration`` by filling ``ctranslate2.specs.TransformerSpec`` with the model's
+own weights (no detour through a MarianMT conversion): pre-LN or post-LN, sinusoidal or learned positions,
+scaled or unscaled embeddings, one shared or two separate vocabularies, tied or untied output layer.
+
+What has to be translated between the two conventions (checked against CTranslate2 4.8's sources):
+
+- Positions. CTranslate2's built-in sinusoidal encoding divides the frequency exponent by (D/2 - 1) and starts
+  at position 1; ``sinusoidal_positions`` divides by D/2 and starts at position 0 (sines, then cosines). Both
+  kinds of position are therefore exported as a table (``position_encodings/encodings``), computed by the model's
+  own position module: learned tables as they are, sinusoidal ones for ``SINUSOIDAL_POSITIONS`` positions (a
+  longer input is refused by CTranslate2 with "No position encodings are defined for positions >= ...").
+- Fused projections. CTranslate2 wants self-attention Q, K, V as one matrix in that order (``qkv_proj``) and
+  cross-attention K, V as one (``kv_proj``): the layouts hf_s2s already uses.
+- The vocabulary. CTranslate2 is driven with token strings. With a tokenizer, they are its tokens (ids in
+  order; a separate target vocabulary becomes ``target_vocabulary.json``); without one, each id written as a
+  string ("0", "1", ...), so that callers can drive the model with ids (:func:`translate_ids`).
+- Special tokens. The decoder starts from ``decoder_start_token_id`` and stops at ``eos_token_id`` (generation
+  config first, then model config, as ``generate()`` reads them). CTranslate2 appends its unknown token to a
+  vocabulary that lacks it (one row more than the weights), so the unknown token is the tokenizer's, or else the
+  padding token's string.
+
+ctranslate2 is an optional dependency (``pip install 'hf_s2s[ctranslate2]'``); this module imports it only when
+called.
+"""
+
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from .modeling_common import DEFAULT_GENERATION_MAX_LENGTH
+from .modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
+from .tokenization import target_side
+
+# Positions a sinusoidal model's exported table holds at least (max_position_embeddings if more), source and target
+# alike: CTranslate2 truncates inputs to 1024 tokens by default, so every input it accepts by default has them.
+SINUSOIDAL_POSITIONS = 1024
+# The files a CTranslate2 model directory consists of; --overwrite removes these (and only these) first, so that a
+# stale shared_vocabulary.json cannot shadow newly written source/target vocabularies.
+_MODEL_FILES = ("model.bin", "config.json")
+_VOCABULARY_GLOBS = ("shared_vocabulary.*", "source_vocabulary.*", "source_*_vocabulary.*", "target_vocabulary.*",
+                     "vmap.txt")
+
+
+def import_ctranslate2():
+    """The ctranslate2 module, or an ImportError saying how to install it."""
+    try:
+        import ctranslate2
+    except ImportError as error:
+        raise ImportError("exporting to CTranslate2 needs the ctranslate2 package: pip install 'hf_s2s[ctranslate2]'"
+                          ) from error
+    return ctranslate2
+
+
+def check_export_options(output_dir: str | Path, quantization: str | None = None, overwrite: bool = False,
+                         model_dir: str | Path | None = None) -> None:
+    """Refuse what would make an export fail or destroy files, before any work: an unknown ``quantization``
+    (ctranslate2's names), an ``output_dir`` that is a file, holds files (unless ``overwrite``), or is the model
+    folder ``model_dir`` itself (its config.json would be replaced)."""
+    import_ctranslate2()
+    from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
+
+    if quantization is not None and quantization not in ACCEPTED_MODEL_TYPES:
+        raise ValueError(f"quantization (--quantization) must be one of {', '.join(ACCEPTED_MODEL_TYPES)} "
+                         f"(ctranslate2's names), or None to keep the model's dtype; got {quantization!r}")
+    output_dir = Path(output_dir)
+    if output_dir.exists() and not output_dir.is_dir():
+        raise ValueError(f"output_dir {output_dir} is a file, not a folder")
+    if model_dir is not None and output_dir.resolve() == Path(model_dir).resolve():
+        raise ValueError(f"output_dir {output_dir} is the model folder itself: the export would replace its "
+                         "config.json; choose another folder")
+    if output_dir.is_dir() and any(output_dir.iterdir()) and not overwrite:
+        held = sorted(p.name for p in output_dir.iterdir())
+        raise FileExistsError(f"output_dir {output_dir} already holds files ({', '.join(held[:5])}"
+                              f"{', ...' if len(held) > 5 else ''}): refusing to write into it; choose an empty or "
+                              "new folder, or pass overwrite=True (--overwrite_output_dir)")
+
+
+# ---------------------------------------------------------------------------------------------------- the spec
+
+
+def _tensor(tensor: torch.Tensor, name: str) -> torch.Tensor:
+    """A copy of a weight for CTranslate2's spec. A copy, because ctranslate2's int8/int16 quantization scales and
+    rounds float32 weights in place through a numpy view: the model's own weights would be changed by the export.
+    A quantized or otherwise non-float tensor cannot be exported."""
+    if type(tensor) not in (torch.Tensor, nn.Parameter) or not tensor.is_floating_point():
+        raise ValueError(f"{name} is a {type(tensor).__name__} of dtype {tensor.dtype}: only plain floating-point "
+                         "weights can be exported; export the model before quantizing it (CTranslate2 quantizes "
+                         "itself: quantization='int8')")
+    return tensor.detach().to("cpu", memory_format=torch.contiguous_format, copy=True)
+
+
+def _set_linear(spec, linear: nn.Module, name: str) -> None:
+    if not isinstance(linear, nn.Linear):
+        raise ValueError(f"{name} is a {type(linear).__name__}, not an nn.Linear: only plain float layers can be "
+                         "exported; export the model before quantizing it (CTranslate2 quantizes itself)")
+    spec.weight = _tensor(linear.weight, f"{name}.weight")
+    if linear.bias is not None:
+        spec.bias = _tensor(linear.bias, f"{name}.bias")
+
+
+def _set_layer_norm(spec, norm: nn.LayerNorm, name: str) -> None:
+    spec.gamma = _tensor(norm.weight, f"{name}.weight")
+    spec.beta = _tensor(norm.bias, f"{name}.bias")
+
+
+def _set_attention(spec, attention: nn.Module, norm: nn.LayerNorm, name: str) -> None:
+    """CTranslate2's attention: ``linear`` is [fused Q K V, output] for self-attention and [Q, fused K V, output]
+    for cross-attention; its ``layer_norm`` is the sublayer's (before it under pre-LN, after the residual add
+    under post-LN)."""
+    inputs = ("qkv_proj",) if not attention.is_cross_attention else ("q_proj", "kv_proj")
+    for linear_spec, projection in zip(spec.linear, (*inputs, "out_proj"), strict=True):
+        _set_linear(linear_spec, getattr(attention, projection), f"{name}.{projection}")
+    _set_layer_norm(spec.layer_norm, norm, f"{name}_layer_norm")
+
+
+def _set_feed_forward(spec, layer: nn.Module, name: str) -> None:
+    _set_linear(spec.linear_0, layer.ffn.fc1, f"{name}.ffn.fc1")
+    _set_linear(spec.linear_1, layer.ffn.fc2, f"{name}.ffn.fc2")
+    _set_layer_norm(spec.layer_norm, layer.final_layer_norm, f"{name}.final_layer_norm")
+
+
+def _set_stack(spec, stack: nn.Module, embeddings: nn.Embedding, name: str) -> None:
+    """What encoder and decoder share: token table, embedding scale, position table and the final pre-LN norm."""
+    table_spec = spec.embeddings[0] if isinstance(spec.embeddings, list) else spec.embeddings
+    table_spec.weight = _tensor(embeddings.weight, f"{name}.embed_tokens.weight")
+    spec.scale_embeddings = float(stack.embed_scale)  # 1.0: CTranslate2 leaves the embeddings unscaled
+    positions = stack.embed_positions
+    num_positions = positions.max_positions
+    if not positions.learned:
+        num_positions = max(num_positions, SINUSOIDAL_POSITIONS)
+    with torch.no_grad():  # the model's own position module, so the layouts agree by construction
+        table = positions(num_positions, 0, embeddings.weight.device).to(embeddings.weight.dtype)  # (P, D)
+    spec.position_encodings.encodings = _tensor(table, f"{name}.embed_positions")
+    if stack.layer_norm is not None:
+        _set_layer_norm(spec.layer_norm, stack.layer_norm, f"{name}.layer_norm")
+
+
+def _special_token_id(model: nn.Module, name: str) -> int:
+    """``name`` as ``generate()`` reads it: the generation config's, else the model config's; one id."""
+    value = getattr(model.generation_config, name, None)
+    if value is None:
+        value = getattr(model.config, name, None)
+    if isinstance(value, list | tuple):
+        if len(value) != 1:
+            raise ValueError(f"{name} is {value}: a CTranslate2 model has one end token; set one id")
+        value = value[0]
+    if value is None:
+        raise ValueError(f"{name} is not set in the model's generation or model config; CTranslate2 needs it")
+    return int(value)
+
+
+def export_vocabularies(model: nn.Module, tokenizer=None) -> tuple[list[str], list[str]]:
+    """(source tokens, target tokens), token i being id i: the tokenizer's (its target side for the target), or
+    the ids as strings without a tokenizer. Each must cover the model's table exactly, without repeats."""
+    config = model.config
+    sizes = {"source": config.vocab_size, "target": config.target_vocab_size}
+    if tokenizer is None:
+        return [str(i) for i in range(sizes["source"])], [str(i) for i in range(sizes["target"])]
+    vocabularies = []
+    for side, side_tokenizer in (("source", tokenizer), ("target", target_side(tokenizer))):
+        if len(side_tokenizer) != sizes[side]:
+            field = "vocab_size" if side == "source" else "decoder_vocab_size (or vocab_size)"
+            raise ValueError(f"the tokenizer's {side} vocabulary has {len(side_tokenizer)} tokens but the model's "
+                             f"{field} is {sizes[side]}: CTranslate2 needs one token per embedding row; export with "
+                             "the tokenizer the model was trained with")
+        tokens = side_tokenizer.convert_ids_to_tokens(list(range(sizes[side])))
+        if None in tokens or len(set(tokens)) != len(tokens):
+            raise ValueError(f"the tokenizer's {side} vocabulary has gaps or repeated tokens among ids "
+                             f"0..{sizes[side] - 1}; CTranslate2 maps each token string to one id")
+        vocabularies.append(tokens)
+    return vocabularies[0], vocabularies[1]
+
+
+def build_ctranslate2_spec(model: TransformerSeq2SeqForConditionalGeneration, tokenizer=None):
+    """A validated ``ctranslate2.specs.TransformerSpec`` holding ``model``'s weights, vocabularies and special
+    tokens (nothing written yet). An RNN model, an activation CTranslate2 lacks, missing special tokens or a
+    tokenizer that does not fit are a ValueError naming the problem."""
+    import_ctranslate2()
+    from ctranslate2.specs import common_spec, transformer_spec
+
+    if not isinstance(model, TransformerSeq2SeqForConditionalGeneration):
+        raise ValueError(f"only the Transformer family (TransformerSeq2SeqForConditionalGeneration) can be exported "
+                         f"to CTranslate2, got {type(model).__name__}: CTranslate2 has no RNN models")
+    config = model.config
+    activations = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}
+    if config.activation_function not in activations:
+        raise ValueError(f"activation_function={config.activation_function!r} has no CTranslate2 counterpart; "
+                         f"exportable: {', '.join(activations)}")
+    special_ids = {name: _special_token_id(model, name) for name in ("decoder_start_token_id", "eos_token_id")}
+    source_tokens, target_tokens = export_vocabularies(model, tokenizer)
+
+    pre_norm = config.norm_position == "pre"
+    activation = activations[config.activation_function]
+    spec = transformer_spec.TransformerSpec(
+        transformer_spec.TransformerEncoderSpec(config.encoder_layers, config.encoder_attention_heads,
+                                                pre_norm=pre_norm, activation=activation),
+        transformer_spec.TransformerDecoderSpec(config.decoder_layers, config.decoder_attention_heads,
+                                                pre_norm=pre_norm, activation=activation),
+    )
+    encoder, decoder = model.get_encoder(), model.get_decoder()
+    _set_stack(spec.encoder, encoder, encoder.embed_tokens, "encoder")
+    for index, (layer_spec, layer) in enumerate(zip(spec.encoder.layer, encoder.layers, strict=True)):
+        name = f"encoder.layers.{index}"
+        _set_attention(layer_spec.self_attention, layer.self_attn, layer.self_attn_layer_norm, f"{name}.self_attn")
+        _set_feed_forward(layer_spec.ffn, layer, name)
+    _set_stack(spec.decoder, decoder, decoder.target_embeddings(), "decoder")
+    for index, (layer_spec, layer) in enumerate(zip(spec.decoder.layer, decoder.layers, strict=True)):
+        name = f"decoder.layers.{index}"
+        _set_attention(layer_spec.self_attention, layer.self_attn, layer.self_attn_layer_norm, f"{name}.self_attn")
+        _set_attention(layer_spec.attention, layer.encoder_attn, layer.encoder_attn_layer_norm, f"{name}.encoder_attn")
+        _set_feed_forward(layer_spec.ffn, layer, name)
+    _set_linear(spec.decoder.projection, model.lm_head, "lm_head")  # tied: CTranslate2 aliases equal tensors
+
+    unk_token = getattr(tokenizer, "unk_token", None) or target_tokens[config.pad_token_id]
+    if unk_token not in source_tokens or unk_token not in target_tokens:
+        raise ValueError(f"the unknown token {unk_token!r} must be in both vocabularies: CTranslate2 would append it "
+                         "to a vocabulary that lacks it (one token more than the model has rows)")
+    spec.config.unk_token = unk_token
+    spec.config.bos_token = target_tokens[config.bos_token_id if config.bos_token_id is not None
+                                          else special_ids["decoder_start_token_id"]]
+    spec.config.eos_token = target_tokens[special_ids["eos_token_id"]]
+    spec.config.decoder_start_token = target_tokens[special_ids["decoder_start_token_id"]]
+    spec.config.layer_norm_epsilon = encoder.layers[0].self_attn_layer_norm.eps
+    spec.register_source_vocabulary(source_tokens)
+    spec.register_target_vocabulary(target_tokens)
+    spec.validate()
+    return spec
+
+
+def export_ctranslate2(model: TransformerSeq2SeqForConditionalGeneration, output_dir: str | Path, tokenizer=None,
+                       quantization: str | None = None, overwrite: bool = False) -> Path:
+    """Write ``model`` as a CTranslate2 model directory (model.bin, config.json, vocabulary files) to
+    ``output_dir`` and return its path; load it with ``ctranslate2.Translator(output_dir)``.
+
+    tokenizer: the model's tokenizer, whose tokens become the vocabulary (a ``SeparateVocabTokenizer`` gives
+    separate source and target vocabularies); None writes the ids as strings ("0", "1", ...), for callers that
+    drive CTranslate2 with ids (:func:`translate_ids`). quantization: CTranslate2's weight type ("int8",
+    "int8_float32", "int16", "float16", ...; None keeps the model's dtype). Everything that can be wrong (the
+    options, the model, the tokenizer) is refused before anything is written; an ``output_dir`` holding files is
+    refused unless ``overwrite``, which then replaces only the files of a CTranslate2 model directory."""
+    output_dir = Path(output_dir)
+    check_export_options(output_dir, quantization, overwrite, model_dir=_local_model_dir(model))
+    spec = build_ctranslate2_spec(model, tokenizer)
+    spec.optimize(quantization=quantization)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    for stale in [*(output_dir / name for name in _MODEL_FILES), *(p for g in _VOCABULARY_GLOBS
+                                                                   for p in output_dir.glob(g))]:
+        stale.unlink(missing_ok=True)  # only reached with overwrite=True when the folder held files
+    spec.save(str(output_dir))
+    return output_dir
+
+
+def exported_translator(model: TransformerSeq2SeqForConditionalGeneration, quantization: str | None = None,
+                        device: str = "cpu", intra_threads: int = 1, inter_threads: int = 1):
+    """A ``ctranslate2.Translator`` of ``model`` exported without a tokenizer (drive it with :func:`translate_ids`),
+    through a temporary folder removed once the model is loaded (CTranslate2 reads it whole): for benchmarks and
+    tests that compare the engine with ``generate()`` on a model in memory. intra_threads: CTranslate2's threads
+    per translation; inter_threads: translations run in parallel."""
+    ctranslate2 = import_ctranslate2()
+    with tempfile.TemporaryDirectory(prefix="hf_s2s_ct2_") as folder:
+        export_ctranslate2(model, folder, quantization=quantization)
+        return ctranslate2.Translator(folder, device=device, intra_threads=intra_threads, inter_threads=inter_threads)
+
+
+def _local_model_dir(model: nn.Module) -> Path | None:
+    """The folder ``model`` was loaded from, when it was loaded from a local folder."""
+    path = Path(getattr(model, "name_or_path", "") or "")
+    return path if str(path) and path.is_dir() else None
+
+
+# ---------------------------------------------------------------------------------------------------- decoding
+
+
+def translate_ids(translator, input_ids: torch.Tensor | Sequence[Sequence[int]], attention_mask=None,
+                  num_beams: int = 1, max_new_tokens: int = DEFAULT_GENERATION_MAX_LENGTH - 1, min_new_tokens: int = 0, tokenizer=None,
+                  length_penalty: float = 1.0) -> list[list[int]]:
+    """Translate a batch of source ids with an exported model (a ``ctranslate2.Translator``): greedy
+    (``num_beams=1``) or beam search, returning each sentence's generated target ids as ``generate()`` counts its
+    new tokens: the end token included when it was produced, the decoder start token not.
+
+    input_ids: (B, T_src) ids (a tensor or lists); attention_mask: (B, T_src), 0 on padding (left or right),
+    whose positions are dropped; None: every position is a token. max_new_tokens / min_new_tokens: as in
+    ``generate()`` (CTranslate2's ``max_decoding_length`` / ``min_decoding_length``); the default maximum is what
+    hf_s2s models' generation config allows (128 decoder positions, the start token included). tokenizer: the one the model
+    was exported with (ids <-> its tokens); None for a model exported without one (ids written as strings).
+    Inputs are never truncated (CTranslate2's ``max_input_length`` is switched off)."""
+    for name, value, low in (("num_beams", num_beams, 1), ("max_new_tokens", max_new_tokens, 1),
+                             ("min_new_tokens", min_new_tokens, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be a whole number >= {low}, got {value!r}")
+    if min_new_tokens > max_new_tokens:
+        raise ValueError(f"min_new_tokens ({min_new_tokens}) must be <= max_new_tokens ({max_new_tokens})")
+    rows = input_ids.tolist() if torch.is_tensor(input_ids) else [list(row) for row in input_ids]
+    if attention_mask is not None:
+        masks = attention_mask.tolist() if torch.is_tensor(attention_mask) else attention_mask
+        rows = [[token for token, keep in zip(row, mask, strict=True) if keep] for row, mask in zip(rows, masks,
+                                                                                                  strict=True)]
+    if tokenizer is None:
+        source = [[str(token) for token in row] for row in rows]
+    else:
+        source = [tokenizer.convert_ids_to_tokens(row) for row in rows]
+    results = translator.translate_batch(
+        source, beam_size=num_beams, max_decoding_length=max_new_tokens, min_decoding_length=min_new_tokens,
+        length_penalty=length_penalty, return_end_token=True, max_input_length=0,
+    )
+    hypotheses = [result.hypotheses[0] for result in results]
+    if tokenizer is None:
+        return [[int(token) for token in tokens] for tokens in hypotheses]
+    target = target_side(tokenizer)
+    return [target.convert_tokens_to_ids(tokens) for tokens in hypotheses]
+
+
+__all__ = ["SINUSOIDAL_POSITIONS", "build_ctranslate2_spec", "check_export_options", "export_ctranslate2",
+           "export_vocabularies", "exported_translator", "translate_ids"]
