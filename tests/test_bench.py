@@ -22,6 +22,12 @@ def test_quick_run_writes_json_and_markdown(tmp_path):
     assert set(models) == {"hf_s2s (post-LN)", "hf_s2s (pre-LN)", "MarianMT"}
     assert all(m["tokens_per_s"] > 0 and len(m["times"]) == 2 for m in models.values())
     assert set(saved["generation"]) == {"greedy", "beam 2"}
+    greedy, beam = saved["generation"]["greedy"], saved["generation"]["beam 2"]
+    ct2_rows = {"CTranslate2 float32 (hf_s2s Transformer exported)", "CTranslate2 int8 (hf_s2s Transformer exported)"}
+    assert {"hf_s2s Transformer compiled", "hf_s2s RNN Bahdanau GRU compiled", "MarianMT bf16"} | ct2_rows <= set(greedy)
+    assert "hf_s2s Transformer compiled" not in beam and ct2_rows <= set(beam)  # transformers compiles no beam search
+    assert all(row["tokens_per_s"] > 0 for row in [*greedy.values(), *beam.values()])
+    assert "Transformer greedy >= 0.8x CTranslate2 float32" in saved["summary"]["targets"]
     assert set(saved["cache"]["hf_s2s Transformer"]) == {"cached", "uncached"}
     assert saved["rnn"]["Bahdanau GRU"]["training_ratio"] > 0
     learning = saved["learning"]["Luong LSTM"]["validation_loss"]

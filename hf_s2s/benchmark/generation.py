@@ -51,21 +51,18 @@ def generate_fn(model, inputs: dict, config: GenerationConfig) -> Callable[[], N
     return run
 
 
-def _ctranslate2_fns(model, inputs: dict, new_tokens: int, num_beams: int, work_dir) -> dict[str, Callable]:
-    """CTranslate2 float32 and int8 rows: the hf_s2s Transformer exported, driven with token ids (one intra- and
-    one inter-op thread, as torch runs here)."""
+def _ctranslate2_fns(model, inputs: dict, new_tokens: int, num_beams: int) -> dict[str, Callable]:
+    """CTranslate2 float32 and int8 rows: the hf_s2s Transformer exported (no tokenizer: driven with token ids), on
+    as many threads as torch uses here. None when ctranslate2 is not installed."""
     try:
         import ctranslate2  # noqa: F401
     except ImportError:
         return {}
-    from ..export_ctranslate2 import export_ctranslate2, load_translator, translate_ids
+    from ..export_ctranslate2 import exported_translator, translate_ids
 
     fns = {}
     for quantization, label in ((None, "float32"), ("int8", "int8")):
-        out_dir = work_dir / f"ct2_{label}"
-        if not out_dir.exists():
-            export_ctranslate2(model, out_dir, quantization=quantization)
-        translator = load_translator(out_dir, intra_threads=torch.get_num_threads())
+        translator = exported_translator(model, quantization=quantization, intra_threads=torch.get_num_threads())
 
         def run(translator=translator) -> None:
             ids = translate_ids(translator, inputs["input_ids"], inputs["attention_mask"], num_beams=num_beams,
@@ -78,7 +75,7 @@ def _ctranslate2_fns(model, inputs: dict, new_tokens: int, num_beams: int, work_
 
 
 def bench_generation_rows(models: dict, rnn_models: dict, inputs: dict, new_tokens: int, num_beams: int,
-                          repeats: int, warmup: int, work_dir, int8: Callable | None = None) -> dict:
+                          repeats: int, warmup: int, int8: Callable | None = None) -> dict:
     """Times every row, greedy and beam; returns {search: {row: {"tokens_per_s", "times"}}}.
 
     models: {"hf_s2s Transformer (post-LN)": m, "MarianMT": m}; rnn_models: {"hf_s2s RNN <name>": m}; all float32,
@@ -100,7 +97,7 @@ def bench_generation_rows(models: dict, rnn_models: dict, inputs: dict, new_toke
         if beams == 1:  # transformers compiles greedy and sampling only
             fns.update({name: generate_fn(m, inputs, compiled_generation_config(new_tokens))
                         for name, m in compiled.items()})
-        fns.update(_ctranslate2_fns(transformer, inputs, new_tokens, beams, work_dir))
+        fns.update(_ctranslate2_fns(transformer, inputs, new_tokens, beams))
         times = interleaved_times(fns, repeats, warmup)
         results[search] = {name: {"tokens_per_s": batch * new_tokens / median(t), "times": t}
                            for name, t in times.items()}

@@ -14,11 +14,9 @@
 import os
 import platform
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import torch
 from transformers import DataCollatorForSeq2Seq, MarianConfig, MarianMTModel
@@ -233,9 +231,8 @@ def bench_generation(settings: BenchSettings, length_pairs) -> dict:
     models = {TRANSFORMER_ROW: build_hf_s2s_transformer(dims).eval(), "MarianMT": build_marian(dims).eval()}
     rnn_models = {f"hf_s2s RNN {name}": build_hf_s2s_rnn(dims, cell, attention).eval()
                   for name, (cell, attention) in RNN_VARIANTS.items()}
-    with tempfile.TemporaryDirectory(prefix="hf_s2s_bench_") as work_dir:
-        return bench_generation_rows(models, rnn_models, inputs, settings.new_tokens, settings.num_beams,
-                                     settings.repeats, settings.warmup, Path(work_dir), int8=INT8)
+    return bench_generation_rows(models, rnn_models, inputs, settings.new_tokens, settings.num_beams,
+                                 settings.repeats, settings.warmup, int8=INT8)
 
 
 def bench_cache_scaling(settings: BenchSettings, length_pairs) -> dict:
