@@ -275,8 +275,8 @@ class SourceLengthBoundLogitsProcessor(LogitsProcessor):
     </s>, and beam search keeps running beams it cannot finish. Works alike for greedy search and sampling.
 
     Every beam of a sentence has its length, so beam reordering does not move bounds between rows. The bound holds the
-    model's score for </s> (the other tokens become -inf); where another processor removed </s> (``min_new_tokens``
-    above the bound), </s> gets log-probability 0 so the row still ends."""
+    model's score for </s> (the other tokens become -inf); where a processor before it removed </s> (top-k sampling,
+    ``suppress_tokens``), </s> gets log-probability 0 so the row still ends."""
 
     def __init__(self, max_new_tokens: torch.Tensor, eos_token_id: int | list[int] | torch.Tensor, prompt_length: int):
         self.max_new_tokens = max_new_tokens  # (rows,) tokens each row may generate, </s> included
@@ -312,7 +312,8 @@ class GenerationLengthDefault:
       ``max_len_b``: a new model's config carries the defaults; a generation config without the fields (a folder
       saved before they existed) decodes with the defaults too, as transformers fills fields a config lacks with its
       global defaults. ``generate(max_len_a=..., max_len_b=...)`` overrides them (None for both: no bound), on any
-      model of both families. The absolute limit (max_length / max_new_tokens) still applies: the shorter one wins.
+      model of both families. The absolute limit (max_length / max_new_tokens) still applies: the shorter one wins;
+      an explicit minimum (min_new_tokens / min_length) raises the bound to it.
     """
 
     def _set_default_generation_length(self) -> None:
@@ -358,8 +359,12 @@ class GenerationLengthDefault:
             raise ValueError(f"the source-relative length bound (max_len_a={max_len_a}, max_len_b={max_len_b}) counts "
                              f"each row's source tokens in its attention_mask and ends it with </s>, but generate() "
                              f"got {missing}; or pass max_len_a=None, max_len_b=None to decode without the bound")
-        bound = SourceLengthBoundLogitsProcessor(source_length_bound(attention_mask.sum(dim=1), max_len_a, max_len_b),
-                                                 eos_token_id, prompt_length=kwargs["input_ids_seq_length"])
+        prompt_length = kwargs["input_ids_seq_length"]
+        # an explicit minimum length wins over the bound: </s> may come after min_new_tokens tokens at the earliest
+        # (transformers' MinNewTokensLengthLogitsProcessor), after min_length decoder positions
+        earliest_eos = 1 + max(generation_config.min_new_tokens or 0, (generation_config.min_length or 0) - prompt_length)
+        max_new_tokens = source_length_bound(attention_mask.sum(dim=1), max_len_a, max_len_b).clamp(min=earliest_eos)
+        bound = SourceLengthBoundLogitsProcessor(max_new_tokens, eos_token_id, prompt_length)
         last = len(processors) - (1 if processors and isinstance(processors[-1], LogitNormalization) else 0)
         processors.insert(last, bound)
         return processors

@@ -157,15 +157,26 @@ def test_off_the_model_decodes_as_transformers_does(model_type):
 
 
 @pytest.mark.parametrize("model_type", FAMILIES)
-def test_the_bound_comes_before_logit_normalization_and_beats_min_new_tokens(model_type):
+def test_the_bound_comes_before_logit_normalization_and_ends_rows_whose_eos_was_removed(model_type):
     model = model_of(model_type)
     out = generate(model, max_len_a=0.5, max_len_b=3, renormalize_logits=True, output_scores=True,
                    return_dict_in_generate=True)
     for step in out.scores:  # every step, the forced ones included, is normalized
         rows = step.isfinite().any(dim=1)
         torch.testing.assert_close(step[rows].logsumexp(dim=-1), torch.zeros(int(rows.sum())))
-    # min_new_tokens above the bound removes </s>: the bound still ends the rows there
-    assert eos_positions(generate(model, max_len_a=0.5, max_len_b=3, min_new_tokens=20)) == [7, 4, 6]
+    # </s> suppressed by another processor: the bound still ends the rows there
+    assert eos_positions(generate(model, max_len_a=0.5, max_len_b=3, suppress_tokens=[EOS])) == [7, 4, 6]
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_an_explicit_minimum_length_raises_the_bound(model_type):
+    """min_new_tokens / min_length are the caller's own: rows may end where they allow </s> and not before (a
+    benchmark's min = max new tokens decodes exactly that many)."""
+    model = model_of(model_type)
+    assert eos_positions(generate(model, max_len_a=0.5, max_len_b=3, min_new_tokens=5)) == [7, 6, 6]
+    assert eos_positions(generate(model, max_len_a=0.5, max_len_b=3, min_length=7)) == [7, 7, 7]
+    exact = generate(model, max_len_a=0.5, max_len_b=3, min_new_tokens=9, max_new_tokens=9)
+    assert exact.shape[1] == 10 and eos_positions(exact) == [None] * len(SOURCES)
 
 
 def test_source_length_bound_floors_and_keeps_room_for_eos():
@@ -191,7 +202,7 @@ def test_the_bound_reads_back_once_per_generate_call_not_per_step(model_type):
     the processor does no work at all."""
     model = random_tiny_model(model_type, test_syncs.VOCAB, pad_token_id=test_syncs.PAD, eos_token_id=test_syncs.EOS,
                               decoder_start_token_id=test_syncs.START)
-    for steps in (6, 12):  # greedy_decode_syncs' sources have 7, 5, 3 and 7 tokens: bounds 15, 11, 7, 15 with (2.0, 1)
+    for steps in (6, 12):
         off = test_syncs.greedy_decode_syncs(model, steps, **OFF).total
         assert test_syncs.greedy_decode_syncs(model, steps, max_len_a=2.0, max_len_b=1).total == off + 1
 
