@@ -239,17 +239,19 @@ DEFAULT_MAX_LEN_A = 1.3
 DEFAULT_MAX_LEN_B = 5
 
 
-def check_length_bound(max_len_a, max_len_b) -> None:
+def check_length_bound(max_len_a, max_len_b, complete: bool = True) -> None:
     """Raise a ValueError naming the field, the value and what is allowed for a bad ``max_len_a`` (a number >= 0)
-    or ``max_len_b`` (a whole number >= 0); None for both turns the bound off, None for one counts as 0."""
+    or ``max_len_b`` (a whole number >= 0); None for both turns the bound off, None for one counts as 0.
+    ``complete=False`` checks only the values given: None is then "not given" (a command line's flags, which the
+    model's generation config completes), and a bound of 0 tokens is found once the config is known."""
     if max_len_a is not None and (isinstance(max_len_a, bool) or not isinstance(max_len_a, Real)
                                   or not math.isfinite(max_len_a) or max_len_a < 0):
-        raise ValueError(f"max_len_a (output tokens per source token) must be a number >= 0, or None for no "
-                         f"source-relative length bound, got {max_len_a!r}")
+        raise ValueError(f"max_len_a (output tokens per source token) must be a number >= 0 (None: no "
+                         f"source-relative length bound), got {max_len_a!r}")
     if max_len_b is not None and (isinstance(max_len_b, bool) or not isinstance(max_len_b, int) or max_len_b < 0):
-        raise ValueError(f"max_len_b (output tokens added to max_len_a x source tokens) must be a whole number >= 0, "
-                         f"or None for no source-relative length bound, got {max_len_b!r}")
-    if max_len_a == 0 and max_len_b in (0, None) or max_len_a is None and max_len_b == 0:
+        raise ValueError(f"max_len_b (output tokens added to max_len_a x source tokens) must be a whole number >= 0 "
+                         f"(None: no source-relative length bound), got {max_len_b!r}")
+    if complete and (max_len_a == 0 and max_len_b in (0, None) or max_len_a is None and max_len_b == 0):
         raise ValueError(f"max_len_a={max_len_a!r} with max_len_b={max_len_b!r} bounds every output to 0 tokens; "
                          "set max_len_a or max_len_b above 0, or both to None for no bound")
 
@@ -349,22 +351,35 @@ class GenerationLengthDefault:
         max_len_a, max_len_b = generation_config.max_len_a, generation_config.max_len_b
         if max_len_a is None and max_len_b is None:
             return processors
-        # the encoder's mask, already expanded over beams / return sequences: (rows, src_len); generate() builds it
-        # from input_ids != pad when the caller gave none
-        attention_mask = (kwargs.get("model_kwargs") or {}).get("attention_mask")
         eos_token_id = generation_config._eos_token_tensor
-        if attention_mask is None or eos_token_id is None:
-            missing = "no attention_mask (pass attention_mask or input_ids)" if attention_mask is None else \
-                "no eos_token_id in the generation config"
+        source_lengths = self._source_lengths(generation_config, kwargs.get("model_kwargs") or {},
+                                              kwargs.get("encoder_input_ids"))
+        if source_lengths is None or eos_token_id is None:
+            missing = "no attention_mask or input_ids" if source_lengths is None else "no eos_token_id"
             raise ValueError(f"the source-relative length bound (max_len_a={max_len_a}, max_len_b={max_len_b}) counts "
-                             f"each row's source tokens in its attention_mask and ends it with </s>, but generate() "
-                             f"got {missing}; or pass max_len_a=None, max_len_b=None to decode without the bound")
+                             f"each row's source tokens and ends it with </s>, but generate() got {missing}; pass it, "
+                             f"or max_len_a=None, max_len_b=None to decode without the bound")
         prompt_length = kwargs["input_ids_seq_length"]
         # an explicit minimum length wins over the bound: </s> may come after min_new_tokens tokens at the earliest
         # (transformers' MinNewTokensLengthLogitsProcessor), after min_length decoder positions
         earliest_eos = 1 + max(generation_config.min_new_tokens or 0, (generation_config.min_length or 0) - prompt_length)
-        max_new_tokens = source_length_bound(attention_mask.sum(dim=1), max_len_a, max_len_b).clamp(min=earliest_eos)
+        max_new_tokens = source_length_bound(source_lengths, max_len_a, max_len_b).clamp(min=earliest_eos)
         bound = SourceLengthBoundLogitsProcessor(max_new_tokens, eos_token_id, prompt_length)
         last = len(processors) - (1 if processors and isinstance(processors[-1], LogitNormalization) else 0)
         processors.insert(last, bound)
         return processors
+
+    @staticmethod
+    def _source_lengths(generation_config, model_kwargs: dict, encoder_input_ids) -> torch.Tensor | None:
+        """Real source tokens of each decoding row, (rows,): from the encoder's attention_mask, which generate() has
+        expanded over beams / return sequences already, else from input_ids != pad (the models infer their mask so
+        when none is given), expanded as generate() expands; None without either."""
+        attention_mask = model_kwargs.get("attention_mask")
+        if attention_mask is not None:
+            return attention_mask.sum(dim=1)
+        if encoder_input_ids is None or encoder_input_ids.dim() != 2:
+            return None
+        pad_token_id = generation_config._pad_token_tensor
+        real = encoder_input_ids != pad_token_id if pad_token_id is not None else torch.ones_like(encoder_input_ids)
+        expand = max(generation_config.num_beams or 1, generation_config.num_return_sequences or 1)
+        return real.sum(dim=1).repeat_interleave(expand)

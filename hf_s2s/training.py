@@ -35,6 +35,7 @@ from .checkpoints import average_checkpoints, list_checkpoints
 from .hub import family_defaults, write_model_card
 from .loading import load_model
 from .metrics import build_compute_metrics, compute_translation_metrics
+from .modeling_common import LENGTH_BOUND_FIELDS
 from .plotting import plot_alignment
 from .run_dir import (
     RunLock,
@@ -445,7 +446,10 @@ def evaluate_test_set(model, tokenizer, test_pairs, data_args, output_dir: Path)
     for num_beams in parse_test_beams(data_args):
         decoding = {"num_beams": num_beams, "max_length": model.generation_config.max_length,
                     "length_penalty": DEFAULT_LENGTH_PENALTY, "batch_size": DEFAULT_BATCH_SIZE,
-                    "max_source_length": data_args.max_source_length}
+                    "max_source_length": data_args.max_source_length,
+                    # the source-relative length bound the saved generation config carries (absent in other families)
+                    **{name: getattr(model.generation_config, name) for name in LENGTH_BOUND_FIELDS
+                       if hasattr(model.generation_config, name)}}
         start = time.perf_counter()
         texts = [h[0].text for h in translate(model, tokenizer, sources, scores=False, **decoding)]
         result = compute_translation_metrics(texts, references)

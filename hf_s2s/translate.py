@@ -90,7 +90,8 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAU
     Sentences are decoded in batches of similar length. Without ``num_beams`` or ``max_new_tokens``, the model's
     generation config decides (``num_beams``, ``max_length``), and without ``max_source_length`` the tokenizer's
     ``model_max_length`` (the main job saves its ``--max_source_length`` there); other ``generate`` arguments
-    pass through. A blank sentence (empty or whitespace) is not decoded: its hypotheses are empty with score 0,
+    pass through, among them the source-relative length bound ``max_len_a``/``max_len_b`` (the generation config's
+    by default; None for both turns it off). A blank sentence (empty or whitespace) is not decoded: its hypotheses are empty with score 0,
     never an invented translation.
 
     ``scores=False`` leaves each hypothesis' score None and saves the memory the scores take: ``generate`` then
@@ -140,17 +141,18 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAU
 
 
 @torch.no_grad()
-def alignment(model, tokenizer, sentence: str, *, num_beams: int | None = 1, max_new_tokens: int | None = None):
+def alignment(model, tokenizer, sentence: str, *, num_beams: int | None = 1, max_new_tokens: int | None = None,
+              **generate_kwargs):
     """Translate one sentence and return ``(weights, source_tokens, target_tokens)``, where ``weights`` is the
     (target_len, source_len) cross-attention that produced each target token: the last decoder layer's,
-    averaged over heads. The weights come from a teacher-forced pass over the generated translation, which
+    averaged over heads. Other ``generate`` arguments (the length bound's) pass through. The weights come from a teacher-forced pass over the generated translation, which
     gives the same attention as the decoding steps and works for every model family. Only the eager kernel returns
     weights: a model using another is switched to eager for the pass and switched back afterwards."""
     model.eval()
     device = next(model.parameters()).device
     batch = tokenizer([sentence], return_tensors="pt").to(device)
     beams = {} if num_beams is None else {"num_beams": num_beams}  # None: the generation config's
-    sequences = model.generate(**batch, **beams, max_new_tokens=max_new_tokens)
+    sequences = model.generate(**batch, **beams, max_new_tokens=max_new_tokens, **generate_kwargs)
     kernel = getattr(model.config, "_attn_implementation", None)
     if kernel not in (None, "eager"):
         model.set_attn_implementation("eager")

@@ -228,3 +228,67 @@ def test_bad_values_are_refused_before_decoding(model_type, bound, message):
     with pytest.raises(ValueError, match=message):
         generate(model)
     assert encoder_calls == []
+
+
+@pytest.mark.parametrize("num_beams", [1, 3])
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_without_attention_mask_the_source_length_is_input_ids_not_pad(model_type, num_beams):
+    model = model_of(model_type)
+    input_ids, _ = source_batch()
+    with torch.no_grad():
+        sequences = model.generate(input_ids=input_ids, num_beams=num_beams, max_length=40, max_len_a=0.5, max_len_b=3)
+    assert eos_positions(sequences) == [7, 4, 6]
+
+
+# --- The translate command: flags over the folder's generation config ----------------------------------------------
+
+def translate_lines(model_dir, capsys, *flags):
+    from hf_s2s.cli import translate as translate_command  # the command line's own code, run in this process
+
+    assert translate_command.main([str(model_dir), "--input", str(model_dir / "input.txt"), *flags]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_translate_command_flags_change_or_turn_off_the_folders_bound(tmp_path, capsys):
+    from hf_s2s.loading import load_model, load_tokenizer
+    from hf_s2s.translate import translate
+    from tests.saved_folders import save_tiny_model_folder
+
+    model_dir = save_tiny_model_folder(tmp_path / "model", "transformer_seq2seq", seed=3)
+    sentences = ["a b c d e f g h", "e f", "g h i j"]
+    (model_dir / "input.txt").write_text("".join(f"{s}\n" for s in sentences))
+    model, tokenizer = load_model(model_dir), load_tokenizer(model_dir)
+
+    def texts(**bound):
+        return [h[0].text for h in translate(model, tokenizer, sentences, max_new_tokens=30, **bound)]
+
+    by_default = translate_lines(model_dir, capsys, "--max-new-tokens", "30")
+    assert by_default == texts() == texts(max_len_a=DEFAULT_MAX_LEN_A, max_len_b=DEFAULT_MAX_LEN_B)
+    off = translate_lines(model_dir, capsys, "--max-new-tokens", "30", "--no-length-bound")
+    assert off == texts(max_len_a=None, max_len_b=None) != by_default
+    short = translate_lines(model_dir, capsys, "--max-new-tokens", "30", "--max-len-a", "0", "--max-len-b", "3")
+    assert short == texts(max_len_a=0, max_len_b=3)
+    # 2 tokens and </s>: the first 2 characters of the unbounded output (each token of this model is one character)
+    assert [len(text) for text in short] == [2, 2, 2] and all(o.startswith(t) for o, t in zip(off, short, strict=True))
+    # one flag keeps the folder's other value: a = 0.5 with the folder's b = 5
+    assert translate_lines(model_dir, capsys, "--max-new-tokens", "30", "--max-len-a", "0.5") == \
+        texts(max_len_a=0.5, max_len_b=DEFAULT_MAX_LEN_B)
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--max-len-a", "-1"], "argument --max-len-a: max_len_a (output tokens per source token) must be a number >= 0"),
+    (["--max-len-a", "x"], "argument --max-len-a: max_len_a must be a number, got 'x'"),
+    (["--max-len-b", "2.5"], "argument --max-len-b: max_len_b must be a number, got '2.5'"),
+    (["--max-len-b", "-3"], "argument --max-len-b: max_len_b (output tokens added to max_len_a x source tokens) "
+                            "must be a whole number >= 0"),
+    (["--no-length-bound", "--max-len-b", "3"],
+     "error: --no-length-bound turns the bound off; it cannot be combined with --max-len-b"),
+])
+def test_translate_command_refuses_bad_bound_flags_before_loading(tmp_path, capsys, flags, message):
+    from hf_s2s.cli import translate as translate_command
+
+    with pytest.raises(SystemExit) as stopped:  # the folder does not exist: the refusal comes first
+        translate_command.main([str(tmp_path / "not_loaded"), *flags])
+    assert stopped.value.code != 0
+    error = capsys.readouterr().err + str(stopped.value.code)
+    assert message in error and "not_loaded" not in error
