@@ -322,13 +322,13 @@ class GenerationLengthDefault:
         """Call at the end of ``__init__`` (a loaded generation_config.json replaces it afterwards)."""
         if self.generation_config.max_length in (None, 20):  # unset, or transformers' generic default
             self.generation_config.max_length = DEFAULT_GENERATION_MAX_LENGTH
-        for name, default in zip(LENGTH_BOUND_FIELDS, (DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B), strict=True):
-            if not hasattr(self.generation_config, name):
-                setattr(self.generation_config, name, default)
+        config = self.generation_config
+        config.max_len_a = getattr(config, "max_len_a", DEFAULT_MAX_LEN_A)
+        config.max_len_b = getattr(config, "max_len_b", DEFAULT_MAX_LEN_B)
         # The config now holds settings of its own, not only what transformers copied from the model config; marked
         # as copied, generation_config.json would reload without max_len_a/max_len_b (GenerationConfig drops fields
         # it does not know from a config marked ``_from_model_config``), as Seq2SeqTrainer also unmarks it.
-        self.generation_config._from_model_config = False
+        config._from_model_config = False
 
     def _prepare_generation_config(self, generation_config, **kwargs):
         user_max_length = kwargs.get("max_length")
@@ -339,8 +339,9 @@ class GenerationLengthDefault:
         generation_config, model_kwargs = super()._prepare_generation_config(generation_config, **kwargs)
         if generation_config.max_new_tokens is not None and user_max_length is None:
             generation_config.max_length = None  # the call's max_new_tokens decides the length
-        for name, default in zip(LENGTH_BOUND_FIELDS, (DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B), strict=True):
-            setattr(generation_config, name, bound[name] if name in bound else getattr(generation_config, name, default))
+        # the call's values, else the generation config's, else (a config saved without the fields) the defaults
+        generation_config.max_len_a = bound.get("max_len_a", getattr(generation_config, "max_len_a", DEFAULT_MAX_LEN_A))
+        generation_config.max_len_b = bound.get("max_len_b", getattr(generation_config, "max_len_b", DEFAULT_MAX_LEN_B))
         check_length_bound(generation_config.max_len_a, generation_config.max_len_b)
         return generation_config, model_kwargs
 
