@@ -284,23 +284,25 @@ class SourceLengthBoundLogitsProcessor(LogitsProcessor):
         self.max_new_tokens = max_new_tokens  # (rows,) tokens each row may generate, </s> included
         self.eos_token_id = torch.as_tensor(eos_token_id, device=max_new_tokens.device).reshape(-1)  # (n_eos,)
         self.prompt_length = prompt_length  # decoder positions before the first generated token (the start token)
-        # Set at the first call: the decoder length at which the first row is forced (read back once per generate()
-        # call, so the steps before it cost nothing) and the (V,) mask of the </s> ids.
+        # the decoder length at which the first row is forced, read back once per generate() call at the first step,
+        # so the steps before it cost nothing
         self.first_bound_length = None
-        self.is_eos = None
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         """input_ids: (rows, cur_len); scores: (rows, V) -> (rows, V)"""
         if self.first_bound_length is None:
             self.first_bound_length = self.prompt_length + int(self.max_new_tokens.min()) - 1
-            self.is_eos = torch.zeros(scores.shape[-1], dtype=torch.bool, device=scores.device)  # (V,)
-            self.is_eos[self.eos_token_id] = True
         if input_ids.shape[1] < self.first_bound_length:
             return scores
         generated = input_ids.shape[1] - self.prompt_length  # tokens each row generated so far
         at_bound = (generated + 1 >= self.max_new_tokens)[:, None]  # (rows, 1): the token chosen now is the last
-        scores = scores.masked_fill(at_bound & ~self.is_eos, -math.inf)  # (rows, V)
-        return scores.masked_fill(at_bound & self.is_eos & scores.isneginf(), 0.0)
+        eos_scores = scores[:, self.eos_token_id]  # (rows, n_eos)
+        forced_eos_scores = eos_scores.masked_fill(eos_scores.isneginf(), 0.0)  # </s> back where it was removed
+        # one pass over (rows, V) with the row mask broadcast, then the few </s> columns: a beam step's scores are
+        # (batch x beams, vocabulary), and a per-element mask of that size would cost more passes
+        scores = scores.masked_fill(at_bound, -math.inf)  # (rows, V)
+        scores[:, self.eos_token_id] = torch.where(at_bound, forced_eos_scores, eos_scores)
+        return scores
 
 
 class GenerationLengthDefault:
