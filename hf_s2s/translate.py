@@ -7,6 +7,7 @@ from pathlib import Path
 import torch
 from transformers.tokenization_utils_base import VERY_LARGE_INTEGER
 
+from .modeling_common import check_length_bound
 from .tokenization import target_side
 
 # Sentences per generate() call, and beam search's length penalty (score / length ** penalty). The main job
@@ -39,6 +40,23 @@ def check_decoding_options(*, num_beams: int | None, num_return_sequences: int =
     if num_beams is not None and num_return_sequences > num_beams and not do_sample:
         raise ValueError(f"num_return_sequences ({num_return_sequences}, --nbest) must be <= num_beams "
                          f"({num_beams}, --beams): beam search returns at most one hypothesis per beam")
+
+
+def length_bound_arguments(max_len_a: float | None, max_len_b: int | None, no_length_bound: bool,
+                           flags: tuple[str, str, str] = ("--max-len-a", "--max-len-b", "--no-length-bound")) -> dict:
+    """The source-relative length bound's ``generate`` arguments from a command line's three options (named by
+    ``flags``): the values given (None: not given, the model's generation config keeps its own), or None for both
+    when the bound is turned off. Bad values and an off switch combined with values are a ValueError naming the
+    flag."""
+    given = {name: value for name, value in (("max_len_a", max_len_a), ("max_len_b", max_len_b)) if value is not None}
+    if no_length_bound and given:
+        named = " and ".join(flag for flag, name in zip(flags, ("max_len_a", "max_len_b"), strict=False) if name in given)
+        raise ValueError(f"{flags[2]} turns the length bound off; it cannot be combined with {named}")
+    try:
+        check_length_bound(max_len_a, max_len_b, complete=False)
+    except ValueError as error:
+        raise ValueError(f"{flags[0]}/{flags[1]}: {error}") from None
+    return {"max_len_a": None, "max_len_b": None} if no_length_bound else given
 
 
 def read_sentences(path: str | Path | None = None) -> list[str]:

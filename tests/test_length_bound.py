@@ -276,13 +276,14 @@ def test_translate_command_flags_change_or_turn_off_the_folders_bound(tmp_path, 
 
 
 @pytest.mark.parametrize(("flags", "message"), [
-    (["--max-len-a", "-1"], "argument --max-len-a: max_len_a (output tokens per source token) must be a number >= 0"),
-    (["--max-len-a", "x"], "argument --max-len-a: max_len_a must be a number, got 'x'"),
-    (["--max-len-b", "2.5"], "argument --max-len-b: max_len_b must be a number, got '2.5'"),
-    (["--max-len-b", "-3"], "argument --max-len-b: max_len_b (output tokens added to max_len_a x source tokens) "
-                            "must be a whole number >= 0"),
+    (["--max-len-a", "-1"], "error: --max-len-a/--max-len-b: max_len_a (output tokens per source token) must be a "
+                            "number >= 0"),
+    (["--max-len-a", "x"], "argument --max-len-a: invalid float value: 'x'"),
+    (["--max-len-b", "2.5"], "argument --max-len-b: invalid int value: '2.5'"),
+    (["--max-len-b", "-3"], "error: --max-len-a/--max-len-b: max_len_b (output tokens added to max_len_a x source "
+                            "tokens) must be a whole number >= 0"),
     (["--no-length-bound", "--max-len-b", "3"],
-     "error: --no-length-bound turns the bound off; it cannot be combined with --max-len-b"),
+     "error: --no-length-bound turns the length bound off; it cannot be combined with --max-len-b"),
 ])
 def test_translate_command_refuses_bad_bound_flags_before_loading(tmp_path, capsys, flags, message):
     from hf_s2s.cli import translate as translate_command

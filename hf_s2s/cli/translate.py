@@ -15,13 +15,13 @@ import sys
 import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.cli import HelpFormatter
 from hf_s2s.loading import load_model, load_tokenizer
-from hf_s2s.modeling_common import check_length_bound
 from hf_s2s.plotting import plot_alignment
 from hf_s2s.translate import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_LENGTH_PENALTY,
     alignment,
     check_decoding_options,
+    length_bound_arguments,
     read_sentences,
     translate,
 )
@@ -40,10 +40,10 @@ def main(argv=None, prog=None):
     parser.add_argument("--max-new-tokens", type=int, default=None, help="default: the model's generation config")
     parser.add_argument("--length-penalty", type=float, default=DEFAULT_LENGTH_PENALTY,
                         help="beam search length penalty (1.0 = none)")
-    parser.add_argument("--max-len-a", type=bound_value("max_len_a", float), default=None, metavar="A",
+    parser.add_argument("--max-len-a", type=float, default=None, metavar="A",
                         help="output tokens per source token of the length bound A x source + B (fairseq's); "
                              "default: the model's generation config (max_len_a)")
-    parser.add_argument("--max-len-b", type=bound_value("max_len_b", int), default=None, metavar="B",
+    parser.add_argument("--max-len-b", type=int, default=None, metavar="B",
                         help="tokens added to the length bound; default: the model's generation config (max_len_b)")
     parser.add_argument("--no-length-bound", action="store_true",
                         help="no source-relative length bound: only --max-new-tokens (or the config's max_length) "
@@ -54,7 +54,7 @@ def main(argv=None, prog=None):
     try:  # everything that can be wrong is found before the model is loaded, and said in one line
         check_decoding_options(num_beams=args.beams, num_return_sequences=args.nbest, batch_size=args.batch_size,
                                max_new_tokens=args.max_new_tokens)
-        bound = length_bound_arguments(args)
+        bound = length_bound_arguments(args.max_len_a, args.max_len_b, args.no_length_bound)
         sentences = [args.sentence] if args.plot_alignment and args.sentence else read_sentences(args.input)
         tokenizer = load_tokenizer(args.model)
         model = load_model(args.model)
@@ -82,31 +82,3 @@ def main(argv=None, prog=None):
                 fields.append(f"{hypothesis.score:.4f}")
             print("\t".join(fields))
     return 0
-
-
-
-def bound_value(name: str, convert):
-    """argparse type of the --max-len-a/--max-len-b flags: ``convert`` the text, refusing what
-    ``check_length_bound`` refuses (argparse names the flag with the message)."""
-    def parse(text: str):
-        try:
-            value = convert(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
-        try:
-            check_length_bound(**{"max_len_a": None, "max_len_b": None, name: value}, complete=False)
-        except ValueError as error:
-            raise argparse.ArgumentTypeError(str(error)) from None
-        return value
-    return parse
-
-
-def length_bound_arguments(args) -> dict:
-    """The length bound's generate() arguments from the flags: the values given (the model's generation config
-    keeps the others), or None for both with --no-length-bound."""
-    given = {name: value for name, value in (("max_len_a", args.max_len_a), ("max_len_b", args.max_len_b))
-             if value is not None}
-    if args.no_length_bound and given:
-        raise ValueError(f"--no-length-bound turns the bound off; it cannot be combined with "
-                         f"{' and '.join('--' + name.replace('_', '-') for name in given)}")
-    return {"max_len_a": None, "max_len_b": None} if args.no_length_bound else given
