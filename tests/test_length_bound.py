@@ -293,3 +293,42 @@ def test_translate_command_refuses_bad_bound_flags_before_loading(tmp_path, caps
     assert stopped.value.code != 0
     error = capsys.readouterr().err + str(stopped.value.code)
     assert message in error and "not_loaded" not in error
+
+
+# --- The training job: its flags set the bound of validation, test decoding and the saved folder --------------------
+
+def test_training_job_flags_set_the_bound_its_results_and_folder_record(tmp_path):
+    from hf_s2s.loading import load_model
+    from hf_s2s.training import run
+    from tests.test_training import tiny_args
+
+    output_dir = tmp_path / "run"
+    results = run(*tiny_args(output_dir, "transformer_seq2seq", "--max_len_a", "0.5", "--max_len_b", "2",
+                             "--test_num_beams", "1", "--num_train_epochs", "1"))
+    decoding = results["test"]["greedy"]["decoding"]
+    assert (decoding["max_len_a"], decoding["max_len_b"]) == (0.5, 2)
+    saved = json.loads((output_dir / "model" / "generation_config.json").read_text())
+    assert (saved["max_len_a"], saved["max_len_b"]) == (0.5, 2)
+    config = load_model(output_dir / "model").generation_config
+    assert (config.max_len_a, config.max_len_b) == (0.5, 2)
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--max_len_a", "-0.5"], r"--max_len_a/--max_len_b: max_len_a .* must be a number >= 0"),
+    (["--no_length_bound", "true", "--max_len_a", "2"],
+     r"--no_length_bound turns the length bound off; it cannot be combined with --max_len_a"),
+    (["--model_name_or_path", "MARIAN", "--max_len_b", "3"],
+     r"--max_len_a / --max_len_b / --no_length_bound set the length bound of .* a marian model has none"),
+])
+def test_training_job_refuses_bad_bound_flags_before_anything_is_written(tmp_path, flags, message):
+    from transformers import MarianConfig
+
+    from hf_s2s.training import run
+    from tests.test_training import tiny_args
+
+    MarianConfig(vocab_size=VOCAB, d_model=8, decoder_start_token_id=START).save_pretrained(tmp_path / "marian")
+    flags = [str(tmp_path / "marian") if flag == "MARIAN" else flag for flag in flags]
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match=message):
+        run(*tiny_args(out, "transformer_seq2seq", *flags))
+    assert not out.exists()
