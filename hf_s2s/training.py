@@ -35,6 +35,7 @@ from .checkpoints import average_checkpoints, list_checkpoints
 from .hub import family_defaults, write_model_card
 from .loading import load_model
 from .metrics import build_compute_metrics, compute_translation_metrics
+from .modeling_common import LENGTH_BOUND_FIELDS
 from .plotting import plot_alignment
 from .run_dir import (
     RunLock,
@@ -45,12 +46,19 @@ from .run_dir import (
     tokenizer_arguments_match,
 )
 from .sampling import LengthGroupedEpochSampler, TokenBudgetBatchSampler
-from .translate import DEFAULT_BATCH_SIZE, DEFAULT_LENGTH_PENALTY, alignment, translate
+from .translate import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_LENGTH_PENALTY,
+    alignment,
+    length_bound_arguments,
+    translate,
+)
 
 logger = logging.getLogger(__name__)
 
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"  # shipped inside the package (package data)
 FAMILIES = ("transformer_seq2seq", "rnn_seq2seq")
+LENGTH_BOUND_FLAGS = ("--max_len_a", "--max_len_b", "--no_length_bound")
 
 
 @dataclass
@@ -118,6 +126,12 @@ class DataArguments:
         default="1,5",
         metadata={"help": "beam sizes for the final test evaluation; the largest becomes the saved model's default"},
     )
+    max_len_a: float | None = field(default=None, metadata={
+        "help": "length bound of validation and test decoding, saved in the generation config: output tokens per "
+                "source token (fairseq's --max-len-a); default: the model's generation config (1.3 when new)"})
+    max_len_b: int | None = field(default=None, metadata={
+        "help": "tokens added to the length bound (--max-len-b); default: the model's generation config (5 when new)"})
+    no_length_bound: bool = field(default=False, metadata={"help": "decode without the source-relative length bound"})
     overwrite_output_dir: bool = field(
         default=False,
         metadata={"help": "delete the earlier run in --output_dir (checkpoints, model/, tokenizer/, results.json, ...) "
@@ -274,12 +288,17 @@ def check_arguments(model_args: ModelArguments, data_args: DataArguments,
         if limit is not None and limit < 1:
             raise ValueError(f"{flag} must be a positive number of pairs (or left out for all), got {limit}")
     parse_test_beams(data_args)
+    bound = length_bound_arguments(data_args.max_len_a, data_args.max_len_b, data_args.no_length_bound,
+                                   LENGTH_BOUND_FLAGS)
     check_resume(training_args.output_dir, training_args.resume_from_checkpoint, data_args.overwrite_output_dir)
     if not training_args.predict_with_generate and training_args.eval_strategy != "no":
         raise ValueError("--predict_with_generate false: the validation BLEU of each evaluation is computed on "
                          "generated translations; keep it true, or pass --eval_strategy no (and "
                          "--load_best_model_at_end false) to train without validation")
     config = build_config(model_args)
+    if bound and config.model_type not in FAMILIES:
+        raise ValueError(f"{' / '.join(LENGTH_BOUND_FLAGS)} set the length bound of the {list(FAMILIES)} families; "
+                         f"a {config.model_type} model has none")
     if getattr(config, "position_embedding_type", None) == "learned":
         for flag, length in (("--generation_max_length", training_args.generation_max_length),
                              ("--max_source_length", data_args.max_source_length),
@@ -445,7 +464,10 @@ def evaluate_test_set(model, tokenizer, test_pairs, data_args, output_dir: Path)
     for num_beams in parse_test_beams(data_args):
         decoding = {"num_beams": num_beams, "max_length": model.generation_config.max_length,
                     "length_penalty": DEFAULT_LENGTH_PENALTY, "batch_size": DEFAULT_BATCH_SIZE,
-                    "max_source_length": data_args.max_source_length}
+                    "max_source_length": data_args.max_source_length,
+                    # the source-relative length bound the saved generation config carries (absent in other families)
+                    **{name: getattr(model.generation_config, name) for name in LENGTH_BOUND_FIELDS
+                       if hasattr(model.generation_config, name)}}
         start = time.perf_counter()
         texts = [h[0].text for h in translate(model, tokenizer, sources, scores=False, **decoding)]
         result = compute_translation_metrics(texts, references)
@@ -523,6 +545,10 @@ def _train_and_evaluate(model_args: ModelArguments, data_args: DataArguments,
             tokenizer = tokenization.load_tokenizer(tokenizer_dir)
 
     model = build_model(model_args, tokenizer)
+    # checked in check_arguments; validation, test decoding and the saved generation config use them
+    for name, value in length_bound_arguments(data_args.max_len_a, data_args.max_len_b, data_args.no_length_bound,
+                                              LENGTH_BOUND_FLAGS).items():
+        setattr(model.generation_config, name, value)
     num_parameters = model.num_parameters()
     logger.info("model: %s with %s parameters", model.config.model_type, f"{num_parameters:,}")
 

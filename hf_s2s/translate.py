@@ -7,6 +7,7 @@ from pathlib import Path
 import torch
 from transformers.tokenization_utils_base import VERY_LARGE_INTEGER
 
+from .modeling_common import check_length_bound
 from .tokenization import target_side
 
 # Sentences per generate() call, and beam search's length penalty (score / length ** penalty). The main job
@@ -39,6 +40,23 @@ def check_decoding_options(*, num_beams: int | None, num_return_sequences: int =
     if num_beams is not None and num_return_sequences > num_beams and not do_sample:
         raise ValueError(f"num_return_sequences ({num_return_sequences}, --nbest) must be <= num_beams "
                          f"({num_beams}, --beams): beam search returns at most one hypothesis per beam")
+
+
+def length_bound_arguments(max_len_a: float | None, max_len_b: int | None, no_length_bound: bool,
+                           flags: tuple[str, str, str] = ("--max-len-a", "--max-len-b", "--no-length-bound")) -> dict:
+    """The source-relative length bound's ``generate`` arguments from a command line's three options (named by
+    ``flags``): the values given (None: not given, the model's generation config keeps its own), or None for both
+    when the bound is turned off. Bad values and an off switch combined with values are a ValueError naming the
+    flag."""
+    given = {name: value for name, value in (("max_len_a", max_len_a), ("max_len_b", max_len_b)) if value is not None}
+    if no_length_bound and given:
+        named = " and ".join(flag for flag, name in zip(flags, ("max_len_a", "max_len_b"), strict=False) if name in given)
+        raise ValueError(f"{flags[2]} turns the length bound off; it cannot be combined with {named}")
+    try:
+        check_length_bound(max_len_a, max_len_b, complete=False)
+    except ValueError as error:
+        raise ValueError(f"{flags[0]}/{flags[1]}: {error}") from None
+    return {"max_len_a": None, "max_len_b": None} if no_length_bound else given
 
 
 def read_sentences(path: str | Path | None = None) -> list[str]:
@@ -90,7 +108,8 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAU
     Sentences are decoded in batches of similar length. Without ``num_beams`` or ``max_new_tokens``, the model's
     generation config decides (``num_beams``, ``max_length``), and without ``max_source_length`` the tokenizer's
     ``model_max_length`` (the main job saves its ``--max_source_length`` there); other ``generate`` arguments
-    pass through. A blank sentence (empty or whitespace) is not decoded: its hypotheses are empty with score 0,
+    pass through, among them the source-relative length bound ``max_len_a``/``max_len_b`` (the generation config's
+    by default; None for both turns it off). A blank sentence (empty or whitespace) is not decoded: its hypotheses are empty with score 0,
     never an invented translation.
 
     ``scores=False`` leaves each hypothesis' score None and saves the memory the scores take: ``generate`` then
@@ -140,17 +159,18 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAU
 
 
 @torch.no_grad()
-def alignment(model, tokenizer, sentence: str, *, num_beams: int | None = 1, max_new_tokens: int | None = None):
+def alignment(model, tokenizer, sentence: str, *, num_beams: int | None = 1, max_new_tokens: int | None = None,
+              **generate_kwargs):
     """Translate one sentence and return ``(weights, source_tokens, target_tokens)``, where ``weights`` is the
     (target_len, source_len) cross-attention that produced each target token: the last decoder layer's,
-    averaged over heads. The weights come from a teacher-forced pass over the generated translation, which
+    averaged over heads. Other ``generate`` arguments (the length bound's) pass through. The weights come from a teacher-forced pass over the generated translation, which
     gives the same attention as the decoding steps and works for every model family. Only the eager kernel returns
     weights: a model using another is switched to eager for the pass and switched back afterwards."""
     model.eval()
     device = next(model.parameters()).device
     batch = tokenizer([sentence], return_tensors="pt").to(device)
     beams = {} if num_beams is None else {"num_beams": num_beams}  # None: the generation config's
-    sequences = model.generate(**batch, **beams, max_new_tokens=max_new_tokens)
+    sequences = model.generate(**batch, **beams, max_new_tokens=max_new_tokens, **generate_kwargs)
     kernel = getattr(model.config, "_attn_implementation", None)
     if kernel not in (None, "eager"):
         model.set_attn_implementation("eager")

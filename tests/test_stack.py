@@ -57,7 +57,8 @@ def generate_quietly(model, caplog, **kwargs):
 def test_generation_length_default_is_shipped_and_a_given_length_raises_no_warning(model_type, caplog, tmp_path):
     model = random_tiny_model(model_type, VOCAB, eos_token_id=VOCAB - 1)  # an id random models rarely pick
     assert model.generation_config.max_length == DEFAULT_GENERATION_MAX_LENGTH
-    sequences, messages = generate_quietly(model, caplog)
+    # without the source-relative bound (tests/test_length_bound.py), which would end these rows first
+    sequences, messages = generate_quietly(model, caplog, max_len_a=None, max_len_b=None)
     assert sequences.shape[1] > 21, "stopped at transformers' generic 20 new tokens"
     assert not [m for m in messages if "max_length" in m], messages
     for length in ({"max_new_tokens": 4}, {"max_length": 6}):

@@ -71,14 +71,14 @@ def training_step_syncs(model) -> CountSyncs:
     return counter
 
 
-def greedy_decode_syncs(model) -> CountSyncs:
-    """Ten greedy steps (no early stop: min_new_tokens)."""
+def greedy_decode_syncs(model, steps: int = 10, **kwargs) -> CountSyncs:
+    """``steps`` greedy steps (no early stop: min_new_tokens); ``kwargs`` go to generate()."""
     batch = padded_batch()
     model.eval()
     with CountSyncs() as counter:
         sequences = model.generate(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                                   max_new_tokens=10, min_new_tokens=10, num_beams=1, do_sample=False)
-    assert sequences.shape[1] == 11
+                                   max_new_tokens=steps, min_new_tokens=steps, num_beams=1, do_sample=False, **kwargs)
+    assert sequences.shape[1] == steps + 1
     return counter
 
 
@@ -93,7 +93,8 @@ def test_training_step_syncs_no_more_and_greedy_decode_fewer_than_marian(model_t
     marian_train, marian_decode = marian_counts
     model = random_tiny_model(model_type, VOCAB, pad_token_id=PAD, eos_token_id=EOS, decoder_start_token_id=START)
     model.generation_config.max_length = None
-    train, decode = training_step_syncs(model), greedy_decode_syncs(model)
+    # the source-relative length bound reads once per generate() call, not per step (tests/test_length_bound.py)
+    train, decode = training_step_syncs(model), greedy_decode_syncs(model, max_len_a=None, max_len_b=None)
     assert train.total <= marian_train, f"training step: {dict(train.counts)} against MarianMT's {marian_train}"
     # fewer than Marian: a cached decoding step builds no all-ones target mask, so transformers' mask builder never
     # reads it back to check for padding (34 reads for 10 steps before, Marian's count)

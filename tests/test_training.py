@@ -19,6 +19,7 @@ import hf_s2s  # noqa: F401
 import hf_s2s.data
 from hf_s2s.checkpoints import average_checkpoints, find_checkpoints
 from hf_s2s.metrics import compute_translation_metrics
+from hf_s2s.modeling_common import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
 from hf_s2s.run_dir import hypotheses_path
 from hf_s2s.training import RECIPES_DIR, load_recipe, parse_args, results_table, run
 from hf_s2s.translate import alignment, translate
@@ -369,10 +370,12 @@ def test_translate_script_on_the_saved_folder_gives_the_hypotheses_behind_result
     model_dir = output_dir / "model"
     # Each score records how it was decoded, and the folder's generation config holds those settings.
     assert results["test"]["greedy"]["decoding"] == {"num_beams": 1, "max_length": 16, "length_penalty": 1.0,
-                                                     "batch_size": 64, "max_source_length": 8}
+                                                     "batch_size": 64, "max_source_length": 8,
+                                                     "max_len_a": DEFAULT_MAX_LEN_A, "max_len_b": DEFAULT_MAX_LEN_B}
     assert results["test"]["beam2"]["decoding"]["num_beams"] == 2
     generation_config = json.loads((model_dir / "generation_config.json").read_text())
     assert (generation_config["max_length"], generation_config["num_beams"]) == (16, 2)
+    assert (generation_config["max_len_a"], generation_config["max_len_b"]) == (DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B)
     corpus = hf_s2s.data.load_translation_corpus("synthetic:reversal", source_lang="src", target_lang="tgt")
     pairs = corpus["test"].select(range(16))["translation"]
     lengths = [len(ids) for ids in AutoTokenizer.from_pretrained(model_dir)([p["src"] for p in pairs])["input_ids"]]

@@ -3,6 +3,10 @@
     hf-s2s translate runs/x/model --input test.de > test.hyp.en
     echo "Ein Hund läuft." | hf-s2s translate runs/x/model --beams 5 --nbest 3 --scores
     hf-s2s translate runs/x/model --plot-alignment align.png --sentence "Ein Hund läuft."
+
+Each output is bounded by its source, at max_len_a x source tokens + max_len_b tokens (</s> included), as in fairseq:
+by default the values in the model's generation config (1.3 and 5 for models trained here, and for folders saved
+without them); --max-len-a/--max-len-b change them and --no-length-bound turns the bound off.
 """
 
 import argparse
@@ -17,6 +21,7 @@ from hf_s2s.translate import (
     DEFAULT_LENGTH_PENALTY,
     alignment,
     check_decoding_options,
+    length_bound_arguments,
     read_sentences,
     translate,
 )
@@ -35,12 +40,21 @@ def main(argv=None, prog=None):
     parser.add_argument("--max-new-tokens", type=int, default=None, help="default: the model's generation config")
     parser.add_argument("--length-penalty", type=float, default=DEFAULT_LENGTH_PENALTY,
                         help="beam search length penalty (1.0 = none)")
+    parser.add_argument("--max-len-a", type=float, default=None, metavar="A",
+                        help="output tokens per source token of the length bound A x source + B (fairseq's); "
+                             "default: the model's generation config (max_len_a)")
+    parser.add_argument("--max-len-b", type=int, default=None, metavar="B",
+                        help="tokens added to the length bound; default: the model's generation config (max_len_b)")
+    parser.add_argument("--no-length-bound", action="store_true",
+                        help="no source-relative length bound: only --max-new-tokens (or the config's max_length) "
+                             "limits the output")
     parser.add_argument("--plot-alignment", metavar="PNG", help="save an attention heatmap for --sentence")
     parser.add_argument("--sentence", help="the sentence whose alignment is plotted (default: the first input)")
     args = parser.parse_args(argv)
     try:  # everything that can be wrong is found before the model is loaded, and said in one line
         check_decoding_options(num_beams=args.beams, num_return_sequences=args.nbest, batch_size=args.batch_size,
                                max_new_tokens=args.max_new_tokens)
+        bound = length_bound_arguments(args.max_len_a, args.max_len_b, args.no_length_bound)
         sentences = [args.sentence] if args.plot_alignment and args.sentence else read_sentences(args.input)
         tokenizer = load_tokenizer(args.model)
         model = load_model(args.model)
@@ -51,14 +65,14 @@ def main(argv=None, prog=None):
         sys.exit(f"error: {error}")
     if args.plot_alignment:
         sentence = sentences[0]
-        weights, source_tokens, target_tokens = alignment(model, tokenizer, sentence, num_beams=args.beams)
+        weights, source_tokens, target_tokens = alignment(model, tokenizer, sentence, num_beams=args.beams, **bound)
         plot_alignment(weights, source_tokens, target_tokens, args.plot_alignment)
         print(f"alignment of {len(target_tokens)} target x {len(source_tokens)} source tokens -> {args.plot_alignment}",
               file=sys.stderr)
         return 0
     results = translate(model, tokenizer, sentences, batch_size=args.batch_size, num_beams=args.beams,
                         num_return_sequences=args.nbest, max_new_tokens=args.max_new_tokens,
-                        length_penalty=args.length_penalty, scores=args.scores)
+                        length_penalty=args.length_penalty, scores=args.scores, **bound)
     for index, hypotheses in enumerate(results):
         for hypothesis in hypotheses:
             fields = [hypothesis.text]
@@ -68,4 +82,3 @@ def main(argv=None, prog=None):
                 fields.append(f"{hypothesis.score:.4f}")
             print("\t".join(fields))
     return 0
-
