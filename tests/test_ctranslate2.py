@@ -48,8 +48,9 @@ def translator(folder) -> "ctranslate2.Translator":
 
 
 def generated(model, batch: dict, **options) -> list[list[int]]:
-    """generate()'s new tokens per sentence, through the first end token (the padding after it dropped)."""
-    rows = model.generate(**batch, **options)[:, 1:].tolist()  # the decoder start token dropped
+    """generate()'s new tokens per sentence, through the first end token (the padding after it dropped), without the
+    source-relative length bound, which CTranslate2 does not have (its one max_decoding_length is the batch's)."""
+    rows = model.generate(**batch, max_len_a=None, max_len_b=None, **options)[:, 1:].tolist()  # start token dropped
     return [row[: row.index(EOS_ID) + 1] if EOS_ID in row else row for row in rows]
 
 
