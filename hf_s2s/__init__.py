@@ -3,7 +3,8 @@
 Importing the package registers both model families with ``AutoConfig``, ``AutoModel`` and
 ``AutoModelForSeq2SeqLM`` (``model_type`` "rnn_seq2seq" and "transformer_seq2seq"); importing it again is
 harmless. It also registers :class:`SeparateVocabTokenizer` (separate source and target vocabularies in one
-tokenizer, as MarianMT's) with ``AutoTokenizer``.
+tokenizer, as MarianMT's) with ``AutoTokenizer``. :func:`quantize_int8` gives either family int8 weights for
+inference on the CPU.
 """
 
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
@@ -12,6 +13,7 @@ from .configuration_rnn_seq2seq import RNNSeq2SeqConfig
 from .configuration_transformer_seq2seq import TransformerSeq2SeqConfig
 from .modeling_rnn_seq2seq import RNNSeq2SeqCache, RNNSeq2SeqForConditionalGeneration, RNNSeq2SeqModel
 from .modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration, TransformerSeq2SeqModel
+from .quantization import quantize_int8
 from .tokenization_separate_vocab import SeparateVocabTokenizer
 
 __version__ = "0.1.0"
@@ -50,4 +52,5 @@ __all__ = [
     "TransformerSeq2SeqConfig",
     "TransformerSeq2SeqModel",
     "TransformerSeq2SeqForConditionalGeneration",
+    "quantize_int8",
 ]

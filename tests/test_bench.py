@@ -24,7 +24,8 @@ def test_quick_run_writes_json_and_markdown(tmp_path):
     assert set(saved["generation"]) == {"greedy", "beam 2"}
     greedy, beam = saved["generation"]["greedy"], saved["generation"]["beam 2"]
     ct2_rows = {"CTranslate2 float32 (hf_s2s Transformer exported)", "CTranslate2 int8 (hf_s2s Transformer exported)"}
-    assert {"hf_s2s Transformer compiled", "hf_s2s RNN Bahdanau GRU compiled", "MarianMT bf16"} | ct2_rows <= set(greedy)
+    assert {"hf_s2s Transformer compiled", "hf_s2s RNN Bahdanau GRU compiled", "MarianMT bf16",
+            "hf_s2s Transformer int8", "hf_s2s RNN Bahdanau GRU int8"} | ct2_rows <= set(greedy)
     assert "hf_s2s Transformer compiled" not in beam and ct2_rows <= set(beam)  # transformers compiles no beam search
     assert all(row["tokens_per_s"] > 0 for row in [*greedy.values(), *beam.values()])
     assert "Transformer greedy >= 0.8x CTranslate2 float32" in saved["summary"]["targets"]

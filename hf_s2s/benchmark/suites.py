@@ -27,6 +27,7 @@ from ..configuration_rnn_seq2seq import RNNSeq2SeqConfig
 from ..configuration_transformer_seq2seq import TransformerSeq2SeqConfig
 from ..modeling_rnn_seq2seq import RNNSeq2SeqForConditionalGeneration
 from ..modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
+from ..quantization import quantize_int8
 from ..sampling import LengthGroupedEpochSampler, TokenBudgetBatchSampler, padded_tokens
 from .generation import EOS, PAD, START, bench_generation_rows, generate_fn, generation_config
 from .measure import (
@@ -44,9 +45,6 @@ from .measure import (
 )
 from .pipeline import bench_pipeline
 from .reference_rnn import TextbookRNNSeq2Seq
-
-INT8 = None  # the int8 quantizer, once it exists
-
 
 
 @dataclass
@@ -232,7 +230,7 @@ def bench_generation(settings: BenchSettings, length_pairs) -> dict:
     rnn_models = {f"hf_s2s RNN {name}": build_hf_s2s_rnn(dims, cell, attention).eval()
                   for name, (cell, attention) in RNN_VARIANTS.items()}
     return bench_generation_rows(models, rnn_models, inputs, settings.new_tokens, settings.num_beams,
-                                 settings.repeats, settings.warmup, int8=INT8)
+                                 settings.repeats, settings.warmup, int8=quantize_int8)
 
 
 def bench_cache_scaling(settings: BenchSettings, length_pairs) -> dict:

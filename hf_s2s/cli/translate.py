@@ -3,6 +3,7 @@
     hf-s2s translate runs/x/model --input test.de > test.hyp.en
     echo "Ein Hund läuft." | hf-s2s translate runs/x/model --beams 5 --nbest 3 --scores
     hf-s2s translate runs/x/model --plot-alignment align.png --sentence "Ein Hund läuft."
+    hf-s2s translate runs/x/model --int8 --input test.de > test.hyp.en   # int8 weights on the CPU
 
 Each output is bounded by its source, at max_len_a x source tokens + max_len_b tokens (</s> included), as in fairseq:
 by default the values in the model's generation config (1.3 and 5 for models trained here, and for folders saved
@@ -16,6 +17,7 @@ import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.cli import HelpFormatter
 from hf_s2s.loading import load_model, load_tokenizer
 from hf_s2s.plotting import plot_alignment
+from hf_s2s.quantization import quantize_int8
 from hf_s2s.translate import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_LENGTH_PENALTY,
@@ -48,6 +50,9 @@ def main(argv=None, prog=None):
     parser.add_argument("--no-length-bound", action="store_true",
                         help="no source-relative length bound: only --max-new-tokens (or the config's max_length) "
                              "limits the output")
+    parser.add_argument("--int8", action="store_true",
+                        help="decode with int8 weights on the CPU (hf_s2s.quantize_int8: dynamic quantization of the "
+                             "linear and recurrent layers)")
     parser.add_argument("--plot-alignment", metavar="PNG", help="save an attention heatmap for --sentence")
     parser.add_argument("--sentence", help="the sentence whose alignment is plotted (default: the first input)")
     args = parser.parse_args(argv)
@@ -58,6 +63,8 @@ def main(argv=None, prog=None):
         sentences = [args.sentence] if args.plot_alignment and args.sentence else read_sentences(args.input)
         tokenizer = load_tokenizer(args.model)
         model = load_model(args.model)
+        if args.int8:
+            model = quantize_int8(model, inplace=True)  # the loaded float32 weights are not needed afterwards
         if args.beams is None:  # the folder's generation config decides: check --nbest against it too
             check_decoding_options(num_beams=model.generation_config.num_beams or 1, num_return_sequences=args.nbest,
                                    batch_size=args.batch_size, max_new_tokens=args.max_new_tokens)
