@@ -185,8 +185,7 @@ def _step_cells(rnn: nn.GRU | nn.LSTM, inputs: torch.Tensor, state: RNNSeq2SeqCa
     which cannot capture nn.GRU / nn.LSTM. inputs (B, D_in) -> the top layer's output (B, H); updates state."""
     hidden, cell = [], []
     for k in range(rnn.num_layers):
-        weights = (getattr(rnn, f"weight_ih_l{k}"), getattr(rnn, f"weight_hh_l{k}"),
-                   getattr(rnn, f"bias_ih_l{k}", None), getattr(rnn, f"bias_hh_l{k}", None))
+        weights = rnn.all_weights[k]  # [w_ih, w_hh] (+ [b_ih, b_hh] with biases) of layer k
         if state.cell is not None:
             h, c = torch.lstm_cell(inputs, (state.hidden[:, k], state.cell[:, k]), *weights)  # (B, H) each
             cell.append(c)
