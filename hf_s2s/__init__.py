@@ -10,6 +10,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoToken
 
 from .configuration_rnn_seq2seq import RNNSeq2SeqConfig
 from .configuration_transformer_seq2seq import TransformerSeq2SeqConfig
+from .encoder_analysis import encoder_attention, sentence_embeddings, similarity
 from .modeling_rnn_seq2seq import RNNSeq2SeqCache, RNNSeq2SeqForConditionalGeneration, RNNSeq2SeqModel
 from .modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration, TransformerSeq2SeqModel
 from .tokenization_separate_vocab import SeparateVocabTokenizer
@@ -50,4 +51,7 @@ __all__ = [
     "TransformerSeq2SeqConfig",
     "TransformerSeq2SeqModel",
     "TransformerSeq2SeqForConditionalGeneration",
+    "encoder_attention",
+    "sentence_embeddings",
+    "similarity",
 ]
