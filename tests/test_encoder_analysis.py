@@ -19,7 +19,7 @@ from hf_s2s.cli import main as cli_main
 from hf_s2s.encoder_analysis import encoder_attention, sentence_embeddings, similarity
 from hf_s2s.plotting import plot_encoder_attention
 from hf_s2s.tokenization import train_tokenizer_from_texts
-from tests.helpers import TINY, random_tiny_model
+from tests.helpers import TINY, random_tiny_model, single_thread
 from tests.saved_folders import save_tiny_model_folder, tiny_tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,10 +28,8 @@ SENTENCES = ["a b c d e f", "g h", "i j a b", "c"]  # different lengths: every b
 
 @pytest.fixture(autouse=True)
 def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with single_thread():
+        yield
 
 
 @pytest.fixture(scope="module")

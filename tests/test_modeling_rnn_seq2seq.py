@@ -7,7 +7,7 @@ import json
 
 import pytest
 import torch
-from helpers import run_without_hf_s2s, train_reversal
+from helpers import run_without_hf_s2s, single_thread, train_reversal
 from safetensors.torch import load_file, save_file
 from transformers import AutoModel, AutoModelForSeq2SeqLM
 
@@ -30,10 +30,8 @@ VOCAB = 13
 @pytest.fixture(autouse=True)
 def one_thread():
     """Tiny models on a shared CPU: more threads only add contention (measured 10x slower with 2 threads)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with single_thread():
+        yield
 
 
 def attention_fields(attention_type: str) -> dict:
