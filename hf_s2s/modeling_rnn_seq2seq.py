@@ -1,5 +1,6 @@
 """RNN encoder-decoder: a packed (bi)directional GRU/LSTM encoder, a bridge to the decoder's initial state, a
-GRU/LSTM decoder with Bahdanau, Luong or no attention, and its decoder cache for ``generate()``.
+GRU/LSTM decoder with Bahdanau, Luong, scaled dot-product (one or several heads) or no attention, and its decoder
+cache for ``generate()``.
 
 Data flow: RNNSeq2SeqCache (the decoder state) -> encoder -> decoder -> pretrained base -> RNNSeq2SeqModel ->
 RNNSeq2SeqForConditionalGeneration. The attention modules live in attention_rnn_seq2seq.py. Copied into saved
@@ -83,7 +84,8 @@ class RNNSeq2SeqCache(Cache):
     hidden, cell (B, L, H) (cell only for LSTM); input_feed (B, H) the previous attentional vector (Luong input
     feeding); memory (B, S, E) and source_mask (B, S) from the encoder; keys (B, S, A): the source-side half of the
     attention score (e.g. W_h h_i; multi-head: (B, 2, heads, S, E / heads), the keys and values), computed ONCE per
-    source when the cache is filled; context (B, E) the fixed context of the attention-free model. ``seen_tokens`` counts decoder inputs consumed.
+    source when the cache is filled; context (B, E) the fixed context of the attention-free model. ``seen_tokens``
+    counts decoder inputs consumed.
     """
 
     is_compileable = False  # per instance: see __init__

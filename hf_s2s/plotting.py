@@ -49,8 +49,9 @@ def check_layer_and_head(layers: int, heads: int, layer: int | None, head: int |
     """Refuse a ``layer`` / ``head`` (0-based; None = all layers / the mean of the heads) the encoder lacks."""
     for name, value, count in (("layer", layer, layers), ("head", head, heads)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < count):
-            raise ValueError(f"{name} (--{name}) {value!r} is out of range: the encoder has {count} {name}s"
-                             f"{' per layer' if name == 'head' else ''}, numbered 0 to {count - 1}")
+            raise ValueError(f"{name} (--{name}) {value!r} is out of range: the encoder has {count} {name}"
+                             f"{'s' if count != 1 else ''}{' per layer' if name == 'head' else ''}, numbered 0 to "
+                             f"{count - 1}")
 
 
 def plot_encoder_attention(weights: torch.Tensor, tokens: list[str], path: str | Path, *, layer: int | None = None,

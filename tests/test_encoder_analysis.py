@@ -111,7 +111,7 @@ def test_translate_plots_encoder_attention_and_refuses_what_it_cannot_draw(token
     assert "encoder self-attention over 4 source tokens" in capsys.readouterr().err and png.stat().st_size > 0
     no_png = str(tmp_path / "no.png")
     assert cli_error("translate", str(folder), "--plot-encoder-attention", no_png, "--layer", "1", "--sentence",
-                     "a b").startswith("error: layer (--layer) 1 is out of range: the encoder has 1 layers")
+                     "a b").startswith("error: layer (--layer) 1 is out of range: the encoder has 1 layer, numbered 0 to 0")
     rnn = save_tiny_model_folder(tmp_path / "rnn", "rnn_seq2seq", tokenizer)
     assert "has no encoder self-attention" in cli_error("translate", str(rnn), "--plot-encoder-attention", no_png,
                                                         "--sentence", "a")
