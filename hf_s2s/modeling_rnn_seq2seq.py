@@ -268,7 +268,8 @@ class RNNSeq2SeqDecoder(nn.Module):
     """GRU/LSTM decoder. Per step t, with y_{t-1} the previous target token and c_t the context:
 
     - bahdanau: c_t = attn(s_{t-1}, h), s_t = RNN([y_{t-1}; c_t], s_{t-1})               (arXiv:1409.0473)
-    - luong_*:  h_t = RNN([y_{t-1}; h~_{t-1}], h_{t-1}) (input feeding) or RNN(y_{t-1}, h_{t-1}),
+    - luong_*, scaled_dot:
+                h_t = RNN([y_{t-1}; h~_{t-1}], h_{t-1}) (input feeding) or RNN(y_{t-1}, h_{t-1}),
                 c_t = attn(h_t, h), h~_t = tanh(W_c [c_t; h_t])                             (arXiv:1508.04025)
     - none:     c = final encoder state, h_t = RNN([y_{t-1}; c], h_{t-1})                   (arXiv:1406.1078)
 
