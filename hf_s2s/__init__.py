@@ -11,6 +11,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoToken
 
 from .configuration_rnn_seq2seq import RNNSeq2SeqConfig
 from .configuration_transformer_seq2seq import TransformerSeq2SeqConfig
+from .encoder_analysis import encoder_attention, sentence_embeddings, similarity
 from .modeling_rnn_seq2seq import RNNSeq2SeqCache, RNNSeq2SeqForConditionalGeneration, RNNSeq2SeqModel
 from .modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration, TransformerSeq2SeqModel
 from .quantization import quantize_int8
@@ -53,4 +54,7 @@ __all__ = [
     "TransformerSeq2SeqModel",
     "TransformerSeq2SeqForConditionalGeneration",
     "quantize_int8",
+    "encoder_attention",
+    "sentence_embeddings",
+    "similarity",
 ]

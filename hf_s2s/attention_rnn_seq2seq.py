@@ -1,9 +1,10 @@
-"""Attention modules of the RNN encoder-decoder (Bahdanau and Luong).
+"""Attention modules of the RNN encoder-decoder (Bahdanau, Luong, scaled dot-product, multi-head).
 
-Each module splits its score in two parts: ``project_keys`` (what depends on the source only, computed ONCE per
-source and kept in the decoder cache) and ``score`` (what depends on the decoder query, computed every step).
-``attend`` turns the scores into masked weights and a context vector. Copied into saved model folders: imports
-nothing from hf_s2s.
+Each module splits its work in two parts: ``project_keys`` (what depends on the source only, computed ONCE per
+source and kept in the decoder cache) and its call (what depends on the decoder query, computed every step), which
+returns the context (B, T, E) and the weights (B, heads, T, S): one head for the single-head modules, the
+convention of the model's ``cross_attentions``. ``attend`` turns scores into masked weights and a context vector.
+Copied into saved model folders: imports nothing from hf_s2s.
 """
 
 import torch
@@ -13,20 +14,33 @@ from torch import nn
 def attend(
     scores: torch.Tensor, memory: torch.Tensor, source_mask: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Masked softmax over the source and the weighted sum of the memory.
+    """Masked softmax over the source and the weighted sum of the memory (or of each head's values).
 
-    scores: (B, T, S); memory: (B, S, E); source_mask: (B, S) bool, True on real tokens.
-    Returns context (B, T, E) and weights (B, T, S). Padding gets weight exactly 0; a row with no real token gets
-    all-zero weights and a zero context (no NaN: masked scores use the dtype minimum, not -inf).
+    scores: (B, T, S), or (B, heads, T, S); memory: (B, S, E), or (B, heads, S, E_head); source_mask: (B, S) bool,
+    True on real tokens. Returns context (B, [heads,] T, E) and weights (B, [heads,] T, S). Padding gets weight
+    exactly 0; a row with no real token gets all-zero weights and a zero context (no NaN: masked scores use the
+    dtype minimum, not -inf).
     """
-    mask = source_mask[:, None, :]  # (B, 1, S)
-    scores = scores.float().masked_fill(~mask, torch.finfo(torch.float32).min)  # (B, T, S), softmax in fp32
-    weights = (scores.softmax(dim=-1) * mask).to(memory.dtype)  # (B, T, S)
-    context = torch.bmm(weights, memory)  # (B, T, E)
+    mask = source_mask.view(source_mask.shape[0], *[1] * (scores.dim() - 2), -1)  # (B, [1,] 1, S)
+    scores = scores.float().masked_fill(~mask, torch.finfo(torch.float32).min)  # softmax in fp32
+    weights = (scores.softmax(dim=-1) * mask).to(memory.dtype)  # (B, [heads,] T, S)
+    context = torch.matmul(weights, memory)  # (B, [heads,] T, E)
     return context, weights
 
 
-class AdditiveAttention(nn.Module):
+class SingleHeadAttention(nn.Module):
+    """A score ``score(query, keys)`` (B, T, S) attended over the memory itself: one head."""
+
+    def forward(
+        self, query: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor, source_mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """query (B, T, Q), keys from ``project_keys``, memory (B, S, E), source_mask (B, S) -> context (B, T, E),
+        weights (B, 1, T, S)."""
+        context, weights = attend(self.score(query, keys), memory, source_mask)
+        return context, weights[:, None]
+
+
+class AdditiveAttention(SingleHeadAttention):
     """Additive (concat) attention, Bahdanau et al. 2015 (arXiv:1409.0473), eq. A.1.2 / Luong et al. 2015
     (arXiv:1508.04025), eq. 8 "concat":
 
@@ -53,7 +67,7 @@ class AdditiveAttention(nn.Module):
         return self.energy(hidden).squeeze(-1)  # (B, T, S)
 
 
-class LuongDotAttention(nn.Module):
+class LuongDotAttention(SingleHeadAttention):
     """Dot-product attention, Luong et al. 2015 (arXiv:1508.04025), eq. 8 "dot": score(h_t, h_s) = h_t^T h_s.
     Needs decoder_hidden_size == encoder output size (checked by the config). The keys are the memory itself."""
 
@@ -77,11 +91,62 @@ class LuongGeneralAttention(LuongDotAttention):
         return self.key_proj(memory)  # (B, S, H)
 
 
-def build_attention(attention_type: str, query_size: int, memory_size: int, attention_size: int) -> nn.Module | None:
+class ScaledDotAttention(LuongDotAttention):
+    """Scaled dot-product attention, Vaswani et al. 2017 (arXiv:1706.03762), eq. 1, on the RNN's states:
+    score(h_t, h_s) = h_t^T h_s / sqrt(d), d = H = E (checked by the config). Without the scale, the dot product of
+    two d-dimensional states grows with d and saturates the softmax. The 1/sqrt(d) is folded into the keys, once
+    per source, so each step is the same single batched dot product as Luong's "dot"."""
+
+    def project_keys(self, memory: torch.Tensor) -> torch.Tensor:
+        return memory * memory.shape[-1] ** -0.5  # (B, S, E)
+
+
+class MultiHeadDotAttention(nn.Module):
+    """Multi-head dot-product attention, Vaswani et al. 2017 (arXiv:1706.03762), section 3.2.2, over the encoder
+    states: head i scores ``(W_q^i h_t)^T (W_k^i h_s)`` (divided by sqrt(d_head) when ``scaled``, eq. 1; plain
+    Luong "dot" otherwise) and attends over its own values ``W_v^i h_s``; the heads' contexts, d_head = E / heads
+    each, are concatenated into one E-sized context. There is no output projection W^O: the context goes straight
+    into the readout ``tanh(W_c [c_t; h_t])``, a linear map that would absorb it.
+
+    The keys and values are the precomputed source side: (B, 2, heads, S, d_head), once per source.
+    """
+
+    def __init__(self, query_size: int, memory_size: int, heads: int, scaled: bool):
+        super().__init__()
+        self.heads, self.head_size = heads, memory_size // heads
+        self.scale = self.head_size**-0.5 if scaled else 1.0
+        self.query_proj = nn.Linear(query_size, memory_size, bias=False)  # W_q, all heads side by side
+        self.key_value_proj = nn.Linear(memory_size, 2 * memory_size, bias=False)  # [W_k; W_v], all heads
+
+    def project_keys(self, memory: torch.Tensor) -> torch.Tensor:
+        """memory (B, S, E) -> keys and values (B, 2, heads, S, d_head), keys already scaled."""
+        batch, length, _ = memory.shape
+        keys_values = self.key_value_proj(memory).view(batch, length, 2, self.heads, self.head_size)
+        keys, values = keys_values.permute(2, 0, 3, 1, 4)  # (B, heads, S, d_head) each
+        return torch.stack([keys * self.scale, values], dim=1)  # (B, 2, heads, S, d_head)
+
+    def forward(
+        self, query: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor, source_mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """query (B, T, H), keys from ``project_keys`` -> context (B, T, E), weights (B, heads, T, S)."""
+        batch, length, _ = query.shape
+        query = self.query_proj(query).view(batch, length, self.heads, self.head_size).transpose(1, 2)  # (B, n, T, d)
+        head_keys, head_values = keys.unbind(1)  # (B, n, S, d) each
+        scores = torch.matmul(query, head_keys.transpose(-1, -2))  # (B, n, T, S)
+        context, weights = attend(scores, head_values, source_mask)  # (B, n, T, d), (B, n, T, S)
+        return context.transpose(1, 2).reshape(batch, length, -1), weights  # (B, T, E)
+
+
+def build_attention(attention_type: str, query_size: int, memory_size: int, attention_size: int,
+                    heads: int = 1) -> nn.Module | None:
+    if heads > 1:  # the config allows several heads for the dot-type scores only
+        return MultiHeadDotAttention(query_size, memory_size, heads, scaled=attention_type == "scaled_dot")
     if attention_type in ("bahdanau", "luong_concat"):
         return AdditiveAttention(query_size, memory_size, attention_size)
     if attention_type == "luong_dot":
         return LuongDotAttention()
+    if attention_type == "scaled_dot":
+        return ScaledDotAttention()
     if attention_type == "luong_general":
         return LuongGeneralAttention(query_size, memory_size)
     if attention_type == "none":
@@ -89,4 +154,13 @@ def build_attention(attention_type: str, query_size: int, memory_size: int, atte
     raise ValueError(f"unknown attention_type {attention_type!r}")
 
 
-__all__ = ["attend", "AdditiveAttention", "LuongDotAttention", "LuongGeneralAttention", "build_attention"]
+__all__ = [
+    "attend",
+    "SingleHeadAttention",
+    "AdditiveAttention",
+    "LuongDotAttention",
+    "LuongGeneralAttention",
+    "ScaledDotAttention",
+    "MultiHeadDotAttention",
+    "build_attention",
+]

@@ -1,4 +1,5 @@
-"""Configuration of the RNN encoder-decoder family (GRU/LSTM, Bahdanau or Luong attention, or none).
+"""Configuration of the RNN encoder-decoder family (GRU/LSTM, Bahdanau, Luong or scaled dot-product attention, or
+none).
 
 Copied into every saved model folder: it imports only single-dot siblings, never ``hf_s2s``.
 """
@@ -18,7 +19,12 @@ from .config_checks import (
 )
 
 CELL_TYPES = ("gru", "lstm")
-ATTENTION_TYPES = ("bahdanau", "luong_dot", "luong_general", "luong_concat", "none")
+ATTENTION_TYPES = ("bahdanau", "luong_dot", "luong_general", "luong_concat", "scaled_dot", "none")
+# Scored on the current decoder state h_t, with Luong's attentional state tanh(W_c [c_t; h_t]) and input feeding
+LUONG_STYLE_TYPES = ("luong_dot", "luong_general", "luong_concat", "scaled_dot")
+# Dot-product scores, which take several heads (attention_heads); luong_general is left out: with per-head query
+# and key projections its W_a is one more matrix in a product of projections, the same function as luong_dot's
+MULTI_HEAD_TYPES = ("luong_dot", "scaled_dot")
 DECODER_INITS = ("bridge", "last", "zero")
 
 
@@ -29,6 +35,8 @@ class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
     - ``"bahdanau"``: additive attention queried with the decoder state before the step (arXiv:1409.0473);
     - ``"luong_dot"`` / ``"luong_general"`` / ``"luong_concat"``: Luong et al. 2015 (arXiv:1508.04025) scores on
       the current decoder state, attentional state ``tanh(W_c [c_t; h_t])``, optional input feeding;
+    - ``"scaled_dot"``: the same with Vaswani et al. 2017 (arXiv:1706.03762) eq. 1, ``h_t . h_s / sqrt(d)``;
+      ``luong_dot`` and ``scaled_dot`` take ``attention_heads`` > 1 (multi-head attention over the encoder states);
     - ``"none"``: Cho et al. 2014 (arXiv:1406.1078), the final encoder state is the context of every step.
 
     Example:
@@ -57,7 +65,9 @@ class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
     bidirectional: bool = True  # run the encoder in both directions and concatenate the two states
     cell_type: str = "gru"  # recurrent cell of encoder and decoder: "gru" or "lstm"
     attention_type: str = "bahdanau"  # one of ATTENTION_TYPES
-    input_feeding: bool | None = None  # Luong input feeding (previous attentional vector joins the input); None = on for Luong
+    attention_heads: int = 1  # heads of a dot-type score (MULTI_HEAD_TYPES), each over E / heads dimensions
+    input_feeding: bool | None = None  # Luong input feeding (previous attentional vector joins the input); None = on for
+    # LUONG_STYLE_TYPES
     decoder_init: str = "bridge"  # decoder initial state: "bridge" (tanh projection), "last" (final state) or "zero"
     dropout: float = 0.1  # dropout on embeddings, between RNN layers and on the readout vector
     teacher_forcing_ratio: float = 1.0  # training only: probability of feeding the gold token (< 1 = scheduled sampling)
@@ -81,7 +91,7 @@ class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
         """This family's checks (transformers' name for them): run at construction and by ``validate()``."""
         for name in (
             "vocab_size", "encoder_embedding_size", "decoder_embedding_size", "encoder_hidden_size",
-            "decoder_hidden_size", "attention_size", "encoder_layers", "decoder_layers",
+            "decoder_hidden_size", "attention_size", "attention_heads", "encoder_layers", "decoder_layers",
         ):
             check_positive(name, getattr(self, name))
         if self.decoder_vocab_size is not None:
@@ -92,17 +102,28 @@ class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
         check_dropout("dropout", self.dropout)
         check_probability("teacher_forcing_ratio", self.teacher_forcing_ratio)
         check_probability("label_smoothing", self.label_smoothing)
-        if self.input_feeding and not self.attention_type.startswith("luong"):
+        if self.input_feeding and self.attention_type not in LUONG_STYLE_TYPES:
             raise ValueError(
-                f"`input_feeding` applies to the Luong attention types only "
-                f"{[a for a in ATTENTION_TYPES if a.startswith('luong')]}, got attention_type={self.attention_type!r}"
+                f"`input_feeding` applies to the Luong attention types only {list(LUONG_STYLE_TYPES)}, got "
+                f"attention_type={self.attention_type!r}"
             )
         memory_size = self.encoder_output_size
-        if self.attention_type == "luong_dot" and memory_size != self.decoder_hidden_size:
+        if self.attention_heads > 1 and self.attention_type not in MULTI_HEAD_TYPES:
             raise ValueError(
-                "`attention_type`='luong_dot' scores h_t . h_s, so `decoder_hidden_size` must equal the encoder "
-                f"output size (encoder_hidden_size x {2 if self.bidirectional else 1} directions = {memory_size}), "
-                f"got decoder_hidden_size={self.decoder_hidden_size}; use 'luong_general' for different sizes"
+                f"`attention_heads`={self.attention_heads} needs a dot-type score, attention_type one of "
+                f"{list(MULTI_HEAD_TYPES)}, got attention_type={self.attention_type!r}; allowed with it: attention_heads=1"
+            )
+        if memory_size % self.attention_heads:
+            raise ValueError(
+                f"`attention_heads`={self.attention_heads} splits the encoder output size ({memory_size}) among the "
+                f"heads, so it must divide it; allowed: one of {[n for n in range(1, memory_size + 1) if memory_size % n == 0]}"
+            )
+        if self.attention_type in MULTI_HEAD_TYPES and self.attention_heads == 1 and memory_size != self.decoder_hidden_size:
+            raise ValueError(
+                f"`attention_type`={self.attention_type!r} scores h_t . h_s, so `decoder_hidden_size` must equal the "
+                f"encoder output size (encoder_hidden_size x {2 if self.bidirectional else 1} directions = {memory_size}), "
+                f"got decoder_hidden_size={self.decoder_hidden_size}; use 'luong_general' for different sizes, or "
+                "attention_heads > 1 (its heads project the decoder state)"
             )
         if self.decoder_init == "last" and memory_size != self.decoder_hidden_size:
             raise ValueError(
@@ -129,7 +150,7 @@ class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
     @property
     def uses_input_feeding(self) -> bool:
         if self.input_feeding is None:
-            return self.attention_type.startswith("luong")
+            return self.attention_type in LUONG_STYLE_TYPES
         return self.input_feeding
 
 

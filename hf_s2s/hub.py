@@ -205,7 +205,10 @@ def _architecture_description(config: dict, model_type: str) -> str:
     attention_text = {
         "bahdanau": "Bahdanau additive attention (arXiv:1409.0473)",
         "none": "no attention: the final encoder state is the context of every step (Cho et al. 2014)",
+        "scaled_dot": "scaled dot-product attention (Vaswani et al. 2017, arXiv:1706.03762)",
     }.get(attention, f"Luong {attention.removeprefix('luong_')} attention (arXiv:1508.04025)")
+    if config.get("attention_heads", 1) > 1:
+        attention_text += f" with {config['attention_heads']} heads"
     return (f"An RNN encoder-decoder: a {'bidirectional ' if config.get('bidirectional', True) else ''}"
             f"{config.get('cell_type', 'gru').upper()} encoder and a {config.get('cell_type', 'gru').upper()} "
             f"decoder with {attention_text}; `generate()` carries the recurrent state in a cache.")

@@ -1,5 +1,6 @@
 """RNN encoder-decoder: a packed (bi)directional GRU/LSTM encoder, a bridge to the decoder's initial state, a
-GRU/LSTM decoder with Bahdanau, Luong or no attention, and its decoder cache for ``generate()``.
+GRU/LSTM decoder with Bahdanau, Luong, scaled dot-product (one or several heads) or no attention, and its decoder
+cache for ``generate()``.
 
 Data flow: RNNSeq2SeqCache (the decoder state) -> encoder -> decoder -> pretrained base -> RNNSeq2SeqModel ->
 RNNSeq2SeqForConditionalGeneration. The attention modules live in attention_rnn_seq2seq.py. Copied into saved
@@ -22,7 +23,7 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.utils.generic import can_return_tuple
 
-from .attention_rnn_seq2seq import attend, build_attention
+from .attention_rnn_seq2seq import build_attention
 from .configuration_rnn_seq2seq import RNNSeq2SeqConfig
 from .modeling_common import (
     GenerationLengthDefault,
@@ -82,8 +83,9 @@ class RNNSeq2SeqCache(Cache):
 
     hidden, cell (B, L, H) (cell only for LSTM); input_feed (B, H) the previous attentional vector (Luong input
     feeding); memory (B, S, E) and source_mask (B, S) from the encoder; keys (B, S, A): the source-side half of the
-    attention score (e.g. W_h h_i), computed ONCE per source when the cache is filled; context (B, E) the fixed
-    context of the attention-free model. ``seen_tokens`` counts decoder inputs consumed.
+    attention score (e.g. W_h h_i; multi-head: (B, 2, heads, S, E / heads), the keys and values), computed ONCE per
+    source when the cache is filled; context (B, E) the fixed context of the attention-free model. ``seen_tokens``
+    counts decoder inputs consumed.
     """
 
     is_compileable = False  # per instance: see __init__
@@ -265,7 +267,8 @@ class RNNSeq2SeqDecoder(nn.Module):
     """GRU/LSTM decoder. Per step t, with y_{t-1} the previous target token and c_t the context:
 
     - bahdanau: c_t = attn(s_{t-1}, h), s_t = RNN([y_{t-1}; c_t], s_{t-1})               (arXiv:1409.0473)
-    - luong_*:  h_t = RNN([y_{t-1}; h~_{t-1}], h_{t-1}) (input feeding) or RNN(y_{t-1}, h_{t-1}),
+    - luong_*, scaled_dot:
+                h_t = RNN([y_{t-1}; h~_{t-1}], h_{t-1}) (input feeding) or RNN(y_{t-1}, h_{t-1}),
                 c_t = attn(h_t, h), h~_t = tanh(W_c [c_t; h_t])                             (arXiv:1508.04025)
     - none:     c = final encoder state, h_t = RNN([y_{t-1}; c], h_{t-1})                   (arXiv:1406.1078)
 
@@ -292,7 +295,9 @@ class RNNSeq2SeqDecoder(nn.Module):
             rnn_input_size, hidden_size, num_layers=config.decoder_layers, batch_first=True,
             dropout=config.dropout if config.decoder_layers > 1 else 0.0,
         )
-        self.attention = build_attention(config.attention_type, hidden_size, memory_size, config.attention_size)
+        self.attention = build_attention(
+            config.attention_type, hidden_size, memory_size, config.attention_size, config.attention_heads
+        )
         self.readout = nn.Linear(memory_size + hidden_size, hidden_size)  # W_c over [c_t; s_t]
         # decoder_init="bridge": s_0 = tanh(W_b [h_fwd_final; h_bwd_final]), one slice of W_b per decoder layer
         self.bridge = (
@@ -339,11 +344,11 @@ class RNNSeq2SeqDecoder(nn.Module):
         return cache
 
     def _attend(self, query: torch.Tensor, state: RNNSeq2SeqCache) -> tuple[torch.Tensor, torch.Tensor]:
-        """query (B, T, H) -> context (B, T, E), weights (B, T, S)."""
-        return attend(self.attention.score(query, state.keys), state.memory, state.source_mask)
+        """query (B, T, H) -> context (B, T, E), weights (B, heads, T, S)."""
+        return self.attention(query, state.keys, state.memory, state.source_mask)
 
     def _run(self, embeds: torch.Tensor, state: RNNSeq2SeqCache) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """embeds (B, T, D) -> readout (B, T, H), weights (B, T, S) or None. T must be 1 when
+        """embeds (B, T, D) -> readout (B, T, H), weights (B, heads, T, S) or None. T must be 1 when
         ``steps_depend_on_outputs``. Advances ``state``."""
         if self.attention is None:
             context = state.context[:, None, :].expand(-1, embeds.shape[1], -1)  # (B, T, E)
@@ -378,7 +383,7 @@ class RNNSeq2SeqDecoder(nn.Module):
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """input_ids (B, T) (or inputs_embeds (B, T, D)) -> readout (B, T, H), attention weights (B, T, S) or None;
+        """input_ids (B, T) (or inputs_embeds (B, T, D)) -> readout (B, T, H), attention weights (B, heads, T, S) or None;
         advances ``state``. Called on its own (``model.get_decoder()``), the decoder starts a state from
         ``encoder_hidden_states`` (B, S, E) and ``encoder_attention_mask`` (B, S) when no ``state`` is given.
 
@@ -414,7 +419,7 @@ class RNNSeq2SeqDecoder(nn.Module):
                 readouts.append(readout)
                 all_weights.append(weights)
             readout = torch.cat(readouts, dim=1)  # (B, T, H)
-            weights = torch.cat(all_weights, dim=1) if self.attention is not None else None  # (B, T, S)
+            weights = torch.cat(all_weights, dim=2) if self.attention is not None else None  # (B, heads, T, S)
         state.advance(embeds.shape[1])
         return self.dropout(readout), weights
 
@@ -550,8 +555,8 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
         return Seq2SeqModelOutput(
             last_hidden_state=readout,
             past_key_values=state if use_cache else None,
-            # one "layer" and one "head" of attention: (B, 1, T, S), as generate() expects
-            cross_attentions=(weights[:, None],) if output_attentions and weights is not None else None,
+            # one "layer" of attention: (B, heads, T, S), one head unless attention_heads > 1, as generate() expects
+            cross_attentions=(weights,) if output_attentions and weights is not None else None,
             encoder_last_hidden_state=encoder_outputs.last_hidden_state,
         )
 
@@ -560,7 +565,8 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
     """RNN encoder-decoder with the output layer, loss and ``generate()`` (greedy, beam, sampling, n-best).
 
     Alignments: ``generate(..., output_attentions=True, return_dict_in_generate=True)`` gives
-    ``cross_attentions``, a tuple over steps of ``(weights,)`` with weights (B x beams, 1, 1, S).
+    ``cross_attentions``, a tuple over steps of ``(weights,)`` with weights (B x beams, heads, 1, S), heads being
+    ``config.attention_heads`` (1 but for multi-head dot-type attention).
     """
 
     _tied_weights_keys = {"lm_head.weight": "model.decoder.embed_tokens.weight"}

@@ -663,7 +663,10 @@ def _family_label(results: dict) -> str:
         return {"transformer_seq2seq": "Transformer"}.get(model_type, str(model_type))
     config = {**family_defaults(model_type), **results.get("model_config", {})}
     attention = config["attention_type"]
-    label = {"bahdanau": "Bahdanau", "none": "no attention"}.get(attention, f"Luong {attention.removeprefix('luong_')}")
+    label = {"bahdanau": "Bahdanau", "none": "no attention", "scaled_dot": "scaled dot"}.get(
+        attention, f"Luong {attention.removeprefix('luong_')}")
+    if config.get("attention_heads", 1) > 1:
+        label += f", {config['attention_heads']} heads"
     return f"{config['cell_type'].upper()} + {label}"
 
 

@@ -1,6 +1,7 @@
 """Translation with a trained model: length-batched decoding with n-best lists and scores, and alignments."""
 
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -158,6 +159,20 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAU
     return results
 
 
+@contextmanager
+def eager_attention(model):
+    """Run ``model`` with the eager attention kernel inside the block, the only one that returns attention weights,
+    and switch a model that uses another (sdpa, flex) back afterwards."""
+    kernel = getattr(model.config, "_attn_implementation", None)
+    if kernel not in (None, "eager"):
+        model.set_attn_implementation("eager")
+    try:
+        yield model
+    finally:
+        if kernel not in (None, "eager"):
+            model.set_attn_implementation(kernel)
+
+
 @torch.no_grad()
 def alignment(model, tokenizer, sentence: str, *, num_beams: int | None = 1, max_new_tokens: int | None = None,
               **generate_kwargs):
@@ -171,14 +186,8 @@ def alignment(model, tokenizer, sentence: str, *, num_beams: int | None = 1, max
     batch = tokenizer([sentence], return_tensors="pt").to(device)
     beams = {} if num_beams is None else {"num_beams": num_beams}  # None: the generation config's
     sequences = model.generate(**batch, **beams, max_new_tokens=max_new_tokens, **generate_kwargs)
-    kernel = getattr(model.config, "_attn_implementation", None)
-    if kernel not in (None, "eager"):
-        model.set_attn_implementation("eager")
-    try:
+    with eager_attention(model):
         outputs = model(**batch, decoder_input_ids=sequences[:, :-1], output_attentions=True)
-    finally:
-        if kernel not in (None, "eager"):
-            model.set_attn_implementation(kernel)
     if not outputs.cross_attentions:
         raise ValueError(f"{type(model).__name__} returned no cross-attention weights (attention_type 'none'?)")
     weights = outputs.cross_attentions[-1][0].mean(dim=0)  # (tgt_len, src_len)

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -20,6 +21,17 @@ TINY = {
     "rnn_seq2seq": {"encoder_embedding_size": 16, "decoder_embedding_size": 16, "encoder_hidden_size": 16,
                     "decoder_hidden_size": 32, "attention_size": 16},
 }
+
+@contextmanager
+def single_thread():
+    """Torch on one thread inside the block: tiny models on a shared CPU only lose to more threads (contention)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
 
 def random_tiny_model(model_type: str, vocab_size: int, seed: int = 0, **config_overrides):
     """A random tiny model (``TINY`` sizes) whose greedy outputs differ between inputs: a tiny model at its

@@ -21,6 +21,8 @@ MODELS = {
                                                           "decoder_layers": 2}),
     "LSTM + Luong general, input feeding": ("rnn_seq2seq", {"cell_type": "lstm", "attention_type": "luong_general",
                                                              "input_feeding": True}),
+    "GRU + scaled dot, 4 heads": ("rnn_seq2seq", {"cell_type": "gru", "attention_type": "scaled_dot",
+                                                  "attention_heads": 4}),
 }
 
 

@@ -17,7 +17,8 @@ def test_defaults_and_token_ids():
 
 @pytest.mark.parametrize(
     ("attention_type", "expected"),
-    [("bahdanau", False), ("none", False), ("luong_dot", True), ("luong_general", True), ("luong_concat", True)],
+    [("bahdanau", False), ("none", False), ("luong_dot", True), ("luong_general", True), ("luong_concat", True),
+     ("scaled_dot", True)],
 )
 def test_input_feeding_defaults_on_for_luong_only(attention_type, expected):
     assert RNNSeq2SeqConfig(attention_type=attention_type).uses_input_feeding is expected
@@ -56,6 +57,16 @@ BAD_VALUES = [
      "encoder_hidden_size x 1 directions = 256"),
     ({"decoder_init": "last", "decoder_hidden_size": 100, "attention_type": "bahdanau"}, "'bridge', 'zero'"),
     ({"input_feeding": True, "attention_type": "bahdanau"}, "`input_feeding` applies to the Luong attention types"),
+    ({"attention_type": "scaled_dot", "encoder_hidden_size": 256, "decoder_hidden_size": 256},
+     "`attention_type`='scaled_dot' scores h_t . h_s, so `decoder_hidden_size` must equal"),
+    ({"attention_heads": 0}, "`attention_heads` must be a positive integer"),
+    ({"attention_heads": 2, "attention_type": "bahdanau"},
+     "`attention_heads`=2 needs a dot-type score, attention_type one of ['luong_dot', 'scaled_dot'], got "
+     "attention_type='bahdanau'"),
+    ({"attention_heads": 2, "attention_type": "luong_general"}, "got attention_type='luong_general'"),
+    ({"attention_heads": 3, "attention_type": "scaled_dot", "encoder_hidden_size": 4},
+     "`attention_heads`=3 splits the encoder output size (8) among the heads, so it must divide it; allowed: one of "
+     "[1, 2, 4, 8]"),
     ({"tie_word_embeddings": True}, "`decoder_embedding_size` (256) must equal it"),
     ({"eos_token_id": 50, "vocab_size": 20}, "`eos_token_id` must be a token id in [0, 20)"),
     ({"decoder_start_token_id": 30, "vocab_size": 40, "decoder_vocab_size": 20}, "in [0, 20)"),
@@ -68,6 +79,12 @@ def test_bad_values_raise_naming_field_and_allowed(kwargs, message):
     with pytest.raises(ValueError) as error:
         RNNSeq2SeqConfig(**kwargs)
     assert message in str(error.value)
+
+
+def test_several_heads_project_the_decoder_state_so_any_size_works():
+    config = RNNSeq2SeqConfig(attention_type="scaled_dot", attention_heads=4, encoder_hidden_size=128,
+                              decoder_hidden_size=96)
+    assert config.attention_heads == 4 and config.uses_input_feeding
 
 
 def test_luong_dot_accepts_matching_sizes():

@@ -139,6 +139,15 @@ def test_card_metadata_parses_with_the_hub_helpers_and_multi30k_is_cited(trained
     assert "Elliott" not in synthetic and "language:" not in synthetic.split("---")[1]
 
 
+@pytest.mark.parametrize(("config", "text"), [
+    ({"attention_type": "luong_general"}, "decoder with Luong general attention (arXiv:1508.04025);"),
+    ({"attention_type": "scaled_dot", "attention_heads": 4},
+     "decoder with scaled dot-product attention (Vaswani et al. 2017, arXiv:1706.03762) with 4 heads;"),
+])
+def test_card_describes_the_rnn_attention(config, text):
+    assert text in hub._architecture_description(config, "rnn_seq2seq")
+
+
 def test_card_refuses_results_that_are_not_a_training_run():
     with pytest.raises(ValueError, match="model_config"):
         render_model_card({"model_type": "transformer_seq2seq"})

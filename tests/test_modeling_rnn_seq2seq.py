@@ -7,15 +7,22 @@ import json
 
 import pytest
 import torch
-from helpers import run_without_hf_s2s, train_reversal
+from helpers import run_without_hf_s2s, single_thread, train_reversal
 from safetensors.torch import load_file, save_file
 from transformers import AutoModel, AutoModelForSeq2SeqLM
 
 from hf_s2s import RNNSeq2SeqConfig, RNNSeq2SeqForConditionalGeneration, RNNSeq2SeqModel
+from hf_s2s.attention_rnn_seq2seq import LuongDotAttention, MultiHeadDotAttention, ScaledDotAttention
 from hf_s2s.modeling_rnn_seq2seq import RNNSeq2SeqCache
 
 CELLS = ("gru", "lstm")
-ATTENTIONS = ("bahdanau", "luong_dot", "luong_general", "luong_concat", "none")
+# Multi-head variants of the dot-type scores, named "type/heads"; scaled_dot/4 also runs the whole target through
+# the attention in one call (no input feeding), the others step by step
+HEADED = {
+    "luong_dot/2": {"attention_type": "luong_dot", "attention_heads": 2},
+    "scaled_dot/4": {"attention_type": "scaled_dot", "attention_heads": 4, "input_feeding": False},
+}
+ATTENTIONS = ("bahdanau", "luong_dot", "luong_general", "luong_concat", "scaled_dot", *HEADED, "none")
 COMBOS = list(itertools.product(CELLS, ATTENTIONS))
 VOCAB = 13
 
@@ -23,17 +30,20 @@ VOCAB = 13
 @pytest.fixture(autouse=True)
 def one_thread():
     """Tiny models on a shared CPU: more threads only add contention (measured 10x slower with 2 threads)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with single_thread():
+        yield
+
+
+def attention_fields(attention_type: str) -> dict:
+    """The config fields of an ATTENTIONS entry."""
+    return HEADED.get(attention_type, {"attention_type": attention_type})
 
 
 def tiny_config(cell_type="gru", attention_type="bahdanau", **overrides):
     values = dict(
         vocab_size=VOCAB, encoder_embedding_size=8, decoder_embedding_size=8, encoder_hidden_size=8,
         decoder_hidden_size=16, attention_size=8, encoder_layers=2, decoder_layers=2, dropout=0.0,
-        cell_type=cell_type, attention_type=attention_type,
+        cell_type=cell_type, **attention_fields(attention_type),
     )
     values.update(overrides)
     return RNNSeq2SeqConfig(**values)
@@ -133,7 +143,7 @@ def test_teacher_forced_logits_equal_step_by_step(cell_type, attention_type):
     torch.testing.assert_close(torch.cat([head.logits, tail.logits], dim=1), full, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("attention_type", ["bahdanau", "luong_general", "luong_concat"])
+@pytest.mark.parametrize("attention_type", ["bahdanau", "luong_general", "luong_concat", "scaled_dot", "scaled_dot/4"])
 def test_attention_keys_are_projected_once_per_source(attention_type, monkeypatch):
     model = tiny_model("gru", attention_type)
     calls = []
@@ -144,9 +154,35 @@ def test_attention_keys_are_projected_once_per_source(attention_type, monkeypatc
     assert calls == [(len(SOURCES) * 3, ids.shape[1], 16)]
 
 
+@pytest.mark.parametrize("heads", [1, 4])
+@pytest.mark.parametrize("scaled", [True, False])
+def test_dot_attention_equals_torch_scaled_dot_product_attention(heads, scaled):
+    """The scores are Vaswani et al.'s eq. 1 (softmax(QK^T / sqrt(d)) V; scale 1 for Luong's dot): the RNN's dot
+    attention modules against torch's own kernel, with the same projections, over a padded batch."""
+    torch.manual_seed(0)
+    batch_size, steps, length, size = 3, 2, 5, 16
+    query, memory = torch.randn(batch_size, steps, size), torch.randn(batch_size, length, size)
+    source_mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]]).bool()
+    if heads == 1:
+        attention = ScaledDotAttention() if scaled else LuongDotAttention()
+        q, k, v = query[:, None], memory[:, None], memory[:, None]  # (B, 1, ., E)
+    else:
+        attention = MultiHeadDotAttention(size, size, heads, scaled=scaled)
+        split = lambda x: x.view(batch_size, -1, heads, size // heads).transpose(1, 2)  # noqa: E731  (B, n, ., d)
+        keys, values = attention.key_value_proj(memory).chunk(2, dim=-1)
+        q, k, v = split(attention.query_proj(query)), split(keys), split(values)
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=source_mask[:, None, None, :], scale=None if scaled else 1.0
+    )  # (B, n, T, d)
+    with torch.no_grad():
+        context, weights = attention(query, attention.project_keys(memory), memory, source_mask)
+    assert weights.shape == (batch_size, heads, steps, length)
+    torch.testing.assert_close(context, expected.transpose(1, 2).reshape(batch_size, steps, size), atol=1e-5, rtol=0)
+
+
 def attention_rows(out, num_sources):
-    """Stack generate()'s cross_attentions into (B x beams, steps, S)."""
-    return torch.cat([step[0][:, 0] for step in out.cross_attentions], dim=1)
+    """Stack generate()'s cross_attentions into (B x beams, heads x steps, S)."""
+    return torch.cat([step[0] for step in out.cross_attentions], dim=2).flatten(1, 2)
 
 
 @pytest.mark.parametrize(("cell_type", "attention_type"), COMBOS)
@@ -164,11 +200,12 @@ def test_padded_batch_equals_each_sentence_alone(cell_type, attention_type):
         if attention_type == "none":
             assert alone.cross_attentions[0] is None
             continue
-        weights = attention_rows(batched, len(SOURCES))[i]  # (steps, S_padded)
-        assert weights.shape == (6, ids.shape[1])
+        weights = attention_rows(batched, len(SOURCES))[i]  # (heads x steps, S_padded)
+        rows = model.config.attention_heads * 6
+        assert weights.shape == (rows, ids.shape[1])
         torch.testing.assert_close(weights[:, : len(source)], attention_rows(alone, 1)[0], atol=1e-5, rtol=0)
         assert (weights[:, len(source) :] == 0).all()  # exactly zero on padding
-        torch.testing.assert_close(weights.sum(-1), torch.ones(6), atol=1e-6, rtol=0)
+        torch.testing.assert_close(weights.sum(-1), torch.ones(rows), atol=1e-6, rtol=0)
 
 
 @pytest.mark.parametrize("attention_type", ["bahdanau", "luong_general"])
@@ -192,12 +229,16 @@ def test_right_padded_batch_without_attention_mask_equals_each_sentence_alone(at
                 assert (weights[:, len(source) :] == 0).all()
 
 
-def test_beam_cross_attentions_shape():
-    model = tiny_model("gru", "bahdanau")
+@pytest.mark.parametrize(("attention_type", "heads"), [("bahdanau", 1), ("scaled_dot", 1), ("luong_dot/2", 2)])
+def test_beam_cross_attentions_shape(attention_type, heads):
+    """One layer; one head, or (B x beams, heads, 1, S) per step with several, each head's weights its own."""
+    model = tiny_model("gru", attention_type)
     ids, mask = batch(*SOURCES)
     out = generate(model, ids, mask, num_beams=4, output_attentions=True)
     for step in out.cross_attentions:
-        assert len(step) == 1 and step[0].shape == (len(SOURCES) * 4, 1, 1, ids.shape[1])
+        assert len(step) == 1 and step[0].shape == (len(SOURCES) * 4, heads, 1, ids.shape[1])
+    if heads > 1:
+        assert not torch.allclose(out.cross_attentions[0][0][:, 0], out.cross_attentions[0][0][:, 1])
 
 
 @pytest.mark.parametrize(
@@ -232,8 +273,9 @@ def logits_and_generation(model, ids, mask):
     return logits, model.generate(input_ids=ids, attention_mask=mask, num_beams=3, max_new_tokens=6)
 
 
-def test_save_load_and_remote_code_in_fresh_process(tmp_path):
-    model = tiny_model("lstm", "luong_concat", decoder_vocab_size=11)
+@pytest.mark.parametrize(("cell_type", "attention_type"), [("lstm", "luong_concat"), ("gru", "scaled_dot/4")])
+def test_save_load_and_remote_code_in_fresh_process(cell_type, attention_type, tmp_path):
+    model = tiny_model(cell_type, attention_type, decoder_vocab_size=11)
     ids, mask = batch(*SOURCES)
     logits, generated = logits_and_generation(model, ids, mask)
     folder = tmp_path / "model"
@@ -344,7 +386,7 @@ def test_loss_with_num_items_in_batch_is_the_token_mean():
     assert model.prepare_decoder_input_ids_from_labels(labels)[1].tolist() == [1, 8, 2, 0]
 
 
-@pytest.mark.parametrize("attention_type", ["bahdanau", "luong_general", "none"])
+@pytest.mark.parametrize("attention_type", ["bahdanau", "luong_general", "scaled_dot/4", "none"])
 def test_scheduled_sampling(attention_type):
     ids, mask = batch(*SOURCES)
     labels = torch.tensor([[5, 6, 7, 8, 2], [8, 2, -100, -100, -100], [9, 10, 11, 12, 2], [4, 2, -100, -100, -100]])
@@ -372,6 +414,9 @@ REVERSAL_RECIPES = {  # tiny GRU models; "none" (no attention) needs more data a
     "luong_dot": dict(num_train=1500, epochs=3),
     "luong_general": dict(num_train=1500, epochs=3),
     "luong_concat": dict(num_train=1500, epochs=3),
+    "scaled_dot": dict(num_train=1500, epochs=3),
+    "luong_dot/2": dict(num_train=1500, epochs=3),
+    "scaled_dot/4": dict(num_train=1500, epochs=3),
     "none": dict(num_train=3000, epochs=8),
 }
 
@@ -381,7 +426,7 @@ def test_learns_reversal_with_seq2seq_trainer(attention_type, tmp_path):
     torch.manual_seed(0)
     config = RNNSeq2SeqConfig(
         vocab_size=12, encoder_embedding_size=32, decoder_embedding_size=32, encoder_hidden_size=32,
-        decoder_hidden_size=64, attention_size=32, attention_type=attention_type, dropout=0.0,
+        decoder_hidden_size=64, attention_size=32, **attention_fields(attention_type), dropout=0.0,
     )
     model = RNNSeq2SeqForConditionalGeneration(config)
     assert train_reversal(model, tmp_path, learning_rate=1e-2, **REVERSAL_RECIPES[attention_type]) >= 0.9

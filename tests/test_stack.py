@@ -172,13 +172,16 @@ def test_decoder_called_on_its_own_matches_the_model(model_type, overrides):
         torch.testing.assert_close(positional.last_hidden_state, expected.last_hidden_state, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("attention_type", ["bahdanau", "luong_general", "none"])
+@pytest.mark.parametrize("attention_type", ["bahdanau", "luong_general", "scaled_dot", "none"])
 @pytest.mark.parametrize("use_reentrant", [True, False])
 def test_rnn_gradient_checkpointing_gives_the_same_loss_and_gradients(attention_type, use_reentrant):
-    """bahdanau runs step by step, luong without input feeding and none in one call: both paths checkpointed."""
+    """bahdanau runs step by step, luong without input feeding and none in one call: both paths checkpointed;
+    scaled_dot with two heads (their keys and values travel through the checkpointed step), step by step."""
     overrides = {"dropout": 0.0, "attention_type": attention_type, "cell_type": "lstm", "decoder_layers": 2}
     if attention_type == "luong_general":
         overrides["input_feeding"] = False
+    if attention_type == "scaled_dot":
+        overrides["attention_heads"] = 2
     model = random_tiny_model("rnn_seq2seq", VOCAB, **overrides).train()
     input_ids, attention_mask = source_batch()
     labels = torch.tensor([[4, 5, 6, 2], [7, 2, -100, -100], [3, 9, 2, -100]])

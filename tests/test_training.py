@@ -267,6 +267,16 @@ def test_run_keeps_the_checkpoint_average_only_when_it_validates_better(tmp_path
     assert ("the average is this model" in card) is averaging["used"]
 
 
+@pytest.mark.parametrize(("config", "label"), [
+    ({"attention_type": "luong_general"}, "GRU + Luong general"),
+    ({"attention_type": "scaled_dot", "cell_type": "lstm"}, "LSTM + scaled dot"),
+    ({"attention_type": "luong_dot", "attention_heads": 4}, "GRU + Luong dot, 4 heads"),
+])
+def test_results_table_names_the_rnn_attention(config, label):
+    row = results_table([{"model_type": "rnn_seq2seq", "model_config": config, "test": {}}]).splitlines()[2]
+    assert row.startswith(f"| {label} |")
+
+
 def test_checkpoint_averaging_needs_the_checkpoints_kept(tmp_path):
     with pytest.raises(ValueError, match="--average_last_checkpoints 3 needs --save_total_limit above 3"):
         run(*tiny_args(tmp_path, "transformer_seq2seq", "--average_last_checkpoints", "3", "--save_total_limit", "3"))

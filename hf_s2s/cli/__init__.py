@@ -25,6 +25,7 @@ COMMANDS = {
     "results-table": ("results_table", "print a markdown table comparing runs' results.json"),
     "bench": ("bench", "benchmark against MarianMT and a textbook RNN"),
     "export-ctranslate2": ("export_ctranslate2", "export a Transformer folder to a CTranslate2 model directory"),
+    "similarity": ("similarity", "cosine similarity of sentence pairs under a model's encoder"),
 }
 
 

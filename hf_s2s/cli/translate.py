@@ -4,6 +4,7 @@
     echo "Ein Hund läuft." | hf-s2s translate runs/x/model --beams 5 --nbest 3 --scores
     hf-s2s translate runs/x/model --plot-alignment align.png --sentence "Ein Hund läuft."
     hf-s2s translate runs/x/model --int8 --input test.de > test.hyp.en   # int8 weights on the CPU
+    hf-s2s translate runs/x/model --plot-encoder-attention enc.png --layer 2 --sentence "Ein Hund läuft."
 
 Each output is bounded by its source, at max_len_a x source tokens + max_len_b tokens (</s> included), as in fairseq:
 by default the values in the model's generation config (1.3 and 5 for models trained here, and for folders saved
@@ -15,8 +16,9 @@ import sys
 
 import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.cli import HelpFormatter
+from hf_s2s.encoder_analysis import check_has_encoder_attention, encoder_attention
 from hf_s2s.loading import load_model, load_tokenizer
-from hf_s2s.plotting import plot_alignment
+from hf_s2s.plotting import check_layer_and_head, plot_alignment, plot_encoder_attention
 from hf_s2s.quantization import quantize_int8
 from hf_s2s.translate import (
     DEFAULT_BATCH_SIZE,
@@ -54,15 +56,29 @@ def main(argv=None, prog=None):
                         help="decode with int8 weights on the CPU (hf_s2s.quantize_int8: dynamic quantization of the "
                              "linear and recurrent layers)")
     parser.add_argument("--plot-alignment", metavar="PNG", help="save an attention heatmap for --sentence")
-    parser.add_argument("--sentence", help="the sentence whose alignment is plotted (default: the first input)")
+    parser.add_argument("--plot-encoder-attention", metavar="PNG",
+                        help="save heatmaps of the encoder's self-attention over --sentence (Transformer only)")
+    parser.add_argument("--layer", type=int, help="with --plot-encoder-attention: this encoder layer only (from 0); "
+                                                  "default: one panel per layer")
+    parser.add_argument("--head", type=int, help="with --plot-encoder-attention: this head only (from 0); default: "
+                                                 "the mean of the heads")
+    parser.add_argument("--sentence", help="the sentence whose alignment or encoder attention is plotted (default: "
+                                           "the first input)")
     args = parser.parse_args(argv)
+    plotting = args.plot_alignment or args.plot_encoder_attention
     try:  # everything that can be wrong is found before the model is loaded, and said in one line
         check_decoding_options(num_beams=args.beams, num_return_sequences=args.nbest, batch_size=args.batch_size,
                                max_new_tokens=args.max_new_tokens)
         bound = length_bound_arguments(args.max_len_a, args.max_len_b, args.no_length_bound)
-        sentences = [args.sentence] if args.plot_alignment and args.sentence else read_sentences(args.input)
+        if (args.layer is not None or args.head is not None) and not args.plot_encoder_attention:
+            raise ValueError("--layer and --head choose what --plot-encoder-attention draws; give it a PNG path")
+        sentences = [args.sentence] if plotting and args.sentence else read_sentences(args.input)
         tokenizer = load_tokenizer(args.model)
         model = load_model(args.model)
+        if args.plot_encoder_attention:
+            check_has_encoder_attention(model)
+            check_layer_and_head(model.config.encoder_layers, model.config.encoder_attention_heads, args.layer,
+                                 args.head)
         if args.int8:
             model = quantize_int8(model, inplace=True)  # the loaded float32 weights are not needed afterwards
         if args.beams is None:  # the folder's generation config decides: check --nbest against it too
@@ -76,6 +92,12 @@ def main(argv=None, prog=None):
         plot_alignment(weights, source_tokens, target_tokens, args.plot_alignment)
         print(f"alignment of {len(target_tokens)} target x {len(source_tokens)} source tokens -> {args.plot_alignment}",
               file=sys.stderr)
+    if args.plot_encoder_attention:
+        weights, tokens = encoder_attention(model, tokenizer, sentences[:1])
+        plot_encoder_attention(weights[0], tokens[0], args.plot_encoder_attention, layer=args.layer, head=args.head)
+        print(f"encoder self-attention over {len(tokens[0])} source tokens -> {args.plot_encoder_attention}",
+              file=sys.stderr)
+    if plotting:
         return 0
     results = translate(model, tokenizer, sentences, batch_size=args.batch_size, num_beams=args.beams,
                         num_return_sequences=args.nbest, max_new_tokens=args.max_new_tokens,

@@ -1,0 +1,92 @@
+"""What the encoder makes of a source: its self-attention, layer by layer and head by head (for heatmaps), and one
+vector per sentence, the mean of its memory over the real tokens, compared by cosine similarity.
+
+Shapes: N sentences, S the longest source in tokens (the tokenizer's </s> included), E the encoder output size.
+"""
+
+import torch
+import torch.nn.functional as F
+from transformers.tokenization_utils_base import VERY_LARGE_INTEGER
+
+from .translate import DEFAULT_BATCH_SIZE, _batches_by_length, check_decoding_options, eager_attention
+
+
+def _source_batch(model, tokenizer, sentences: list[str], max_source_length: int | None) -> dict[str, torch.Tensor]:
+    """The sources tokenized as ``translate`` does (truncated to the tokenizer's ``model_max_length`` unless
+    ``max_source_length`` says otherwise), right-padded, on the model's device."""
+    if max_source_length is None and tokenizer.model_max_length < VERY_LARGE_INTEGER:
+        max_source_length = tokenizer.model_max_length
+    encoded = tokenizer(sentences, truncation=max_source_length is not None, max_length=max_source_length)
+    batch = tokenizer.pad({"input_ids": encoded["input_ids"]}, return_tensors="pt")
+    return batch.to(next(model.parameters()).device)
+
+
+def check_has_encoder_attention(model) -> None:
+    """Refuse a model whose encoder has no self-attention (the RNN family: a GRU/LSTM reads the source in order)."""
+    config = model.config
+    if getattr(config, "encoder_attention_heads", None) is None:
+        raise ValueError(
+            f"{type(model).__name__} ({config.model_type}) has no encoder self-attention: its encoder is a "
+            f"{str(getattr(config, 'cell_type', 'recurrent')).upper()} network; encoder attention needs a Transformer "
+            "(model_type 'transformer_seq2seq'). Its decoder's attention over the source is the alignment "
+            "(hf_s2s.translate.alignment, translate --plot-alignment)"
+        )
+
+
+@torch.no_grad()
+def encoder_attention(model, tokenizer, sentences: list[str], *, max_source_length: int | None = None
+                      ) -> tuple[torch.Tensor, list[list[str]]]:
+    """The encoder's self-attention weights for ``sentences`` (one batch) and each sentence's source tokens.
+
+    Returns weights (N, layers, heads, S, S): row i of a (S, S) map is what source token i attended to; each real
+    row sums to 1, and padding columns (keys) and padding rows (a pad position is no token) are exactly 0; the
+    tokens of sentence n are its first ``len(tokens[n])`` positions. The eager kernel is switched on for the pass
+    (the others return no weights). A Transformer only: see :func:`check_has_encoder_attention`."""
+    check_has_encoder_attention(model)
+    model.eval()
+    batch = _source_batch(model, tokenizer, sentences, max_source_length)
+    with eager_attention(model):
+        outputs = model.get_encoder()(**batch, output_attentions=True)
+    weights = torch.stack(outputs.attentions, dim=1)  # (N, layers, heads, S, S)
+    real = batch["attention_mask"].bool()  # (N, S)
+    weights = weights * real[:, None, None, :, None] * real[:, None, None, None, :]
+    tokens = [tokenizer.convert_ids_to_tokens(ids[mask].tolist()) for ids, mask in zip(batch["input_ids"], real,
+                                                                                        strict=True)]
+    return weights, tokens
+
+
+@torch.no_grad()
+def sentence_embeddings(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAULT_BATCH_SIZE,
+                        max_source_length: int | None = None) -> torch.Tensor:
+    """One vector per sentence: the mean of the encoder's memory over its real tokens (its </s> included, padding
+    never), for both families. Sentences are encoded in batches of similar length; a sentence's vector does not
+    depend on its batch. Returns (N, E) float32 on the model's device."""
+    check_decoding_options(num_beams=None, batch_size=batch_size)
+    if not sentences:
+        raise ValueError("sentence_embeddings got no sentences")
+    model.eval()
+    encoder = model.get_encoder()
+    vectors = [None] * len(sentences)
+    lengths = [len(ids) for ids in tokenizer(sentences)["input_ids"]]
+    for indices in _batches_by_length(lengths, batch_size):
+        batch = _source_batch(model, tokenizer, [sentences[i] for i in indices], max_source_length)
+        memory = encoder(**batch).last_hidden_state.float()  # (B, S, E)
+        real = batch["attention_mask"].to(memory.dtype)[:, :, None]  # (B, S, 1)
+        means = (memory * real).sum(dim=1) / real.sum(dim=1).clamp(min=1)  # (B, E)
+        for row, index in enumerate(indices):
+            vectors[index] = means[row]
+    return torch.stack(vectors)  # (N, E)
+
+
+def similarity(model, tokenizer, first: list[str], second: list[str], *, batch_size: int = DEFAULT_BATCH_SIZE,
+               max_source_length: int | None = None) -> torch.Tensor:
+    """Cosine similarity of each pair (first[i], second[i]) of sentences, from :func:`sentence_embeddings`:
+    (N,) in [-1, 1]. Both lists are encoded together, so equal lengths share batches."""
+    if len(first) != len(second):
+        raise ValueError(f"similarity compares pairs: got {len(first)} first and {len(second)} second sentences")
+    vectors = sentence_embeddings(model, tokenizer, [*first, *second], batch_size=batch_size,
+                                  max_source_length=max_source_length)
+    return F.cosine_similarity(vectors[: len(first)], vectors[len(first) :], dim=-1)
+
+
+__all__ = ["check_has_encoder_attention", "encoder_attention", "sentence_embeddings", "similarity"]
