@@ -181,17 +181,24 @@ def test_training_and_saving_an_int8_model_are_refused(variant, tmp_path):
 
 @pytest.mark.parametrize("model_type", ["transformer_seq2seq", "rnn_seq2seq"])
 def test_translate_int8_decodes_a_saved_folder_as_the_python_api_does(model_type, tmp_path):
+    """translate --int8 prints the int8 model's hypotheses and scores, which are not the float32 model's: the
+    scores tell them apart even where a tiny model's tokens happen to be the same."""
     folder = save_tiny_model_folder(tmp_path / "model", model_type, seed=3)
     sentences = ["a b c d", "e f", "g h i j", "b a"]
     (tmp_path / "input.txt").write_text("\n".join(sentences) + "\n")
     completed = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "translate.py"), str(folder), "--int8", "--beams", "2",
-         "--max-new-tokens", "6", "--input", str(tmp_path / "input.txt")],
+         "--max-new-tokens", "6", "--scores", "--input", str(tmp_path / "input.txt")],
         capture_output=True, text=True, timeout=180,
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
-    quantized = quantize_int8(load_model(folder))
-    expected = translate(quantized, load_tokenizer(folder), sentences, num_beams=2, max_new_tokens=6)
+
+    def printed(model) -> list[str]:  # the lines the command prints for ``model``
+        results = translate(model, load_tokenizer(folder), sentences, num_beams=2, max_new_tokens=6)
+        return [f"{hypotheses[0].text}\t{hypotheses[0].score:.4f}" for hypotheses in results]
+
     # split on "\n" only: a random model's byte-fallback tokens decode to characters splitlines() breaks at
-    assert completed.stdout.split("\n") == [hypotheses[0].text for hypotheses in expected] + [""]
-    assert len({hypotheses[0].text for hypotheses in expected}) > 1  # the outputs differ between sentences
+    lines = completed.stdout.split("\n")[:-1]
+    assert lines == printed(quantize_int8(load_model(folder)))
+    assert lines != printed(load_model(folder))
+    assert len({line.split("\t")[0] for line in lines}) > 1  # the outputs differ between sentences
