@@ -447,7 +447,7 @@ def summarize(report: dict, settings: BenchSettings) -> dict:
                 ct2 = models[CT2_ROW]["tokens_per_s"]
                 summary[f"generation_{search}_ratio_vs_ctranslate2"] = ours / ct2
                 for name in RNN_VARIANTS:
-                    summary[f"rnn_vs_ctranslate2 {search} {name}"] = (
+                    summary[f"ctranslate2_ratio {search} RNN {name}"] = (
                         models[f"hf_s2s RNN {name}"]["tokens_per_s"] / ct2)
     if "cache" in report:
         lengths = settings.cache_lengths
@@ -481,8 +481,8 @@ def _targets(summary: dict, settings: BenchSettings) -> dict[str, bool]:
     for key in [k for k in summary if k.startswith("generation_") and k.endswith("_ratio_vs_ctranslate2")]:
         search = key.removeprefix("generation_").removesuffix("_ratio_vs_ctranslate2")
         targets[f"Transformer {search} >= 0.8x CTranslate2 float32"] = summary[key] >= 0.8
-    for key in [k for k in summary if k.startswith("rnn_vs_ctranslate2 ")]:
-        targets[f"RNN {key.removeprefix('rnn_vs_ctranslate2 ')} > CTranslate2 float32 Transformer"] = summary[key] > 1.0
+    for key in [k for k in summary if k.startswith("ctranslate2_ratio ")]:
+        targets[f"{key.removeprefix('ctranslate2_ratio ')} > CTranslate2 float32 Transformer"] = summary[key] > 1.0
     for key in [k for k in summary if k.startswith("cache_growth") and k.endswith(" cached")]:
         name = key.removeprefix("cache_growth ").removesuffix(" cached")
         targets[f"{name} cached per-token time at {settings.cache_lengths[-1]} <= 1.5x at "
