@@ -3,6 +3,7 @@
     hf-s2s translate runs/x/model --input test.de > test.hyp.en
     echo "Ein Hund läuft." | hf-s2s translate runs/x/model --beams 5 --nbest 3 --scores
     hf-s2s translate runs/x/model --plot-alignment align.png --sentence "Ein Hund läuft."
+    hf-s2s translate runs/x/checkpoint-908 runs/x/checkpoint-1362 --input test.de  # an ensemble of two
 """
 
 import argparse
@@ -10,7 +11,7 @@ import sys
 
 import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.cli import HelpFormatter
-from hf_s2s.loading import load_model, load_tokenizer
+from hf_s2s.ensemble import load_for_decoding
 from hf_s2s.plotting import plot_alignment
 from hf_s2s.translate import (
     DEFAULT_BATCH_SIZE,
@@ -24,7 +25,10 @@ from hf_s2s.translate import (
 
 def main(argv=None, prog=None):
     parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("model", help="a saved model folder (model + tokenizer)")
+    parser.add_argument("model", nargs="+",
+                        help="a saved model folder (model + tokenizer); several folders of one vocabulary decode as "
+                             "an ensemble (the mean of their next-token probabilities; the first folder's tokenizer "
+                             "and generation config)")
     parser.add_argument("--input", help="file with one source sentence per line (default: stdin)")
     parser.add_argument("--beams", type=int, default=None,
                         help="beam size (1 = greedy); default: the model's generation config, which a model trained "
@@ -41,9 +45,10 @@ def main(argv=None, prog=None):
     try:  # everything that can be wrong is found before the model is loaded, and said in one line
         check_decoding_options(num_beams=args.beams, num_return_sequences=args.nbest, batch_size=args.batch_size,
                                max_new_tokens=args.max_new_tokens)
+        if args.plot_alignment and len(args.model) > 1:
+            raise ValueError(f"--plot-alignment plots one model's attention; got {len(args.model)} model folders")
         sentences = [args.sentence] if args.plot_alignment and args.sentence else read_sentences(args.input)
-        tokenizer = load_tokenizer(args.model)
-        model = load_model(args.model)
+        model, tokenizer = load_for_decoding(args.model)
         if args.beams is None:  # the folder's generation config decides: check --nbest against it too
             check_decoding_options(num_beams=model.generation_config.num_beams or 1, num_return_sequences=args.nbest,
                                    batch_size=args.batch_size, max_new_tokens=args.max_new_tokens)
