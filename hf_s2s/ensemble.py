@@ -20,7 +20,8 @@ ids, checked by :func:`check_same_vocabulary`; the tokenizers' vocabularies by :
 """
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from transformers.cache_utils import Cache
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 from transformers.utils import can_return_tuple
 
+from .coverage import eager_attention
 from .loading import load_model, load_tokenizer
 from .modeling_common import GenerationLengthDefault, check_kwargs
 
@@ -86,6 +88,9 @@ class EnsembleCache(Cache):
         super().__init__(layers=[])
         self.caches = caches
         self.reorders = reorders
+        # While a coverage penalty is attached (hf_s2s.coverage): the cross-attention summed over the steps so far
+        # and that of the last step (N, S), and the real source tokens (N, S) bool.
+        self.coverage = self.step_attention = self.source_mask = None
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return self.caches[0].get_seq_length()  # every member has consumed the same decoder tokens
@@ -97,6 +102,9 @@ class EnsembleCache(Cache):
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
         for cache, reorder in zip(self.caches, self.reorders, strict=True):
             reorder(cache, beam_idx)
+        if self.coverage is not None:  # the source mask rows are equal among the beams of a sentence
+            self.coverage = self.coverage.index_select(0, beam_idx.to(self.coverage.device))
+            self.step_attention = self.step_attention.index_select(0, beam_idx.to(self.coverage.device))
 
     def batch_repeat_interleave(self, repeats: int) -> None:
         for cache in self.caches:
@@ -162,6 +170,8 @@ class Seq2SeqEnsemble(GenerationLengthDefault, PreTrainedModel, GenerationMixin)
         self.members = nn.ModuleList(models)
         # generate() refuses assisted decoding for a stateful model: any recurrent member makes the ensemble one
         self._is_stateful = any(getattr(model, "_is_stateful", False) for model in models)
+        self.tracks_coverage = False  # set by tracking_coverage()
+        self.coverage_state: EnsembleCache | None = None  # the cache of the generate() call under way, then
         self.post_init()
         self.generation_config = models[0].generation_config.__class__.from_dict(
             models[0].generation_config.to_dict())
@@ -175,6 +185,18 @@ class Seq2SeqEnsemble(GenerationLengthDefault, PreTrainedModel, GenerationMixin)
 
     def get_encoder(self, *args, **kwargs) -> EnsembleEncoder:
         return EnsembleEncoder(self.members)
+
+    @contextmanager
+    def tracking_coverage(self) -> Iterator[None]:
+        """Inside the block, each step also sums the members' cross-attention into the cache (the last decoder
+        layer's, averaged over heads and members), for :class:`hf_s2s.coverage.CoveragePenaltyLogitsProcessor`;
+        the members run on the eager attention kernel, the only one that returns the weights."""
+        self.tracks_coverage = True
+        try:
+            with eager_attention(list(self.members)):
+                yield
+        finally:
+            self.tracks_coverage, self.coverage_state = False, None
 
     @can_return_tuple
     def forward(
@@ -195,18 +217,40 @@ class Seq2SeqEnsemble(GenerationLengthDefault, PreTrainedModel, GenerationMixin)
             encoder_outputs = self.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
         memories = encoder_outputs.last_hidden_state.split(list(encoder_outputs.widths), dim=-1)  # each (B, S, E_m)
         caches = past_key_values.caches if past_key_values is not None else [None] * len(self.members)
-        log_probs, new_caches = [], []
+        log_probs, new_caches, attentions = [], [], []
         for member, memory, cache in zip(self.members, memories, caches, strict=True):
             outputs = member(attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
                              decoder_attention_mask=decoder_attention_mask,
                              encoder_outputs=BaseModelOutput(last_hidden_state=memory), past_key_values=cache,
-                             use_cache=use_cache, return_dict=True, **kwargs)
+                             use_cache=use_cache, output_attentions=self.tracks_coverage or None, return_dict=True,
+                             **kwargs)
             log_probs.append(outputs.logits.float().log_softmax(dim=-1))  # (B, T, V)
             new_caches.append(outputs.past_key_values)
+            if self.tracks_coverage:
+                if not outputs.cross_attentions:
+                    raise ValueError(f"{type(member).__name__} returns no cross-attention (attention_type 'none'?): "
+                                     "a coverage penalty needs it")
+                attentions.append(outputs.cross_attentions[-1].float().mean(dim=1).sum(dim=1))  # (B, S)
         logits = torch.logsumexp(torch.stack(log_probs), dim=0) - math.log(len(self.members))  # (B, T, V)
         if past_key_values is None and new_caches[0] is not None:
             past_key_values = EnsembleCache(new_caches, [_reorder_function(member) for member in self.members])
+        if self.tracks_coverage:
+            self._add_coverage(past_key_values, torch.stack(attentions).mean(dim=0), attention_mask, memories[0])
         return Seq2SeqLMOutput(logits=logits, past_key_values=past_key_values if use_cache is not False else None)
+
+    def _add_coverage(self, cache: EnsembleCache | None, step: torch.Tensor, attention_mask: torch.Tensor | None,
+                      memory: torch.Tensor) -> None:
+        """Sum this step's attention ``step`` (B, S) into the cache's coverage; the processor reads it next."""
+        if cache is None:
+            raise ValueError("a coverage penalty needs the decoder cache (use_cache=True): the coverage lives there")
+        if cache.coverage is None:
+            cache.source_mask = (attention_mask.bool() if attention_mask is not None
+                                 else torch.ones(memory.shape[:2], dtype=torch.bool, device=memory.device))
+            cache.coverage = step
+        else:
+            cache.coverage = cache.coverage + step
+        cache.step_attention = step
+        self.coverage_state = cache
 
 
 def load_for_decoding(folders: Sequence[str | Path]):

@@ -39,19 +39,23 @@ def main(argv=None, prog=None):
     parser.add_argument("--max-new-tokens", type=int, default=None, help="default: the model's generation config")
     parser.add_argument("--length-penalty", type=float, default=DEFAULT_LENGTH_PENALTY,
                         help="beam search length penalty (1.0 = none)")
+    parser.add_argument("--coverage-penalty", type=float, default=0.0, metavar="BETA",
+                        help="beam search coverage penalty beta (GNMT eq. 14; 0 = off): hypotheses that leave source "
+                             "words unattended lose score")
     parser.add_argument("--plot-alignment", metavar="PNG", help="save an attention heatmap for --sentence")
     parser.add_argument("--sentence", help="the sentence whose alignment is plotted (default: the first input)")
     args = parser.parse_args(argv)
     try:  # everything that can be wrong is found before the model is loaded, and said in one line
         check_decoding_options(num_beams=args.beams, num_return_sequences=args.nbest, batch_size=args.batch_size,
-                               max_new_tokens=args.max_new_tokens)
+                               max_new_tokens=args.max_new_tokens, coverage_penalty=args.coverage_penalty)
         if args.plot_alignment and len(args.model) > 1:
             raise ValueError(f"--plot-alignment plots one model's attention; got {len(args.model)} model folders")
         sentences = [args.sentence] if args.plot_alignment and args.sentence else read_sentences(args.input)
         model, tokenizer = load_for_decoding(args.model)
         if args.beams is None:  # the folder's generation config decides: check --nbest against it too
             check_decoding_options(num_beams=model.generation_config.num_beams or 1, num_return_sequences=args.nbest,
-                                   batch_size=args.batch_size, max_new_tokens=args.max_new_tokens)
+                                   batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
+                                   coverage_penalty=args.coverage_penalty)
     except (OSError, ValueError) as error:
         sys.exit(f"error: {error}")
     if args.plot_alignment:
@@ -63,7 +67,7 @@ def main(argv=None, prog=None):
         return 0
     results = translate(model, tokenizer, sentences, batch_size=args.batch_size, num_beams=args.beams,
                         num_return_sequences=args.nbest, max_new_tokens=args.max_new_tokens,
-                        length_penalty=args.length_penalty, scores=args.scores)
+                        length_penalty=args.length_penalty, scores=args.scores, coverage_penalty=args.coverage_penalty)
     for index, hypotheses in enumerate(results):
         for hypothesis in hypotheses:
             fields = [hypothesis.text]
