@@ -89,8 +89,8 @@ class EnsembleCache(Cache):
         self.caches = caches
         self.reorders = reorders
         # While a coverage penalty is attached (hf_s2s.coverage): the cross-attention summed over the steps so far
-        # and that of the last step (N, S), and the real source tokens (N, S) bool.
-        self.coverage = self.step_attention = self.source_mask = None
+        # (N, S), and the real source tokens (N, S) bool.
+        self.coverage = self.source_mask = None
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return self.caches[0].get_seq_length()  # every member has consumed the same decoder tokens
@@ -104,7 +104,6 @@ class EnsembleCache(Cache):
             reorder(cache, beam_idx)
         if self.coverage is not None:  # the source mask rows are equal among the beams of a sentence
             self.coverage = self.coverage.index_select(0, beam_idx.to(self.coverage.device))
-            self.step_attention = self.step_attention.index_select(0, beam_idx.to(self.coverage.device))
 
     def batch_repeat_interleave(self, repeats: int) -> None:
         for cache in self.caches:
@@ -211,7 +210,8 @@ class Seq2SeqEnsemble(GenerationLengthDefault, PreTrainedModel, GenerationMixin)
         **kwargs,
     ) -> Seq2SeqLMOutput:
         """input_ids, attention_mask (B, S); decoder_input_ids (B, T) (the new tokens only once the cache holds the
-        earlier ones). Returns logits (B, T, V): log of the mean of the members' probabilities, in float32."""
+        earlier ones). Returns logits (B, T, V): log of the mean of the members' probabilities, in float32 (one
+        member's own logits for an ensemble of one: their log_softmax, which generate() takes, is the same)."""
         check_kwargs(self, kwargs)
         if encoder_outputs is None:
             encoder_outputs = self.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
@@ -224,14 +224,18 @@ class Seq2SeqEnsemble(GenerationLengthDefault, PreTrainedModel, GenerationMixin)
                              encoder_outputs=BaseModelOutput(last_hidden_state=memory), past_key_values=cache,
                              use_cache=use_cache, output_attentions=self.tracks_coverage or None, return_dict=True,
                              **kwargs)
-            log_probs.append(outputs.logits.float().log_softmax(dim=-1))  # (B, T, V)
+            if len(self.members) > 1:
+                log_probs.append(outputs.logits.float().log_softmax(dim=-1))  # (B, T, V)
             new_caches.append(outputs.past_key_values)
             if self.tracks_coverage:
                 if not outputs.cross_attentions:
                     raise ValueError(f"{type(member).__name__} returns no cross-attention (attention_type 'none'?): "
                                      "a coverage penalty needs it")
                 attentions.append(outputs.cross_attentions[-1].float().mean(dim=1).sum(dim=1))  # (B, S)
-        logits = torch.logsumexp(torch.stack(log_probs), dim=0) - math.log(len(self.members))  # (B, T, V)
+        if len(self.members) == 1:  # generate() normalizes logits itself: one member's need no extra pass
+            logits = outputs.logits
+        else:
+            logits = torch.logsumexp(torch.stack(log_probs), dim=0) - math.log(len(self.members))  # (B, T, V)
         if past_key_values is None and new_caches[0] is not None:
             past_key_values = EnsembleCache(new_caches, [_reorder_function(member) for member in self.members])
         if self.tracks_coverage:
@@ -249,7 +253,6 @@ class Seq2SeqEnsemble(GenerationLengthDefault, PreTrainedModel, GenerationMixin)
             cache.coverage = step
         else:
             cache.coverage = cache.coverage + step
-        cache.step_attention = step
         self.coverage_state = cache
 
 

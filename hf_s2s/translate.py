@@ -134,7 +134,9 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAU
     decoder, tracking = model, nullcontext()
     if coverage_penalty:  # the coverage is kept in the decoding wrapper's cache (see hf_s2s.coverage)
         decoder = model if isinstance(model, Seq2SeqEnsemble) else Seq2SeqEnsemble([model])
-        processor = CoveragePenaltyLogitsProcessor(decoder, coverage_penalty, length_penalty)
+        max_length = (1 + max_new_tokens if max_new_tokens is not None
+                      else generate_kwargs.get("max_length") or model.generation_config.max_length)
+        processor = CoveragePenaltyLogitsProcessor(decoder, coverage_penalty, length_penalty, eos_token_id, max_length)
         generate_kwargs["logits_processor"] = LogitsProcessorList([*generate_kwargs.get("logits_processor", []),
                                                                    processor])
         tracking = decoder.tracking_coverage()
