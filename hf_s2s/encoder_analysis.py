@@ -45,7 +45,7 @@ def encoder_attention(model, tokenizer, sentences: list[str], *, max_source_leng
     check_has_encoder_attention(model)
     model.eval()
     batch = _source_batch(model, tokenizer, sentences, max_source_length)
-    with eager_attention(model):
+    with eager_attention([model]):
         outputs = model.get_encoder()(**batch, output_attentions=True)
     weights = torch.stack(outputs.attentions, dim=1)  # (N, layers, heads, S, S)
     real = batch["attention_mask"].bool()  # (N, S)

@@ -20,7 +20,7 @@ from .checkpoints import list_checkpoints
 LOCK_NAME = ".hf_s2s_train.lock"
 # What a training run writes into its output folder besides checkpoint-<step>/ folders. (TensorBoard logs go
 # to runs/<date>/, a new folder for each run, so they cannot mix; a runs/ folder may also be the user's own.)
-RUN_FILES = ("model", "tokenizer", "averaged", "results.json", "samples.txt", "alignment.png")
+RUN_FILES = ("model", "tokenizer", "averaged", "ema", "results.json", "samples.txt", "alignment.png")
 HYPOTHESES_PATTERN = re.compile(r"test_hypotheses\.[a-z0-9]+\.txt")
 # Beside the trained tokenizer: the arguments it was trained with, checked when a resumed run reuses it.
 TOKENIZER_RECORD = "hf_s2s_tokenizer_arguments.json"

@@ -32,6 +32,7 @@ from transformers.trainer_utils import seed_worker
 from . import data as data_lib
 from . import tokenization
 from .checkpoints import average_checkpoints, list_checkpoints
+from .ema import EMA_FOLDER, EMACallback, check_ema_decay
 from .hub import family_defaults, write_model_card
 from .loading import load_model
 from .metrics import build_compute_metrics, compute_translation_metrics
@@ -115,6 +116,12 @@ class DataArguments:
         default=0,
         metadata={"help": "after training, average the weights of the last N epoch checkpoints and keep the average "
                           "if its validation BLEU beats the best single checkpoint's (0 or 1: no averaging)"},
+    )
+    ema_decay: float | None = field(
+        default=None,
+        metadata={"help": "keep an exponential moving average of the weights with this decay per step (e.g. 0.999; "
+                          "fairseq --ema-decay), saved in ema/ and in each checkpoint; the run keeps it if its "
+                          "validation BLEU beats the raw (best or averaged) model's"},
     )
     max_tokens_per_batch: int | None = field(
         default=None,
@@ -282,6 +289,12 @@ def check_arguments(model_args: ModelArguments, data_args: DataArguments,
     if last > 1 and training_args.save_total_limit is not None and training_args.save_total_limit <= last:
         raise ValueError(f"--average_last_checkpoints {last} needs --save_total_limit above {last} (the best "
                          f"checkpoint is kept besides the newest), got {training_args.save_total_limit}")
+    if data_args.ema_decay is not None:
+        check_ema_decay(data_args.ema_decay)
+        resume = training_args.resume_from_checkpoint
+        if resume and not (Path(resume) / EMA_FOLDER / "model.safetensors").is_file():
+            raise ValueError(f"--ema_decay: {resume} holds no EMA weights ({EMA_FOLDER}/); it was saved by a run "
+                             "without --ema_decay, so the average cannot be continued")
     for flag, limit in (("--max_train_samples", data_args.max_train_samples),
                         ("--max_eval_samples", data_args.max_eval_samples),
                         ("--max_test_samples", data_args.max_test_samples)):
@@ -336,20 +349,49 @@ def average_last_checkpoints(trainer: Seq2SeqTrainer, last: int) -> dict:
     if trainer.is_world_process_zero():
         average_checkpoints(checkpoints, averaged_dir, overwrite=True)  # this run's own folder: a rerun replaces it
     trainer.accelerator.wait_for_everyone()
-    model = trainer.model
-    kept = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
-    averaged = AutoModelForSeq2SeqLM.from_pretrained(averaged_dir, dtype=next(model.parameters()).dtype)
-    model.load_state_dict(averaged.state_dict())
-    trainer.remove_callback(EarlyStoppingCallback)  # training is over; this evaluation must not count towards it
-    bleu = trainer.evaluate(metric_key_prefix="averaged")["averaged_bleu"]
     best_single = trainer.state.best_metric
-    used = best_single is None or bleu > best_single
-    if not used:
-        model.load_state_dict(kept)
+    bleu, used = keep_if_better(trainer, averaged_dir, "averaged", best_single)
     logger.info("average of %d checkpoints: validation BLEU %.2f vs best single %s -> %s", len(checkpoints), bleu,
                 best_single, "kept the average" if used else "kept the best single checkpoint")
     return {"checkpoints": [c.name for c in checkpoints], "validation_bleu": bleu,
             "best_single_validation_bleu": best_single, "used": used}
+
+
+def keep_if_better(trainer: Seq2SeqTrainer, candidate_dir: Path, prefix: str, baseline: float | None
+                   ) -> tuple[float, bool]:
+    """Load the weights saved in ``candidate_dir`` (an average of checkpoints, the EMA) into the trainer's model
+    and validate them (metrics logged under ``prefix``); keep them when their BLEU beats ``baseline`` (the current
+    model's validation BLEU; None: no baseline, keep), else put the model's own weights back. Returns
+    ``(bleu, kept)``."""
+    model = trainer.model
+    kept = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+    candidate = AutoModelForSeq2SeqLM.from_pretrained(candidate_dir, dtype=next(model.parameters()).dtype)
+    model.load_state_dict(candidate.state_dict())
+    trainer.remove_callback(EarlyStoppingCallback)  # training is over; this evaluation must not count towards it
+    bleu = trainer.evaluate(metric_key_prefix=prefix)[f"{prefix}_bleu"]
+    used = baseline is None or bleu > baseline
+    if not used:
+        model.load_state_dict(kept)
+    return bleu, used
+
+
+def current_validation_bleu(trainer: Seq2SeqTrainer, averaging: dict | None, ema: dict | None) -> float | None:
+    """The validation BLEU of the model the run keeps: the EMA's or the average's when kept, else the best
+    checkpoint's."""
+    for candidate in (ema, averaging):
+        if candidate and candidate["used"]:
+            return candidate["validation_bleu"]
+    return trainer.state.best_metric
+
+
+def validate_ema(trainer: Seq2SeqTrainer, decay: float, averaging: dict | None) -> dict:
+    """Validate the EMA weights the run saved in ``<output_dir>/ema`` and keep them when they beat the model the
+    run has now (the best checkpoint, or the average when that was kept). Returns what was done, for results.json."""
+    baseline = current_validation_bleu(trainer, averaging, None)
+    bleu, used = keep_if_better(trainer, Path(trainer.args.output_dir) / EMA_FOLDER, "ema", baseline)
+    logger.info("EMA of the weights (decay %s): validation BLEU %.2f vs %s -> %s", decay, bleu, baseline,
+                "kept the EMA" if used else "kept the raw weights")
+    return {"decay": decay, "validation_bleu": bleu, "baseline_validation_bleu": baseline, "used": used}
 
 
 def smooth_labels_in_model(trainer: Seq2SeqTrainer) -> None:
@@ -561,6 +603,8 @@ def _train_and_evaluate(model_args: ModelArguments, data_args: DataArguments,
     callbacks = list(callbacks or [])
     if data_args.early_stopping_patience and training_args.load_best_model_at_end:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=data_args.early_stopping_patience))
+    if data_args.ema_decay is not None:
+        callbacks.append(EMACallback(data_args.ema_decay, resume_from=training_args.resume_from_checkpoint))
     trainer = CountingSeq2SeqTrainer(
         model=model, args=training_args, train_dataset=tokenized["train"],
         eval_dataset=tokenized.get("validation"), data_collator=collator, processing_class=tokenizer,
@@ -578,6 +622,7 @@ def _train_and_evaluate(model_args: ModelArguments, data_args: DataArguments,
     train_tokens = int(trainer.accelerator.reduce(torch.as_tensor(trainer._train_tokens, device=trainer.args.device),
                                                   reduction="sum"))
     averaging = average_last_checkpoints(trainer, last) if last > 1 else None
+    ema = validate_ema(trainer, data_args.ema_decay, averaging) if data_args.ema_decay is not None else None
 
     results = {}
     if trainer.is_world_process_zero():
@@ -592,8 +637,7 @@ def _train_and_evaluate(model_args: ModelArguments, data_args: DataArguments,
         tokenizer.save_pretrained(final_dir)
         test_scores, samples = evaluate_test_set(model, tokenizer, corpus["test"], data_args, output_dir) \
             if "test" in corpus else ({}, [])
-        best_validation = averaging["validation_bleu"] if averaging and averaging["used"] \
-            else trainer.state.best_metric
+        best_validation = current_validation_bleu(trainer, averaging, ema)
         results = {
             "model_type": model.config.model_type,
             "dataset": data_args.dataset,
@@ -610,6 +654,7 @@ def _train_and_evaluate(model_args: ModelArguments, data_args: DataArguments,
             "train_loss": train_result.training_loss,
             "best_validation_bleu": best_validation,
             "checkpoint_averaging": averaging,
+            "ema": ema,
             "test": test_scores,
             "device": str(trainer.args.device),
             "machine": describe_machine(),

@@ -1,13 +1,16 @@
 """Translation with a trained model: length-batched decoding with n-best lists and scores, and alignments."""
 
 import sys
-from contextlib import contextmanager
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from transformers import LogitsProcessorList
 from transformers.tokenization_utils_base import VERY_LARGE_INTEGER
 
+from .coverage import CoveragePenaltyLogitsProcessor, eager_attention
+from .ensemble import Seq2SeqEnsemble
 from .modeling_common import check_length_bound
 from .tokenization import target_side
 
@@ -27,7 +30,8 @@ class Hypothesis:
 
 
 def check_decoding_options(*, num_beams: int | None, num_return_sequences: int = 1, batch_size: int = 1,
-                           max_new_tokens: int | None = None, do_sample: bool = False) -> None:
+                           max_new_tokens: int | None = None, do_sample: bool = False,
+                           coverage_penalty: float = 0.0) -> None:
     """Refuse decoding options that cannot work, before any model is loaded: each error names the option (its
     command-line flag in brackets), the value and what is allowed. ``max_new_tokens`` None means the model's
     generation config decides, and so does ``num_beams`` None (checked again by ``translate`` once it is known)."""
@@ -41,6 +45,11 @@ def check_decoding_options(*, num_beams: int | None, num_return_sequences: int =
     if num_beams is not None and num_return_sequences > num_beams and not do_sample:
         raise ValueError(f"num_return_sequences ({num_return_sequences}, --nbest) must be <= num_beams "
                          f"({num_beams}, --beams): beam search returns at most one hypothesis per beam")
+    if coverage_penalty < 0:
+        raise ValueError(f"coverage_penalty (--coverage-penalty) must be >= 0 (0 = off), got {coverage_penalty}")
+    if coverage_penalty and (num_beams == 1 or do_sample):
+        raise ValueError(f"coverage_penalty (--coverage-penalty {coverage_penalty}) re-ranks beam search hypotheses: "
+                         "it needs num_beams (--beams) > 1 and no sampling")
 
 
 def length_bound_arguments(max_len_a: float | None, max_len_b: int | None, no_length_bound: bool,
@@ -103,7 +112,7 @@ def _greedy_scores(model, output, eos_token_id: int) -> torch.Tensor:
 def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAULT_BATCH_SIZE,
               num_beams: int | None = None, num_return_sequences: int = 1, max_new_tokens: int | None = None,
               length_penalty: float = DEFAULT_LENGTH_PENALTY, max_source_length: int | None = None, scores: bool = True,
-              **generate_kwargs) -> list[list[Hypothesis]]:
+              coverage_penalty: float = 0.0, **generate_kwargs) -> list[list[Hypothesis]]:
     """Translate ``sentences``; returns, for each, its ``num_return_sequences`` best hypotheses, best first.
 
     Sentences are decoded in batches of similar length. Without ``num_beams`` or ``max_new_tokens``, the model's
@@ -115,13 +124,17 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAU
 
     ``scores=False`` leaves each hypothesis' score None and saves the memory the scores take: ``generate`` then
     keeps no per-step scores, which under beam search are a (batch x beams, vocabulary) tensor per step (about
-    1.6 GB for 128 sentences, 5 beams, 80 steps and 8,000 entries)."""
+    1.6 GB for 128 sentences, 5 beams, 80 steps and 8,000 entries).
+
+    ``coverage_penalty`` > 0 adds GNMT's coverage penalty with that beta to beam search (:mod:`hf_s2s.coverage`);
+    ``model`` may be a :class:`hf_s2s.ensemble.Seq2SeqEnsemble`."""
     if num_beams is None:
         num_beams = model.generation_config.num_beams or 1  # None in a config that never set it: generate's 1
     if max_source_length is None and tokenizer.model_max_length < VERY_LARGE_INTEGER:
         max_source_length = tokenizer.model_max_length
     check_decoding_options(num_beams=num_beams, num_return_sequences=num_return_sequences, batch_size=batch_size,
-                           max_new_tokens=max_new_tokens, do_sample=bool(generate_kwargs.get("do_sample")))
+                           max_new_tokens=max_new_tokens, do_sample=bool(generate_kwargs.get("do_sample")),
+                           coverage_penalty=coverage_penalty)
     if max_new_tokens is not None and generate_kwargs.get("max_length") is not None:
         raise ValueError(f"give max_new_tokens ({max_new_tokens}) or max_length ({generate_kwargs['max_length']}), "
                          "not both")
@@ -137,6 +150,28 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAU
         encoded = tokenizer([sentences[i] for i in to_decode], truncation=max_source_length is not None,
                             max_length=max_source_length)["input_ids"]
     eos_token_id = model.generation_config.eos_token_id
+    decoder, tracking = model, nullcontext()
+    if coverage_penalty:  # the coverage is kept in the decoding wrapper's cache (see hf_s2s.coverage)
+        decoder = model if isinstance(model, Seq2SeqEnsemble) else Seq2SeqEnsemble([model])
+        max_length = (1 + max_new_tokens if max_new_tokens is not None
+                      else generate_kwargs.get("max_length") or model.generation_config.max_length)
+        processor = CoveragePenaltyLogitsProcessor(decoder, coverage_penalty, length_penalty, eos_token_id, max_length)
+        generate_kwargs["logits_processor"] = LogitsProcessorList([*generate_kwargs.get("logits_processor", []),
+                                                                   processor])
+        tracking = decoder.tracking_coverage()
+    with tracking:
+        _translate_batches(decoder, tokenizer, encoded, to_decode, results, device=device, batch_size=batch_size,
+                           num_beams=num_beams, num_return_sequences=num_return_sequences,
+                           length_penalty=length_penalty, scores=scores, eos_token_id=eos_token_id,
+                           generate_kwargs=generate_kwargs)
+    return results
+
+
+def _translate_batches(model, tokenizer, encoded: list[list[int]], to_decode: list[int], results, *, device,
+                       batch_size: int, num_beams: int, num_return_sequences: int, length_penalty: float,
+                       scores: bool, eos_token_id: int, generate_kwargs: dict) -> None:
+    """The body of :func:`translate`: decode the tokenized sentences ``encoded`` (those at ``to_decode`` in the
+    input) in batches of similar length, writing their hypotheses into ``results``."""
     for positions in _batches_by_length([len(ids) for ids in encoded], batch_size):
         batch_indices = [to_decode[i] for i in positions]
         features = [{"input_ids": encoded[i]} for i in positions]
@@ -156,21 +191,6 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAU
         for row, index in enumerate(batch_indices):
             span = range(row * num_return_sequences, (row + 1) * num_return_sequences)
             results[index] = [Hypothesis(texts[j], values[j]) for j in span]
-    return results
-
-
-@contextmanager
-def eager_attention(model):
-    """Run ``model`` with the eager attention kernel inside the block, the only one that returns attention weights,
-    and switch a model that uses another (sdpa, flex) back afterwards."""
-    kernel = getattr(model.config, "_attn_implementation", None)
-    if kernel not in (None, "eager"):
-        model.set_attn_implementation("eager")
-    try:
-        yield model
-    finally:
-        if kernel not in (None, "eager"):
-            model.set_attn_implementation(kernel)
 
 
 @torch.no_grad()
@@ -186,7 +206,7 @@ def alignment(model, tokenizer, sentence: str, *, num_beams: int | None = 1, max
     batch = tokenizer([sentence], return_tensors="pt").to(device)
     beams = {} if num_beams is None else {"num_beams": num_beams}  # None: the generation config's
     sequences = model.generate(**batch, **beams, max_new_tokens=max_new_tokens, **generate_kwargs)
-    with eager_attention(model):
+    with eager_attention([model]):
         outputs = model(**batch, decoder_input_ids=sequences[:, :-1], output_attentions=True)
     if not outputs.cross_attentions:
         raise ValueError(f"{type(model).__name__} returned no cross-attention weights (attention_type 'none'?)")

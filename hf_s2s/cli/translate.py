@@ -5,6 +5,7 @@
     hf-s2s translate runs/x/model --plot-alignment align.png --sentence "Ein Hund läuft."
     hf-s2s translate runs/x/model --int8 --input test.de > test.hyp.en   # int8 weights on the CPU
     hf-s2s translate runs/x/model --plot-encoder-attention enc.png --layer 2 --sentence "Ein Hund läuft."
+    hf-s2s translate runs/x/checkpoint-908 runs/x/checkpoint-1362 --input test.de  # an ensemble of two
 
 Each output is bounded by its source, at max_len_a x source tokens + max_len_b tokens (</s> included), as in fairseq:
 by default the values in the model's generation config (1.3 and 5 for models trained here, and for folders saved
@@ -17,7 +18,7 @@ import sys
 import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.cli import HelpFormatter
 from hf_s2s.encoder_analysis import check_has_encoder_attention, encoder_attention
-from hf_s2s.loading import load_model, load_tokenizer
+from hf_s2s.ensemble import Seq2SeqEnsemble, load_for_decoding
 from hf_s2s.plotting import check_layer_and_head, plot_alignment, plot_encoder_attention
 from hf_s2s.quantization import quantize_int8
 from hf_s2s.translate import (
@@ -33,7 +34,10 @@ from hf_s2s.translate import (
 
 def main(argv=None, prog=None):
     parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("model", help="a saved model folder (model + tokenizer)")
+    parser.add_argument("model", nargs="+",
+                        help="a saved model folder (model + tokenizer); several folders of one vocabulary decode as "
+                             "an ensemble (the mean of their next-token probabilities; the first folder's tokenizer "
+                             "and generation config)")
     parser.add_argument("--input", help="file with one source sentence per line (default: stdin)")
     parser.add_argument("--beams", type=int, default=None,
                         help="beam size (1 = greedy); default: the model's generation config, which a model trained "
@@ -55,6 +59,9 @@ def main(argv=None, prog=None):
     parser.add_argument("--int8", action="store_true",
                         help="decode with int8 weights on the CPU (hf_s2s.quantize_int8: dynamic quantization of the "
                              "linear and recurrent layers)")
+    parser.add_argument("--coverage-penalty", type=float, default=0.0, metavar="BETA",
+                        help="beam search coverage penalty beta (GNMT eq. 14; 0 = off): hypotheses that leave source "
+                             "words unattended lose score")
     parser.add_argument("--plot-alignment", metavar="PNG", help="save an attention heatmap for --sentence")
     parser.add_argument("--plot-encoder-attention", metavar="PNG",
                         help="save heatmaps of the encoder's self-attention over --sentence (Transformer only)")
@@ -68,22 +75,27 @@ def main(argv=None, prog=None):
     plotting = args.plot_alignment or args.plot_encoder_attention
     try:  # everything that can be wrong is found before the model is loaded, and said in one line
         check_decoding_options(num_beams=args.beams, num_return_sequences=args.nbest, batch_size=args.batch_size,
-                               max_new_tokens=args.max_new_tokens)
+                               max_new_tokens=args.max_new_tokens, coverage_penalty=args.coverage_penalty)
         bound = length_bound_arguments(args.max_len_a, args.max_len_b, args.no_length_bound)
         if (args.layer is not None or args.head is not None) and not args.plot_encoder_attention:
             raise ValueError("--layer and --head choose what --plot-encoder-attention draws; give it a PNG path")
+        if plotting and len(args.model) > 1:
+            raise ValueError(f"--plot-alignment and --plot-encoder-attention plot one model's attention; got "
+                             f"{len(args.model)} model folders")
         sentences = [args.sentence] if plotting and args.sentence else read_sentences(args.input)
-        tokenizer = load_tokenizer(args.model)
-        model = load_model(args.model)
+        model, tokenizer = load_for_decoding(args.model)
         if args.plot_encoder_attention:
             check_has_encoder_attention(model)
             check_layer_and_head(model.config.encoder_layers, model.config.encoder_attention_heads, args.layer,
                                  args.head)
-        if args.int8:
-            model = quantize_int8(model, inplace=True)  # the loaded float32 weights are not needed afterwards
+        if args.int8:  # the loaded float32 weights are not needed afterwards
+            members = model.members if isinstance(model, Seq2SeqEnsemble) else [model]
+            for member in members:
+                quantize_int8(member, inplace=True)
         if args.beams is None:  # the folder's generation config decides: check --nbest against it too
             check_decoding_options(num_beams=model.generation_config.num_beams or 1, num_return_sequences=args.nbest,
-                                   batch_size=args.batch_size, max_new_tokens=args.max_new_tokens)
+                                   batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
+                                   coverage_penalty=args.coverage_penalty)
     except (OSError, ValueError) as error:
         sys.exit(f"error: {error}")
     if args.plot_alignment:
@@ -101,7 +113,8 @@ def main(argv=None, prog=None):
         return 0
     results = translate(model, tokenizer, sentences, batch_size=args.batch_size, num_beams=args.beams,
                         num_return_sequences=args.nbest, max_new_tokens=args.max_new_tokens,
-                        length_penalty=args.length_penalty, scores=args.scores, **bound)
+                        length_penalty=args.length_penalty, scores=args.scores, coverage_penalty=args.coverage_penalty,
+                        **bound)
     for index, hypotheses in enumerate(results):
         for hypothesis in hypotheses:
             fields = [hypothesis.text]

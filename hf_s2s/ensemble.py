@@ -1,0 +1,275 @@
+"""Checkpoint ensembles at decoding time: several hf_s2s models of one vocabulary decoded as one by the stock
+``generate()`` (greedy, beam search, sampling), as fairseq ``--path a.pt:b.pt``, OpenNMT-py ``-model m1 m2`` and
+Marian ``--models`` do.
+
+How the toolkits combine the members' next-token distributions, and the choice made here:
+
+- fairseq (``EnsembleModel.forward_decoder``): the log of the mean of the probabilities,
+  ``logsumexp_m(log p_m) - log M``;
+- OpenNMT-py (``EnsembleGenerator``): the mean of the log-probabilities by default, the log of the mean of the
+  probabilities with ``-avg_raw_probs``;
+- Marian: a weighted sum of the log-probabilities (``--weights``, all 1 by default).
+
+:class:`Seq2SeqEnsemble` takes fairseq's choice, the log of the mean probability: the result is itself a
+distribution (its scores stay log-probabilities that beam search, ``compute_transition_scores`` and the length
+penalty read as they read one model's), and one confident member cannot veto a token the others agree on. An
+ensemble of one model, or of copies of one model, decodes exactly as that model does.
+
+Members may be of either family and may mix them: what they must share is the vocabulary (sizes and special token
+ids, checked by :func:`check_same_vocabulary`; the tokenizers' vocabularies by :func:`check_same_tokenizers`).
+"""
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers import GenerationMixin, PreTrainedConfig, PreTrainedModel
+from transformers.cache_utils import Cache
+from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
+from transformers.utils import can_return_tuple
+
+from .coverage import eager_attention
+from .loading import load_model, load_tokenizer
+from .modeling_common import GenerationLengthDefault, check_kwargs
+
+# What the members must agree on for their next-token distributions to be over the same tokens.
+VOCABULARY_FIELDS = ("vocab_size", "target_vocab_size", "pad_token_id", "bos_token_id", "eos_token_id",
+                     "decoder_start_token_id")
+
+
+def check_same_vocabulary(models: Sequence[nn.Module], names: Sequence[str] | None = None) -> None:
+    """Refuse models whose configs differ in :data:`VOCABULARY_FIELDS`: a ValueError naming the members (by
+    ``names``, else their position), each differing field and both values."""
+    if not models:
+        raise ValueError("an ensemble needs at least one model, got none")
+    names = list(names) if names is not None else [f"model {i}" for i in range(len(models))]
+    first = models[0].config
+    for name, model in zip(names[1:], models[1:], strict=True):
+        differences = [f"{field} {getattr(model.config, field)!r} (against {getattr(first, field)!r})"
+                       for field in VOCABULARY_FIELDS if getattr(model.config, field) != getattr(first, field)]
+        if differences:
+            raise ValueError(f"{name} does not share the vocabulary of {names[0]}: " + ", ".join(differences)
+                             + "; an ensemble averages next-token distributions, so every member needs the same "
+                             "vocabulary and special token ids")
+
+
+def check_same_tokenizers(tokenizers: Sequence, names: Sequence[str]) -> None:
+    """Refuse tokenizers whose vocabularies (token -> id) differ: models of equal vocabulary size trained with
+    different tokenizers would be averaged over unrelated tokens. The error names the folders and a few tokens."""
+    first = tokenizers[0].get_vocab()
+    for name, tokenizer in zip(names[1:], tokenizers[1:], strict=True):
+        vocab = tokenizer.get_vocab()
+        if vocab != first:
+            differing = sorted(set(vocab.items()) ^ set(first.items()))[:3]
+            raise ValueError(f"the tokenizer of {name} differs from that of {names[0]} ({len(vocab)} against "
+                             f"{len(first)} entries; e.g. {', '.join(f'{t!r}: {i}' for t, i in differing)}); "
+                             "an ensemble needs one vocabulary")
+
+
+def _reorder_function(model: nn.Module) -> Callable[[Cache, torch.Tensor], None]:
+    """How beam search reorders ``model``'s cache: its own ``_reorder_cache`` where it has one (generate calls that
+    first too), else the cache's ``reorder_cache``."""
+    if hasattr(model, "_reorder_cache"):
+        return model._reorder_cache
+    return lambda cache, beam_idx: cache.reorder_cache(beam_idx)
+
+
+class EnsembleCache(Cache):
+    """One cache per member (an ``EncoderDecoderCache`` for a Transformer, an ``RNNSeq2SeqCache`` for an RNN),
+    reordered together for beam search, each the way its own model reorders it under ``generate()``."""
+
+    is_compileable = False
+
+    def __init__(self, caches: list[Cache], reorders: list[Callable[[Cache, torch.Tensor], None]]):
+        super().__init__(layers=[])
+        self.caches = caches
+        self.reorders = reorders
+        # While a coverage penalty is attached (hf_s2s.coverage): the cross-attention summed over the steps so far
+        # (N, S), and the real source tokens (N, S) bool.
+        self.coverage = self.source_mask = None
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.caches[0].get_seq_length()  # every member has consumed the same decoder tokens
+
+    @property
+    def is_croppable(self) -> bool:
+        return False  # assisted decoding would crop the members; the recurrent ones cannot be
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        for cache, reorder in zip(self.caches, self.reorders, strict=True):
+            reorder(cache, beam_idx)
+        if self.coverage is not None:  # the source mask rows are equal among the beams of a sentence
+            self.coverage = self.coverage.index_select(0, beam_idx.to(self.coverage.device))
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        for cache in self.caches:
+            cache.batch_repeat_interleave(repeats)
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        for cache in self.caches:
+            cache.batch_select_indices(indices)
+
+    def reset(self) -> None:
+        for cache in self.caches:
+            cache.reset()
+
+
+@dataclass
+class EnsembleEncoderOutput(BaseModelOutput):
+    """The members' encoder memories side by side: ``last_hidden_state`` (B, S, E_1 + ... + E_M), split again by
+    ``widths`` (E_1, ..., E_M). One tensor, so that ``generate()`` repeats it for the beams as it does any
+    encoder output (it repeats the tensors of an encoder output, not tensors nested deeper)."""
+
+    widths: tuple[int, ...] | None = None
+
+
+class EnsembleEncoder(nn.Module):
+    """Runs every member's encoder on the same source (the members share the tokenizer, so also S)."""
+
+    main_input_name = "input_ids"
+
+    def __init__(self, members: Sequence[nn.Module]):
+        super().__init__()
+        self._members = tuple(members)  # a tuple: the ensemble registers the members' parameters, not this
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                **kwargs) -> EnsembleEncoderOutput:
+        """input_ids, attention_mask (B, S). The output flags generate() passes are not used: the members'
+        per-layer encoder states are not returned."""
+        memories = [member.get_encoder()(input_ids=input_ids, attention_mask=attention_mask,
+                                         return_dict=True).last_hidden_state for member in self._members]
+        return EnsembleEncoderOutput(last_hidden_state=torch.cat(memories, dim=-1),  # (B, S, sum E_m)
+                                     widths=tuple(memory.shape[-1] for memory in memories))
+
+
+class Seq2SeqEnsemble(GenerationLengthDefault, PreTrainedModel, GenerationMixin):
+    """Several hf_s2s generation models of one vocabulary, decoded as one model by ``generate()``: each step's
+    logits are the log of the mean of the members' next-token probabilities (fairseq's rule; see the module
+    docstring). Its cache (:class:`EnsembleCache`) holds each member's. The generation config is the first
+    member's. Decoding only: it has no loss and is not saved.
+
+    ``Seq2SeqEnsemble([model_a, model_b]).generate(input_ids, attention_mask=mask, num_beams=5)``
+    """
+
+    config: PreTrainedConfig
+    main_input_name = "input_ids"
+
+    def __init__(self, models: Sequence[PreTrainedModel]):
+        check_same_vocabulary(models)
+        first = models[0].config
+        config = PreTrainedConfig(
+            is_encoder_decoder=True, vocab_size=first.target_vocab_size,
+            **{field: getattr(first, field) for field in VOCABULARY_FIELDS if field.endswith("token_id")},
+        )
+        super().__init__(config)
+        self.members = nn.ModuleList(models)
+        # generate() refuses assisted decoding for a stateful model: any recurrent member makes the ensemble one
+        self._is_stateful = any(getattr(model, "_is_stateful", False) for model in models)
+        self.tracks_coverage = False  # set by tracking_coverage()
+        self.coverage_state: EnsembleCache | None = None  # the cache of the generate() call under way, then
+        self.post_init()
+        self.generation_config = models[0].generation_config.__class__.from_dict(
+            models[0].generation_config.to_dict())
+
+    @classmethod
+    def _supports_default_dynamic_cache(cls) -> bool:
+        return False  # forward builds an EnsembleCache of the members' own caches on the first step
+
+    def _init_weights(self, module: nn.Module) -> None:
+        """The members come trained: nothing here is initialised."""
+
+    def get_encoder(self, *args, **kwargs) -> EnsembleEncoder:
+        return EnsembleEncoder(self.members)
+
+    @contextmanager
+    def tracking_coverage(self) -> Iterator[None]:
+        """Inside the block, each step also sums the members' cross-attention into the cache (the last decoder
+        layer's, averaged over heads and members), for :class:`hf_s2s.coverage.CoveragePenaltyLogitsProcessor`;
+        the members run on the eager attention kernel, the only one that returns the weights."""
+        self.tracks_coverage = True
+        try:
+            with eager_attention(list(self.members)):
+                yield
+        finally:
+            self.tracks_coverage, self.coverage_state = False, None
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: EnsembleEncoderOutput | None = None,
+        past_key_values: EnsembleCache | None = None,
+        use_cache: bool | None = None,
+        **kwargs,
+    ) -> Seq2SeqLMOutput:
+        """input_ids, attention_mask (B, S); decoder_input_ids (B, T) (the new tokens only once the cache holds the
+        earlier ones). Returns logits (B, T, V): log of the mean of the members' probabilities, in float32 (one
+        member's own logits for an ensemble of one: their log_softmax, which generate() takes, is the same)."""
+        check_kwargs(self, kwargs)
+        if encoder_outputs is None:
+            encoder_outputs = self.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
+        memories = encoder_outputs.last_hidden_state.split(list(encoder_outputs.widths), dim=-1)  # each (B, S, E_m)
+        caches = past_key_values.caches if past_key_values is not None else [None] * len(self.members)
+        log_probs, new_caches, attentions = [], [], []
+        for member, memory, cache in zip(self.members, memories, caches, strict=True):
+            outputs = member(attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
+                             decoder_attention_mask=decoder_attention_mask,
+                             encoder_outputs=BaseModelOutput(last_hidden_state=memory), past_key_values=cache,
+                             use_cache=use_cache, output_attentions=self.tracks_coverage or None, return_dict=True,
+                             **kwargs)
+            if len(self.members) > 1:
+                log_probs.append(outputs.logits.float().log_softmax(dim=-1))  # (B, T, V)
+            new_caches.append(outputs.past_key_values)
+            if self.tracks_coverage:
+                if not outputs.cross_attentions:
+                    raise ValueError(f"{type(member).__name__} returns no cross-attention (attention_type 'none'?): "
+                                     "a coverage penalty needs it")
+                attentions.append(outputs.cross_attentions[-1].float().mean(dim=1).sum(dim=1))  # (B, S)
+        if len(self.members) == 1:  # generate() normalizes logits itself: one member's need no extra pass
+            logits = outputs.logits
+        else:
+            logits = torch.logsumexp(torch.stack(log_probs), dim=0) - math.log(len(self.members))  # (B, T, V)
+        if past_key_values is None and new_caches[0] is not None:
+            past_key_values = EnsembleCache(new_caches, [_reorder_function(member) for member in self.members])
+        if self.tracks_coverage:
+            self._add_coverage(past_key_values, torch.stack(attentions).mean(dim=0), attention_mask, memories[0])
+        return Seq2SeqLMOutput(logits=logits, past_key_values=past_key_values if use_cache is not False else None)
+
+    def _add_coverage(self, cache: EnsembleCache | None, step: torch.Tensor, attention_mask: torch.Tensor | None,
+                      memory: torch.Tensor) -> None:
+        """Sum this step's attention ``step`` (B, S) into the cache's coverage; the processor reads it next."""
+        if cache is None:
+            raise ValueError("a coverage penalty needs the decoder cache (use_cache=True): the coverage lives there")
+        if cache.coverage is None:
+            cache.source_mask = (attention_mask.bool() if attention_mask is not None
+                                 else torch.ones(memory.shape[:2], dtype=torch.bool, device=memory.device))
+            cache.coverage = step
+        else:
+            cache.coverage = cache.coverage + step
+        self.coverage_state = cache
+
+
+def load_for_decoding(folders: Sequence[str | Path]):
+    """``(model, tokenizer)`` to decode with: one folder's model, or the :class:`Seq2SeqEnsemble` of several (the
+    tokenizer, and so the generation config, of the first). Every folder is loaded strictly
+    (:func:`hf_s2s.loading.load_model`); tokenizers and vocabularies that differ are refused, the tokenizers
+    before any model is loaded."""
+    names = [str(folder) for folder in folders]
+    tokenizers = [load_tokenizer(folder) for folder in folders]
+    check_same_tokenizers(tokenizers, names)
+    models = [load_model(folder) for folder in folders]
+    if len(models) == 1:
+        return models[0], tokenizers[0]
+    check_same_vocabulary(models, names)
+    return Seq2SeqEnsemble(models), tokenizers[0]
+
+
+__all__ = ["EnsembleCache", "Seq2SeqEnsemble", "check_same_tokenizers", "check_same_vocabulary",
+           "load_for_decoding"]

@@ -1,0 +1,91 @@
+"""EMA of the weights in the training job (hf_s2s.ema, `--ema_decay`), on tiny real runs of the job: the saved EMA
+equals the formula applied to the weights after every step; the run keeps the EMA only when it validates better;
+a resumed run continues the same average, bit for bit."""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import TrainerCallback
+
+import hf_s2s  # noqa: F401
+from hf_s2s.training import run
+from tests.helpers import TINY
+from tests.test_training import CrashAt, ForceBestMetric, tiny_args
+
+DECAY = 0.8
+
+
+class RecordWeights(TrainerCallback):
+    """The model's weights before training and after every optimizer step."""
+
+    def __init__(self):
+        self.weights = []
+
+    def _record(self, model):
+        self.weights.append({name: tensor.detach().clone() for name, tensor in model.state_dict().items()})
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        self._record(model)
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        self._record(model)
+
+
+def test_the_saved_ema_is_the_formula_over_every_step(tmp_path):
+    recorder = RecordWeights()
+    results = run(*tiny_args(tmp_path, "transformer_seq2seq", "--ema_decay", str(DECAY), "--max_steps", "6",
+                             "--eval_strategy", "no", "--save_strategy", "steps", "--save_steps", "3",
+                             "--load_best_model_at_end", "false", "--test_num_beams", "1"),
+                  callbacks=[recorder])
+    assert len(recorder.weights) == 7  # the initial weights and 6 steps
+    expected = dict(recorder.weights[0])
+    for weights in recorder.weights[1:]:
+        expected = {name: DECAY * expected[name] + (1 - DECAY) * weights[name] for name in expected}
+    saved = load_file(tmp_path / "ema" / "model.safetensors")
+    assert saved.keys() <= expected.keys() and "model.encoder.embed_tokens.weight" in saved
+    for name, tensor in saved.items():
+        torch.testing.assert_close(tensor, expected[name], atol=1e-6, rtol=1e-5, msg=name)
+    assert any(not torch.allclose(saved[n], recorder.weights[-1][n]) for n in saved)  # not the raw weights
+    assert (tmp_path / "checkpoint-3" / "ema" / "model.safetensors").is_file()
+    assert results["ema"]["decay"] == DECAY
+
+
+@pytest.mark.parametrize("baseline", [-1.0, 1e9], ids=["ema-wins", "raw-wins"])
+def test_the_run_keeps_the_ema_only_when_it_validates_better(tmp_path, baseline):
+    results = run(*tiny_args(tmp_path, "transformer_seq2seq", "--ema_decay", str(DECAY), "--test_num_beams", "1"),
+                  callbacks=[ForceBestMetric(baseline)])
+    ema = results["ema"]
+    assert ema["used"] is (baseline < 0) and ema["baseline_validation_bleu"] == baseline
+    best_step = json.loads((tmp_path / "checkpoint-16" / "trainer_state.json").read_text())["best_global_step"]
+    expected = load_file(tmp_path / ("ema" if ema["used"] else f"checkpoint-{best_step}") / "model.safetensors")
+    final = load_file(tmp_path / "model" / "model.safetensors")
+    assert final.keys() == expected.keys()
+    assert all(torch.equal(final[key], expected[key]) for key in final)
+    assert results["best_validation_bleu"] == (ema["validation_bleu"] if ema["used"] else baseline)
+
+
+def test_a_resumed_run_continues_the_same_average(tmp_path):
+    common = ("--ema_decay", str(DECAY), "--eval_strategy", "no", "--save_strategy", "steps", "--save_steps", "4",
+              "--max_steps", "12", "--load_best_model_at_end", "false", "--test_num_beams", "1", "--model_config",
+              json.dumps({**TINY["transformer_seq2seq"], "dropout": 0.1}))
+    run(*tiny_args(tmp_path / "straight", "transformer_seq2seq", *common))
+    with pytest.raises(KeyboardInterrupt):
+        run(*tiny_args(tmp_path / "killed", "transformer_seq2seq", *common), callbacks=[CrashAt(10)])
+    run(*tiny_args(tmp_path / "killed", "transformer_seq2seq", *common,
+                   "--resume_from_checkpoint", str(tmp_path / "killed" / "checkpoint-8")))
+    straight = load_file(tmp_path / "straight" / "ema" / "model.safetensors")
+    resumed = load_file(tmp_path / "killed" / "ema" / "model.safetensors")
+    assert straight.keys() == resumed.keys() and all(torch.equal(resumed[k], straight[k]) for k in straight)
+
+
+def test_bad_decay_and_a_checkpoint_without_ema_are_refused_before_training(tmp_path):
+    with pytest.raises(ValueError, match="--ema_decay must be between 0 and 1 \\(exclusive\\), e.g. 0.999; got 1.0"):
+        run(*tiny_args(tmp_path / "a", "transformer_seq2seq", "--ema_decay", "1.0"))
+    checkpoint = tmp_path / "b" / "checkpoint-4"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "trainer_state.json").write_text("{}")
+    with pytest.raises(ValueError, match="holds no EMA weights"):
+        run(*tiny_args(tmp_path / "b", "transformer_seq2seq", "--ema_decay", "0.9",
+                       "--resume_from_checkpoint", str(checkpoint)))
