@@ -163,6 +163,17 @@ def _model_name(results: dict, repo_id: str | None) -> str:
     return f"{family}-{results.get('dataset', 'model').replace(':', '-')}-{results.get('source_lang')}-{results.get('target_lang')}"
 
 
+def _decoding_settings(decoding: dict) -> str:
+    """The length limits a score was decoded with, as the card shows them: "max_length 80, at most 1.3 x source + 5
+    tokens" ("-" when results.json does not record them)."""
+    parts = []
+    if decoding.get("max_length") is not None:
+        parts.append(f"max_length {decoding['max_length']}")
+    if decoding.get("max_len_a") is not None or decoding.get("max_len_b") is not None:
+        parts.append(f"at most {decoding.get('max_len_a') or 0} x source + {decoding.get('max_len_b') or 0} tokens")
+    return ", ".join(parts) or "-"
+
+
 def _decoding_label(key: str) -> str:
     return "greedy" if key == "greedy" else f"beam search, {key.removeprefix('beam')} beams"
 
@@ -249,6 +260,7 @@ def render_model_card(results: dict, repo_id: str | None = None, license: str = 
     evaluation_rows = [
         {"decoding": _decoding_label(key), "bleu": _fmt(s["bleu"], 2), "bleu_lowercase": _fmt(s.get("bleu_lowercase"), 2),
          "chrf": _fmt(s["chrf"], 2), "decode_seconds": s.get("decode_seconds"),
+         "settings": _decoding_settings(s.get("decoding") or {}),
          "bleu_signature": s.get("bleu_signature"), "chrf_signature": s.get("chrf_signature")}
         for key, s in results.get("test", {}).items()
     ]

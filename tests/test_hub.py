@@ -117,6 +117,10 @@ def test_training_run_fills_the_card_from_results_json(trained, model_type):
     assert "trust_remote_code=True" in card.text and "## Architecture" in card.text
     assert "| `d_model` | 32 |" in card.text if model_type == "transformer_seq2seq" else "| `cell_type` | gru |" in card.text
     assert "{{" not in card.content and "{%" not in card.content  # every template field filled
+    # the length limits each score was decoded with, as results.json records them
+    greedy = results["test"]["greedy"]["decoding"]
+    assert (f"| greedy | max_length {greedy['max_length']}, at most {greedy['max_len_a']} x source + "
+            f"{greedy['max_len_b']} tokens |") in card.text
 
 
 def test_card_metadata_parses_with_the_hub_helpers_and_multi30k_is_cited(trained, tmp_path):

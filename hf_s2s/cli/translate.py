@@ -80,8 +80,8 @@ def main(argv=None, prog=None):
         if (args.layer is not None or args.head is not None) and not args.plot_encoder_attention:
             raise ValueError("--layer and --head choose what --plot-encoder-attention draws; give it a PNG path")
         if plotting and len(args.model) > 1:
-            raise ValueError(f"--plot-alignment and --plot-encoder-attention plot one model's attention; got "
-                             f"{len(args.model)} model folders")
+            flag = "--plot-alignment" if args.plot_alignment else "--plot-encoder-attention"
+            raise ValueError(f"{flag} plots one model's attention; got {len(args.model)} model folders")
         sentences = [args.sentence] if plotting and args.sentence else read_sentences(args.input)
         model, tokenizer = load_for_decoding(args.model)
         if args.plot_encoder_attention:
