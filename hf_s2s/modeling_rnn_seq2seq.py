@@ -44,12 +44,17 @@ def source_mask_from_inputs(
     input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None, pad_token_id: int | None, shape
 ) -> torch.Tensor:
     """The source mask (B, S) bool, True on real tokens: ``attention_mask``, else inferred from the pad id
-    (padding must never enter the recurrence nor be attended to), else all ones."""
+    (padding must never enter the recurrence nor be attended to), else all ones. ``shape``: (B, S) of what the
+    mask is for; a zero-length source's encoder output has one masked step (S = 1), and its mask is then that."""
     if attention_mask is not None:
-        return attention_mask.bool()
-    if input_ids is not None and pad_token_id is not None:
-        return input_ids.ne(pad_token_id)
-    return torch.ones(shape, dtype=torch.bool)
+        mask = attention_mask.bool()
+    elif input_ids is not None and pad_token_id is not None:
+        mask = input_ids.ne(pad_token_id)
+    else:
+        return torch.ones(shape, dtype=torch.bool)
+    if mask.shape[1] == 0 and shape[1] == 1:
+        return mask.new_zeros(shape)
+    return mask
 
 
 def source_lengths(source_mask: torch.Tensor) -> torch.Tensor:

@@ -466,6 +466,11 @@ def test_all_padding_and_zero_length_sources_give_no_nan(cell_type, attention_ty
     logits = model(input_ids=empty, attention_mask=empty, decoder_input_ids=torch.ones(2, 3, dtype=torch.long)).logits
     assert torch.isfinite(logits).all()
     assert generate(model, empty, empty, num_beams=2).sequences.shape[0] == 2
+    # the encoder's output handed back as a plain tuple: the mask comes from the inputs and must fit its one step
+    memory = model.get_encoder()(input_ids=empty, attention_mask=empty).last_hidden_state  # (2, 1, E)
+    again = model(input_ids=empty, attention_mask=empty, encoder_outputs=(memory,),
+                  decoder_input_ids=torch.ones(2, 3, dtype=torch.long)).logits
+    torch.testing.assert_close(again, logits, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
