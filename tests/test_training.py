@@ -20,8 +20,9 @@ import hf_s2s.data
 from hf_s2s.checkpoints import average_checkpoints, find_checkpoints
 from hf_s2s.metrics import compute_translation_metrics
 from hf_s2s.modeling_common import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
+from hf_s2s.results import results_table
 from hf_s2s.run_dir import hypotheses_path
-from hf_s2s.training import RECIPES_DIR, load_recipe, parse_args, results_table, run
+from hf_s2s.training import RECIPES_DIR, load_recipe, parse_args, run
 from hf_s2s.translate import alignment, translate
 from tests.helpers import TINY
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from hf_s2s.cli import HelpFormatter
-from hf_s2s.training import results_table
+from hf_s2s.results import results_table
 
 
 def main(argv=None, prog=None):

@@ -12,7 +12,8 @@ import logging
 import transformers
 
 import hf_s2s  # noqa: F401  (registers the model families)
-from hf_s2s.training import parse_args, run, summary_line
+from hf_s2s.results import summary_line
+from hf_s2s.training import parse_args, run
 
 
 def main(argv=None, prog=None):
