@@ -108,7 +108,11 @@ class RNNSeq2SeqCache(Cache):
     def reset(self):
         for name in self._TENSORS:
             setattr(self, name, None)
-        self._seen_tokens = torch.zeros((), dtype=torch.long) if self.is_compileable else 0
+        self.restart_count()
+
+    def restart_count(self, device: torch.device | None = None) -> None:
+        """No decoder input consumed yet: the count is 0 (a tensor on ``device`` when compileable)."""
+        self._seen_tokens = torch.zeros((), dtype=torch.long, device=device) if self.is_compileable else 0
 
     @property
     def seen_tokens(self) -> int:
@@ -342,10 +346,7 @@ class RNNSeq2SeqDecoder(nn.Module):
         # Source-side half of the score, computed once per source here and read back at every step.
         cache.keys = self.attention.project_keys(memory) if self.attention is not None else None  # (B, S, A)
         cache.context = final if self.attention is None else None
-        if cache.is_compileable:
-            cache._seen_tokens = torch.zeros((), dtype=torch.long, device=memory.device)
-        else:
-            cache._seen_tokens = 0
+        cache.restart_count(memory.device)
         return cache
 
     def _attend(self, query: torch.Tensor, state: RNNSeq2SeqCache) -> tuple[torch.Tensor, torch.Tensor]:

@@ -8,8 +8,8 @@ how this CPU-only test reaches the same path a GPU takes.
 
 import pytest
 import torch
-from transformers import CompileConfig
 
+from hf_s2s.benchmark.generation import compile_config_on_every_device
 from tests.helpers import random_tiny_model
 
 VOCAB, PAD, START, EOS = 40, 0, 1, 2
@@ -43,8 +43,7 @@ def test_compiled_greedy_decoding_equals_eager_and_compiles_once(name):
     inputs = padded_sources()
     settings = {"max_new_tokens": 12, "min_new_tokens": 12, "num_beams": 1, "do_sample": False}
     eager = model.generate(**inputs, **settings)
-    compile_config = CompileConfig(fullgraph=True, dynamic=False, mode="default")
-    compile_config._compile_all_devices = True  # compile on the CPU as on a GPU
+    compile_config = compile_config_on_every_device()  # compile on the CPU as on a GPU
     with torch._dynamo.config.patch(error_on_recompile=True):  # a token count the step specialises on would fail
         output = model.generate(**inputs, **settings, cache_implementation="static", compile_config=compile_config,
                                 return_dict_in_generate=True)

@@ -31,12 +31,18 @@ def generation_config(new_tokens: int, num_beams: int, **overrides) -> Generatio
     )
 
 
-def compiled_generation_config(new_tokens: int) -> GenerationConfig:
-    """Greedy decoding that transformers compiles: a static (fixed-size) cache and a compile config. transformers
-    compiles on accelerators only; ``_compile_all_devices`` asks for the same on the CPU."""
+def compile_config_on_every_device() -> CompileConfig:
+    """A compile config for the whole decoding step (fullgraph, static shapes). transformers compiles on accelerators
+    only; ``_compile_all_devices`` asks for the same on the CPU."""
     compile_config = CompileConfig(fullgraph=True, dynamic=False, mode="default")
     compile_config._compile_all_devices = True
-    return generation_config(new_tokens, 1, cache_implementation="static", compile_config=compile_config)
+    return compile_config
+
+
+def compiled_generation_config(new_tokens: int) -> GenerationConfig:
+    """Greedy decoding that transformers compiles: a static (fixed-size) cache and :func:`compile_config_on_every_device`."""
+    return generation_config(new_tokens, 1, cache_implementation="static",
+                             compile_config=compile_config_on_every_device())
 
 
 def generate_fn(model, inputs: dict, config: GenerationConfig) -> Callable[[], None]:
@@ -54,11 +60,12 @@ def generate_fn(model, inputs: dict, config: GenerationConfig) -> Callable[[], N
 def _ctranslate2_fns(model, inputs: dict, new_tokens: int, num_beams: int) -> dict[str, Callable]:
     """CTranslate2 float32 and int8 rows: the hf_s2s Transformer exported (no tokenizer: driven with token ids), on
     as many threads as torch uses here. None when ctranslate2 is not installed."""
+    from ..export_ctranslate2 import exported_translator, import_ctranslate2, translate_ids
+
     try:
-        import ctranslate2  # noqa: F401
+        import_ctranslate2()
     except ImportError:
         return {}
-    from ..export_ctranslate2 import exported_translator, translate_ids
 
     fns = {}
     for quantization, label in ((None, "float32"), ("int8", "int8")):
