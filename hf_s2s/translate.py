@@ -1,5 +1,6 @@
 """Translation with a trained model: length-batched decoding with n-best lists and scores, and alignments."""
 
+import gzip
 import sys
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -70,11 +71,16 @@ def length_bound_arguments(max_len_a: float | None, max_len_b: int | None, no_le
 
 
 def read_sentences(path: str | Path | None = None) -> list[str]:
-    """The lines of ``path`` (stdin when None), one sentence each, line ends (``\\n`` or ``\\r\\n``) removed and blank
-    lines kept (they translate to blank lines, so the output stays aligned with the input). An empty input, or a
-    line that is not UTF-8, is a ValueError naming the input and the line."""
+    """The lines of ``path`` (stdin when None; a ``.gz`` file is decompressed), one sentence each, line ends (``\\n``
+    or ``\\r\\n``) removed and blank lines kept (they translate to blank lines, so the output stays aligned with the
+    input). An empty input, or a line that is not UTF-8, is a ValueError naming the input and the line."""
     name = str(path) if path else "standard input"
     data = Path(path).read_bytes() if path else sys.stdin.buffer.read()
+    if path and str(path).endswith(".gz"):
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as error:
+            raise ValueError(f"{name} is not a readable gzip file ({error})") from error
     if not data:
         raise ValueError(f"{name} is empty: there is nothing to translate (one sentence per line expected)")
     lines = data.split(b"\n")
@@ -88,6 +94,26 @@ def read_sentences(path: str | Path | None = None) -> list[str]:
             raise ValueError(f"{name}, line {number}, is not UTF-8 text (byte {line[error.start:error.start + 1]!r} "
                              f"at position {error.start + 1})") from error
     return sentences
+
+
+def read_references(path: str | Path, count: int, input_name: str | Path | None = None) -> list[str]:
+    """The reference translations in ``path``, one per line as :func:`read_sentences` reads them; a file whose line
+    count is not the input's ``count`` is a ValueError (misaligned references would give a meaningless score)."""
+    references = read_sentences(path)
+    if len(references) != count:
+        raise ValueError(f"--reference {path} has {len(references)} lines but the input "
+                         f"({input_name or 'standard input'}) has {count}: they must match line by line")
+    return references
+
+
+def score_line(hypotheses: list[str], references: list[str], name: str | Path = "the references") -> str:
+    """One line with the BLEU (cased and lowercased) and chrF of ``hypotheses`` against ``references``, computed by
+    the metric the training job reports in ``results.json`` (:func:`hf_s2s.metrics.compute_translation_metrics`)."""
+    from .metrics import compute_translation_metrics
+
+    scores = compute_translation_metrics(hypotheses, references)
+    return (f"BLEU {scores['bleu']:.2f} | BLEU lc {scores['bleu_lowercase']:.2f} | chrF {scores['chrf']:.2f} | "
+            f"{len(hypotheses)} sentences against {name} | {scores['bleu_signature']}")
 
 
 def _batches_by_length(lengths: list[int], batch_size: int) -> list[list[int]]:

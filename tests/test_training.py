@@ -401,6 +401,18 @@ def test_translate_script_on_the_saved_folder_gives_the_hypotheses_behind_result
         assert scores["bleu"] == results["test"][key]["bleu"]  # these are the translations behind the score
         assert translate_command.main([str(model_dir), "--input", str(sources), *flags]) == 0
         assert capsys.readouterr().out.splitlines() == expected
+    # --reference prints the score of those translations, which is the score results.json reports.
+    references = tmp_path / "test.tgt"
+    references.write_text("".join(f"{p['tgt']}\n" for p in pairs))
+    for key, flags in (("beam2", []), ("greedy", ["--beams", "1"])):
+        assert translate_command.main([str(model_dir), "--input", str(sources), "--reference", str(references),
+                                       *flags]) == 0
+        printed = capsys.readouterr()
+        assert printed.out.splitlines() == hypotheses_path(output_dir, key).read_text().splitlines()
+        test = results["test"][key]
+        score = printed.err.splitlines()[-1]  # after the weight-loading progress bar
+        assert score.startswith(f"BLEU {test['bleu']:.2f} | BLEU lc {test['bleu_lowercase']:.2f} | "
+                                f"chrF {test['chrf']:.2f} | 16 sentences against {references}"), printed.err
 
 
 # --- Fail fast: a bad argument is named before the corpus is read or anything is written -----------------------

@@ -2,6 +2,7 @@
 an empty input are refused before the model is loaded, non-UTF-8 input is named by line, and blank input lines
 give blank output lines, keeping the output aligned with the input."""
 
+import gzip
 import subprocess
 import sys
 from pathlib import Path
@@ -64,6 +65,34 @@ def test_read_sentences_keeps_blank_lines_strips_line_ends_and_names_bad_bytes(t
     path.write_bytes(b"")
     with pytest.raises(ValueError, match=f"{path} is empty"):
         read_sentences(path)
+
+
+def test_gzipped_input_reads_as_the_plain_file_and_a_broken_one_is_named(tmp_path):
+    plain, packed = tmp_path / "input.txt", tmp_path / "input.txt.gz"
+    plain.write_bytes(b"a b\r\n\nc d\n")
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert read_sentences(packed) == read_sentences(plain) == ["a b", "", "c d"]
+    packed.write_bytes(plain.read_bytes())  # named .gz but not compressed
+    with pytest.raises(ValueError, match=f"{packed} is not a readable gzip file"):
+        read_sentences(packed)
+
+
+@pytest.mark.parametrize(("references", "args", "message"), [
+    ("x\ny\n", [], "--reference {ref} has 2 lines but the input ({src}) has 3: they must match line by line"),
+    ("x\ny\nz\nw\n", [], "--reference {ref} has 4 lines but the input ({src}) has 3"),
+    (None, [], "No such file"),
+    ("x\ny\nz\n", ["--beams", "2", "--nbest", "2"], "--reference scores one translation per input line: it cannot "
+                                                     "be combined with --nbest > 1"),
+], ids=["short", "long", "missing", "nbest"])
+def test_a_reference_file_that_does_not_fit_the_input_is_refused_before_loading(tmp_path, references, args, message):
+    source, reference = tmp_path / "test.src", tmp_path / "test.ref"
+    source.write_text("a b\nc\nd e\n")
+    if references is not None:
+        reference.write_text(references)
+    completed = run_translate(str(tmp_path / "not_loaded"), "--input", str(source), "--reference", str(reference),
+                              *args)
+    assert completed.returncode == 1 and completed.stdout == "" and "Traceback" not in completed.stderr
+    assert message.format(ref=reference, src=source) in completed.stderr
 
 
 @pytest.mark.parametrize(("num_beams", "nbest"), [(1, 1), (2, 2)])

@@ -6,6 +6,7 @@
     hf-s2s translate runs/x/model --int8 --input test.de > test.hyp.en   # int8 weights on the CPU
     hf-s2s translate runs/x/model --plot-encoder-attention enc.png --layer 2 --sentence "Ein Hund läuft."
     hf-s2s translate runs/x/checkpoint-908 runs/x/checkpoint-1362 --input test.de  # an ensemble of two
+    hf-s2s translate runs/x/model --input test.de --reference test.en > test.hyp.en  # BLEU and chrF on stderr
 
 Each output is bounded by its source, at max_len_a x source tokens + max_len_b tokens (</s> included), as in fairseq:
 by default the values in the model's generation config (1.3 and 5 for models trained here, and for folders saved
@@ -27,7 +28,9 @@ from hf_s2s.translate import (
     alignment,
     check_decoding_options,
     length_bound_arguments,
+    read_references,
     read_sentences,
+    score_line,
     translate,
 )
 
@@ -47,7 +50,7 @@ def main(argv=None, prog=None):
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="sentences translated together")
     parser.add_argument("--max-new-tokens", type=int, default=None, help="default: the model's generation config")
     parser.add_argument("--length-penalty", type=float, default=DEFAULT_LENGTH_PENALTY,
-                        help="beam search length penalty (1.0 = none)")
+                        help="beam search length penalty: a hypothesis scores its log-probability / length ** PENALTY (1.0: the mean token log-probability; 0: their sum, no normalization)")
     parser.add_argument("--max-len-a", type=float, default=None, metavar="A",
                         help="output tokens per source token of the length bound A x source + B (fairseq's); "
                              "default: the model's generation config (max_len_a)")
@@ -62,6 +65,10 @@ def main(argv=None, prog=None):
     parser.add_argument("--coverage-penalty", type=float, default=0.0, metavar="BETA",
                         help="beam search coverage penalty beta (GNMT eq. 14; 0 = off): hypotheses that leave source "
                              "words unattended lose score")
+    parser.add_argument("--reference", metavar="FILE",
+                        help="reference translations, one per input line: after translating, print sacreBLEU BLEU "
+                             "(cased and lowercased, 13a) and chrF of the output against them to stderr, computed as "
+                             "the training job computes the scores in results.json")
     parser.add_argument("--plot-alignment", metavar="PNG", help="save an attention heatmap for --sentence")
     parser.add_argument("--plot-encoder-attention", metavar="PNG",
                         help="save heatmaps of the encoder's self-attention over --sentence (Transformer only)")
@@ -83,6 +90,10 @@ def main(argv=None, prog=None):
             flag = "--plot-alignment" if args.plot_alignment else "--plot-encoder-attention"
             raise ValueError(f"{flag} plots one model's attention; got {len(args.model)} model folders")
         sentences = [args.sentence] if plotting and args.sentence else read_sentences(args.input)
+        references = read_references(args.reference, len(sentences), args.input) if args.reference else None
+        if references is not None and (plotting or args.nbest > 1):
+            raise ValueError("--reference scores one translation per input line: it cannot be combined with "
+                             + ("--nbest > 1" if args.nbest > 1 else "a plot"))
         model, tokenizer = load_for_decoding(args.model)
         if args.plot_encoder_attention:
             check_has_encoder_attention(model)
@@ -123,4 +134,7 @@ def main(argv=None, prog=None):
             if args.scores:
                 fields.append(f"{hypothesis.score:.4f}")
             print("\t".join(fields))
+    if references is not None:
+        sys.stdout.flush()  # the hypotheses come first when both streams go to one terminal
+        print(score_line([hypotheses[0].text for hypotheses in results], references, args.reference), file=sys.stderr)
     return 0
