@@ -51,14 +51,21 @@ class EMACallback(TrainerCallback):
         for average, weight in zip(self.ema_model.parameters(), model.parameters(), strict=True):
             average.lerp_(weight.detach().to(average.dtype), 1.0 - self.decay)  # d * ema + (1 - d) * weight
 
-    def on_save(self, args, state, control, **kwargs):
+    def on_save(self, args, state, control, processing_class=None, **kwargs):
         if state.is_world_process_zero:
             checkpoint = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
-            self.ema_model.save_pretrained(checkpoint / EMA_FOLDER)
+            self._save(checkpoint / EMA_FOLDER, processing_class)
 
-    def on_train_end(self, args, state, control, **kwargs):
+    def on_train_end(self, args, state, control, processing_class=None, **kwargs):
         if state.is_world_process_zero:
-            self.ema_model.save_pretrained(Path(args.output_dir) / EMA_FOLDER)
+            self._save(Path(args.output_dir) / EMA_FOLDER, processing_class)
+
+    def _save(self, folder: Path, processing_class) -> None:
+        """A model folder like the checkpoints': weights, config, generation config and the tokenizer, so that
+        ``hf-s2s translate <folder>`` decodes with the EMA as with any saved model."""
+        self.ema_model.save_pretrained(folder)
+        if processing_class is not None:
+            processing_class.save_pretrained(folder)
 
 
 def _tied_keys(model) -> set[str]:

@@ -257,6 +257,15 @@ def render_model_card(results: dict, repo_id: str | None = None, license: str = 
             f"{_fmt(averaging['validation_bleu'], 2)} vs {_fmt(averaging['best_single_validation_bleu'], 2)} for the "
             f"best single one; {outcome}",
         ))
+    ema = results.get("ema")
+    if ema and "validation_bleu" in ema:
+        baseline = ema.get("baseline_validation_bleu")
+        training_rows.append((
+            "EMA of the weights",
+            f"decay {ema['decay']} per step: validation BLEU {ema['validation_bleu']:.2f} vs "
+            f"{'-' if baseline is None else f'{baseline:.2f}'} for the raw weights; "
+            f"{'the EMA is this model' if ema['used'] else 'the raw weights are this model'}",
+        ))
     evaluation_rows = [
         {"decoding": _decoding_label(key), "bleu": _fmt(s["bleu"], 2), "bleu_lowercase": _fmt(s.get("bleu_lowercase"), 2),
          "chrf": _fmt(s["chrf"], 2), "decode_seconds": s.get("decode_seconds"),

@@ -634,6 +634,10 @@ def _train_and_evaluate(model_args: ModelArguments, data_args: DataArguments,
         tokenizer.model_max_length = data_args.max_source_length  # longer sources are truncated, as in training
         trainer.save_model(final_dir)  # best checkpoint when load_best_model_at_end
         tokenizer.save_pretrained(final_dir)
+        for candidate in (output_dir / "averaged", output_dir / EMA_FOLDER):  # the other weights decode alike
+            if candidate.is_dir():
+                model.generation_config.save_pretrained(candidate)
+                tokenizer.save_pretrained(candidate)
         test_scores, samples = evaluate_test_set(model, tokenizer, corpus["test"], data_args, output_dir) \
             if "test" in corpus else ({}, [])
         best_validation = current_validation_bleu(trainer, averaging, ema)

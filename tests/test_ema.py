@@ -64,6 +64,16 @@ def test_the_run_keeps_the_ema_only_when_it_validates_better(tmp_path, baseline)
     assert final.keys() == expected.keys()
     assert all(torch.equal(final[key], expected[key]) for key in final)
     assert results["best_validation_bleu"] == (ema["validation_bleu"] if ema["used"] else baseline)
+    # ema/ is a model folder that decodes as model/ does: the same tokenizer and generation config (the run's
+    # decoding settings, written after training), so `hf-s2s translate ema/` compares like with like.
+    for name in ("generation_config.json", "tokenizer.json", "tokenizer_config.json"):
+        assert (tmp_path / "ema" / name).read_text() == (tmp_path / "model" / name).read_text(), name
+    assert json.loads((tmp_path / "ema" / "generation_config.json").read_text())["num_beams"] == 1
+    assert (tmp_path / "checkpoint-16" / "ema" / "tokenizer.json").is_file()
+    card = (tmp_path / "model" / "README.md").read_text()  # the model card says which weights it describes
+    assert (f"| EMA of the weights | decay {DECAY} per step: validation BLEU {ema['validation_bleu']:.2f} vs "
+            f"{baseline:.2f} for the raw weights; "
+            f"{'the EMA is this model' if ema['used'] else 'the raw weights are this model'} |") in card
 
 
 def test_a_resumed_run_continues_the_same_average(tmp_path):

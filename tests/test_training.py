@@ -263,6 +263,8 @@ def test_run_keeps_the_checkpoint_average_only_when_it_validates_better(tmp_path
     for key in final:
         assert torch.equal(final[key], expected[key]), key
     assert results["best_validation_bleu"] == (averaging["validation_bleu"] if averaging["used"] else best_single)
+    for name in ("generation_config.json", "tokenizer_config.json"):  # averaged/ decodes as model/ does
+        assert (tmp_path / "averaged" / name).read_text() == (tmp_path / "model" / name).read_text(), name
     card = (tmp_path / "model" / "README.md").read_text()
     assert "| checkpoint averaging | last 2 checkpoints: validation BLEU" in card
     assert ("the average is this model" in card) is averaging["used"]
