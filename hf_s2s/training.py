@@ -681,8 +681,19 @@ def _train_and_evaluate(model_args: ModelArguments, data_args: DataArguments,
     # Shut the process group down once every process is here: a process that exits with gloo still running
     # can abort ("terminate called without an active exception"), failing a run that had finished.
     trainer.accelerator.wait_for_everyone()
+    if training_args.world_size > 1:
+        # The barrier's work object is freed by a gloo worker thread after the barrier returns, and freeing it frees
+        # tensors owned by Python, which needs the GIL. If the process group is destroyed meanwhile (below, or when
+        # DDP's Reducer is released as this function returns), its destructor joins that worker while holding the
+        # GIL: a deadlock seen about once in ten 2-process runs on a busy 2-core machine (py-spy: the main thread in
+        # ~ProcessGroupGloo -> std::thread::join, the worker in ~AsyncBarrierWork -> decref_pyobject). Sleeping
+        # releases the GIL so the worker finishes first.
+        time.sleep(_GLOO_DRAIN_SECONDS)
     trainer.accelerator.end_training()
     return results
+
+
+_GLOO_DRAIN_SECONDS = 1.0  # see the end of _train_and_evaluate
 
 
 def save_alignment_plot(model, tokenizer, sentence: str, path: Path) -> Path | None:
