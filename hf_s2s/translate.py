@@ -113,7 +113,9 @@ def score_line(hypotheses: list[str], references: list[str], name: str | Path = 
 
     scores = compute_translation_metrics(hypotheses, references)
     return (f"BLEU {scores['bleu']:.2f} | BLEU lc {scores['bleu_lowercase']:.2f} | chrF {scores['chrf']:.2f} | "
-            f"{len(hypotheses)} sentences against {name} | {scores['bleu_signature']}")
+            f"{len(hypotheses)} sentences against {name} | length ratio "
+            f"{scores['bleu_sys_len'] / max(scores['bleu_ref_len'], 1):.3f} ({scores['bleu_sys_len']:,} / "
+            f"{scores['bleu_ref_len']:,} tokens) | {scores['bleu_signature']}")
 
 
 def _batches_by_length(lengths: list[int], batch_size: int) -> list[list[int]]:

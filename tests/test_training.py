@@ -414,7 +414,9 @@ def test_translate_script_on_the_saved_folder_gives_the_hypotheses_behind_result
         test = results["test"][key]
         score = printed.err.splitlines()[-1]  # after the weight-loading progress bar
         assert score.startswith(f"BLEU {test['bleu']:.2f} | BLEU lc {test['bleu_lowercase']:.2f} | "
-                                f"chrF {test['chrf']:.2f} | 16 sentences against {references}"), printed.err
+                                f"chrF {test['chrf']:.2f} | 16 sentences against {references} | length ratio "
+                                f"{test['bleu_sys_len'] / test['bleu_ref_len']:.3f} ({test['bleu_sys_len']:,} / "
+                                f"{test['bleu_ref_len']:,} tokens) | {test['bleu_signature']}"), printed.err
 
 
 # --- Fail fast: a bad argument is named before the corpus is read or anything is written -----------------------
