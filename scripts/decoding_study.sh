@@ -64,8 +64,8 @@ row() {  # label, then translate's model folders and options: greedy and beam on
   echo "| $label | $valid_greedy | $valid_beam | $test_greedy | $test_beam |"
 }
 
-# The raw weights of an EMA run: the checkpoint average when the run kept it, else the best checkpoint.
-raw=$(python - "$run" <<'EOF'
+raw_weights() {  # the raw weights of an EMA run: the checkpoint average when the run kept it, else the best checkpoint
+  python - "$run" <<'EOF'
 import json, sys
 from pathlib import Path
 run = Path(sys.argv[1])
@@ -77,16 +77,20 @@ else:
     state = sorted(run.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[1]))[-1]
     print(json.loads(state.read_text())["best_model_checkpoint"])
 EOF
-)
+}
+
 ema_used=$(python -c "import json, sys; print((json.load(open(sys.argv[1])).get('ema') or {}).get('used', False))" \
            "$run/results.json")
-mapfile -t last < <(ls -d "$run"/checkpoint-* | sort -t- -k2 -n | tail -n "$CHECKPOINTS")
+mapfile -t last < <(for checkpoint in "$run"/checkpoint-*; do  # the last CHECKPOINTS by step number
+                       [ -d "$checkpoint" ] && echo "${checkpoint##*checkpoint-} $checkpoint"
+                     done | sort -n | tail -n "$CHECKPOINTS" | cut -d' ' -f2-)
 
 echo "| $run | validation greedy | validation beam $BEAMS | test greedy | test beam $BEAMS |"
 echo "| --- | --- | --- | --- | --- |"
 if [[ " $PARTS " == *" weights "* ]]; then
   row "model/ (the run's choice)" "$run/model"
   if [ "$ema_used" = "True" ]; then
+    raw=$(raw_weights)
     row "raw weights ($(basename "$raw"))" "$raw"
   fi
   if [ -d "$run/ema" ]; then

@@ -419,6 +419,31 @@ def test_translate_script_on_the_saved_folder_gives_the_hypotheses_behind_result
                                 f"{test['bleu_ref_len']:,} tokens) | {test['bleu_signature']}"), printed.err
 
 
+def test_decoding_study_script_reproduces_the_runs_test_scores_from_its_folders(trained, tmp_path):
+    """scripts/decoding_study.sh (the README's EMA / ensemble / coverage figures) decodes the saved folders with
+    hf-s2s translate --reference: its model/ row must give the test scores results.json reports, and its checkpoint
+    ensemble row must name the run's last checkpoints by step (the tmp path holds '-', which a split on '-' misreads)."""
+    output_dir, results = trained["rnn_seq2seq"]
+    corpus = hf_s2s.data.load_translation_corpus("synthetic:reversal", source_lang="src", target_lang="tgt")
+    pairs = corpus["test"].select(range(16))["translation"]  # the run's test set (--max_test_samples 16)
+    for split in ("val", "test"):
+        for lang in ("src", "tgt"):
+            (tmp_path / f"{split}.{lang}").write_text("".join(f"{p[lang]}\n" for p in pairs))
+    env = {**os.environ, "DATA": str(tmp_path), "SRC": "src", "TGT": "tgt", "VALID": "val", "TEST": "test",
+           "BEAMS": "2", "CHECKPOINTS": "2", "PARTS": "weights ensembles",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}  # hf-s2s of this Python
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "decoding_study.sh"), str(output_dir)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {line.split("|")[1].strip(): [cell.strip() for cell in line.split("|")[2:6]]
+            for line in done.stdout.splitlines()[2:]}
+    test = results["test"]
+    # validation = test here, so the columns pair up too
+    assert rows["model/ (the run's choice)"] == [f"{test[key]['bleu']:.2f}" for key in ("greedy", "beam2")] * 2
+    assert list(rows)[1] == "ensemble of the last 2 checkpoints (checkpoint-8,checkpoint-16)"
+    assert all(cell.replace(".", "").isdigit() for cell in rows[list(rows)[1]])
+
+
 # --- Fail fast: a bad argument is named before the corpus is read or anything is written -----------------------
 
 LEARNED_POSITIONS = json.dumps({**TINY["transformer_seq2seq"], "position_embedding_type": "learned",
