@@ -7,7 +7,7 @@
 better than the raw weights late in training, at no cost in steps. The training job (``--ema_decay``) saves it
 beside the raw weights: ``checkpoint-N/ema/`` in every checkpoint (so a resumed run continues the same average) and
 ``<output_dir>/ema/`` at the end, each a model folder that loads like any other; then it validates the EMA and
-keeps it as the run's model only when it scores better (``hf_s2s.training.keep_if_better``, as with averaging).
+keeps it as the run's model only when it scores better (``hf_s2s.model_selection``, as with averaging).
 """
 
 import copy

@@ -6,16 +6,15 @@ Shapes: N sentences, S the longest source in tokens (the tokenizer's </s> includ
 
 import torch
 import torch.nn.functional as F
-from transformers.tokenization_utils_base import VERY_LARGE_INTEGER
 
-from .translate import DEFAULT_BATCH_SIZE, _batches_by_length, check_decoding_options, eager_attention
+from .coverage import eager_attention
+from .translate import DEFAULT_BATCH_SIZE, _batches_by_length, check_decoding_options, source_length_limit
 
 
 def _source_batch(model, tokenizer, sentences: list[str], max_source_length: int | None) -> dict[str, torch.Tensor]:
     """The sources tokenized as ``translate`` does (truncated to the tokenizer's ``model_max_length`` unless
     ``max_source_length`` says otherwise), right-padded, on the model's device."""
-    if max_source_length is None and tokenizer.model_max_length < VERY_LARGE_INTEGER:
-        max_source_length = tokenizer.model_max_length
+    max_source_length = source_length_limit(tokenizer, max_source_length)
     encoded = tokenizer(sentences, truncation=max_source_length is not None, max_length=max_source_length)
     batch = tokenizer.pad({"input_ids": encoded["input_ids"]}, return_tensors="pt")
     return batch.to(next(model.parameters()).device)

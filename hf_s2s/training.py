@@ -30,11 +30,11 @@ from transformers.trainer_utils import seed_worker
 
 from . import data as data_lib
 from . import tokenization
-from .checkpoints import average_checkpoints, list_checkpoints
 from .ema import EMA_FOLDER, EMACallback, check_ema_decay
 from .hub import family_defaults, write_model_card
 from .loading import load_model
 from .metrics import build_compute_metrics, compute_translation_metrics
+from .model_selection import AVERAGED_FOLDER, average_last_checkpoints, current_validation_bleu, validate_ema
 from .modeling_common import LENGTH_BOUND_FIELDS
 from .plotting import plot_alignment
 from .run_dir import (
@@ -335,64 +335,6 @@ def describe_machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores (CPU only)"
 
 
-def average_last_checkpoints(trainer: Seq2SeqTrainer, last: int) -> dict:
-    """Average the last ``last`` checkpoints of the run into ``<output_dir>/averaged`` and validate the average.
-    The trainer's model becomes the average when its validation BLEU beats the best single checkpoint's
-    (``trainer.state.best_metric``); otherwise it keeps its weights. Returns what was done, for results.json."""
-    output_dir = Path(trainer.args.output_dir)
-    checkpoints = list_checkpoints(output_dir)[-last:]  # fewer when training stopped early
-    if len(checkpoints) < 2:
-        logger.warning("only %d checkpoint(s) in %s: nothing to average", len(checkpoints), output_dir)
-        return {"checkpoints": [c.name for c in checkpoints], "used": False}
-    averaged_dir = output_dir / "averaged"
-    if trainer.is_world_process_zero():
-        average_checkpoints(checkpoints, averaged_dir, overwrite=True)  # this run's own folder: a rerun replaces it
-    trainer.accelerator.wait_for_everyone()
-    best_single = trainer.state.best_metric
-    bleu, used = keep_if_better(trainer, averaged_dir, "averaged", best_single)
-    logger.info("average of %d checkpoints: validation BLEU %.2f vs best single %s -> %s", len(checkpoints), bleu,
-                best_single, "kept the average" if used else "kept the best single checkpoint")
-    return {"checkpoints": [c.name for c in checkpoints], "validation_bleu": bleu,
-            "best_single_validation_bleu": best_single, "used": used}
-
-
-def keep_if_better(trainer: Seq2SeqTrainer, candidate_dir: Path, prefix: str, baseline: float | None
-                   ) -> tuple[float, bool]:
-    """Load the weights saved in ``candidate_dir`` (an average of checkpoints, the EMA) into the trainer's model
-    and validate them (metrics logged under ``prefix``); keep them when their BLEU beats ``baseline`` (the current
-    model's validation BLEU; None: no baseline, keep), else put the model's own weights back. Returns
-    ``(bleu, kept)``."""
-    model = trainer.model
-    kept = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
-    candidate = AutoModelForSeq2SeqLM.from_pretrained(candidate_dir, dtype=next(model.parameters()).dtype)
-    model.load_state_dict(candidate.state_dict())
-    trainer.remove_callback(EarlyStoppingCallback)  # training is over; this evaluation must not count towards it
-    bleu = trainer.evaluate(metric_key_prefix=prefix)[f"{prefix}_bleu"]
-    used = baseline is None or bleu > baseline
-    if not used:
-        model.load_state_dict(kept)
-    return bleu, used
-
-
-def current_validation_bleu(trainer: Seq2SeqTrainer, averaging: dict | None, ema: dict | None) -> float | None:
-    """The validation BLEU of the model the run keeps: the EMA's or the average's when kept, else the best
-    checkpoint's."""
-    for candidate in (ema, averaging):
-        if candidate and candidate["used"]:
-            return candidate["validation_bleu"]
-    return trainer.state.best_metric
-
-
-def validate_ema(trainer: Seq2SeqTrainer, decay: float, averaging: dict | None) -> dict:
-    """Validate the EMA weights the run saved in ``<output_dir>/ema`` and keep them when they beat the model the
-    run has now (the best checkpoint, or the average when that was kept). Returns what was done, for results.json."""
-    baseline = current_validation_bleu(trainer, averaging, None)
-    bleu, used = keep_if_better(trainer, Path(trainer.args.output_dir) / EMA_FOLDER, "ema", baseline)
-    logger.info("EMA of the weights (decay %s): validation BLEU %.2f vs %s -> %s", decay, bleu, baseline,
-                "kept the EMA" if used else "kept the raw weights")
-    return {"decay": decay, "validation_bleu": bleu, "baseline_validation_bleu": baseline, "used": used}
-
-
 def smooth_labels_in_model(trainer: Seq2SeqTrainer) -> None:
     """Move Trainer's label smoothing into the model (``config.label_smoothing``, the same loss as Trainer's
     ``LabelSmoother``): with its own smoothing on, Trainer pops the labels before calling the model, which then never
@@ -634,7 +576,7 @@ def _train_and_evaluate(model_args: ModelArguments, data_args: DataArguments,
         tokenizer.model_max_length = data_args.max_source_length  # longer sources are truncated, as in training
         trainer.save_model(final_dir)  # best checkpoint when load_best_model_at_end
         tokenizer.save_pretrained(final_dir)
-        for candidate in (output_dir / "averaged", output_dir / EMA_FOLDER):  # the other weights decode alike
+        for candidate in (output_dir / AVERAGED_FOLDER, output_dir / EMA_FOLDER):  # the other weights decode alike
             if candidate.is_dir():
                 model.generation_config.save_pretrained(candidate)
                 tokenizer.save_pretrained(candidate)
@@ -682,18 +624,19 @@ def _train_and_evaluate(model_args: ModelArguments, data_args: DataArguments,
     # can abort ("terminate called without an active exception"), failing a run that had finished.
     trainer.accelerator.wait_for_everyone()
     if training_args.world_size > 1:
-        # The barrier's work object is freed by a gloo worker thread after the barrier returns, and freeing it frees
-        # tensors owned by Python, which needs the GIL. If the process group is destroyed meanwhile (below, or when
-        # DDP's Reducer is released as this function returns), its destructor joins that worker while holding the
-        # GIL: a deadlock seen about once in ten 2-process runs on a busy 2-core machine (py-spy: the main thread in
-        # ~ProcessGroupGloo -> std::thread::join, the worker in ~AsyncBarrierWork -> decref_pyobject). Sleeping
-        # releases the GIL so the worker finishes first.
-        time.sleep(_GLOO_DRAIN_SECONDS)
+        let_gloo_workers_finish()
     trainer.accelerator.end_training()
     return results
 
 
-_GLOO_DRAIN_SECONDS = 1.0  # see the end of _train_and_evaluate
+def let_gloo_workers_finish(seconds: float = 1.0) -> None:
+    """Called after the final barrier, before the process group is destroyed. The barrier's work object is freed by
+    a gloo worker thread after the barrier returns, and freeing it frees tensors owned by Python, which needs the
+    GIL. If the process group is destroyed meanwhile (by ``end_training``, or when DDP's Reducer is released as the
+    run returns), its destructor joins that worker while holding the GIL: a deadlock seen about once in ten
+    2-process runs on a busy 2-core machine (py-spy: the main thread in ~ProcessGroupGloo -> std::thread::join, the
+    worker in ~AsyncBarrierWork -> decref_pyobject). Sleeping releases the GIL so the worker finishes first."""
+    time.sleep(seconds)
 
 
 def save_alignment_plot(model, tokenizer, sentence: str, path: Path) -> Path | None:

@@ -12,6 +12,7 @@ from transformers.tokenization_utils_base import VERY_LARGE_INTEGER
 
 from .coverage import CoveragePenaltyLogitsProcessor, eager_attention
 from .ensemble import Seq2SeqEnsemble
+from .metrics import compute_translation_metrics
 from .modeling_common import check_length_bound
 from .tokenization import target_side
 
@@ -109,13 +110,19 @@ def read_references(path: str | Path, count: int, input_name: str | Path | None 
 def score_line(hypotheses: list[str], references: list[str], name: str | Path = "the references") -> str:
     """One line with the BLEU (cased and lowercased) and chrF of ``hypotheses`` against ``references``, computed by
     the metric the training job reports in ``results.json`` (:func:`hf_s2s.metrics.compute_translation_metrics`)."""
-    from .metrics import compute_translation_metrics
-
     scores = compute_translation_metrics(hypotheses, references)
     return (f"BLEU {scores['bleu']:.2f} | BLEU lc {scores['bleu_lowercase']:.2f} | chrF {scores['chrf']:.2f} | "
             f"{len(hypotheses)} sentences against {name} | length ratio "
             f"{scores['bleu_sys_len'] / max(scores['bleu_ref_len'], 1):.3f} ({scores['bleu_sys_len']:,} / "
             f"{scores['bleu_ref_len']:,} tokens) | {scores['bleu_signature']}")
+
+
+def source_length_limit(tokenizer, max_source_length: int | None = None) -> int | None:
+    """Where sources are cut: ``max_source_length`` when given, else the tokenizer's ``model_max_length`` (a folder
+    written by the training job sets it to the run's ``--max_source_length``), else None (no limit)."""
+    if max_source_length is None and tokenizer.model_max_length < VERY_LARGE_INTEGER:
+        return tokenizer.model_max_length
+    return max_source_length
 
 
 def _batches_by_length(lengths: list[int], batch_size: int) -> list[list[int]]:
@@ -158,8 +165,7 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAU
     ``model`` may be a :class:`hf_s2s.ensemble.Seq2SeqEnsemble`."""
     if num_beams is None:
         num_beams = model.generation_config.num_beams or 1  # None in a config that never set it: generate's 1
-    if max_source_length is None and tokenizer.model_max_length < VERY_LARGE_INTEGER:
-        max_source_length = tokenizer.model_max_length
+    max_source_length = source_length_limit(tokenizer, max_source_length)
     check_decoding_options(num_beams=num_beams, num_return_sequences=num_return_sequences, batch_size=batch_size,
                            max_new_tokens=max_new_tokens, do_sample=bool(generate_kwargs.get("do_sample")),
                            coverage_penalty=coverage_penalty)

@@ -50,7 +50,8 @@ def main(argv=None, prog=None):
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="sentences translated together")
     parser.add_argument("--max-new-tokens", type=int, default=None, help="default: the model's generation config")
     parser.add_argument("--length-penalty", type=float, default=DEFAULT_LENGTH_PENALTY,
-                        help="beam search length penalty: a hypothesis scores its log-probability / length ** PENALTY (1.0: the mean token log-probability; 0: their sum, no normalization)")
+                        help="beam search length penalty: a hypothesis scores its log-probability / length ** "
+                             "PENALTY (1.0: the mean token log-probability; 0: their sum, no normalization)")
     parser.add_argument("--max-len-a", type=float, default=None, metavar="A",
                         help="output tokens per source token of the length bound A x source + B (fairseq's); "
                              "default: the model's generation config (max_len_a)")
