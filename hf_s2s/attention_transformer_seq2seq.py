@@ -160,7 +160,7 @@ class TransformerSeq2SeqAttention(nn.Module):
         hidden_states: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         encoder_hidden_states: torch.Tensor | None = None,
-        past_key_values: EncoderDecoderCache | None = None,
+        cache: EncoderDecoderCache | None = None,
         packing: TokenPacking | None = None,
         source_packing: TokenPacking | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -173,13 +173,13 @@ class TransformerSeq2SeqAttention(nn.Module):
         if not self.is_cross_attention:
             qkv = unpack(self.qkv_proj(hidden_states))  # (B, T_q, 3D)
             query, key, value = (self._split_heads(x) for x in qkv.chunk(3, dim=-1))
-            if past_key_values is not None:
+            if cache is not None:
                 # append this step's K/V; returns all of them, (B, H, T_past + T_q, d_h)
-                key, value = past_key_values.self_attention_cache.update(key, value, self.layer_idx)
+                key, value = cache.self_attention_cache.update(key, value, self.layer_idx)
         else:
             query = self._split_heads(unpack(self.q_proj(hidden_states)))  # (B, H, T_q, d_h)
-            if past_key_values is not None and past_key_values.is_updated.get(self.layer_idx):
-                cached = past_key_values.cross_attention_cache.layers[self.layer_idx]
+            if cache is not None and cache.is_updated.get(self.layer_idx):
+                cached = cache.cross_attention_cache.layers[self.layer_idx]
                 key, value = cached.keys, cached.values  # (B, H, T_src, d_h), stored on the first step
             else:
                 if source_packing is not None:  # project the real source tokens only
@@ -187,9 +187,9 @@ class TransformerSeq2SeqAttention(nn.Module):
                 else:
                     kv = self.kv_proj(encoder_hidden_states)  # (B, T_src, 2D)
                 key, value = (self._split_heads(x) for x in kv.chunk(2, dim=-1))
-                if past_key_values is not None:
-                    key, value = past_key_values.cross_attention_cache.update(key, value, self.layer_idx)
-                    past_key_values.is_updated[self.layer_idx] = True
+                if cache is not None:
+                    key, value = cache.cross_attention_cache.update(key, value, self.layer_idx)
+                    cache.is_updated[self.layer_idx] = True
 
         attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward

@@ -48,7 +48,7 @@ class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
     """
 
     model_type = "rnn_seq2seq"
-    keys_to_ignore_at_inference = ["past_key_values"]
+    keys_to_ignore_at_inference = ["cache", "past_key_values"]  # the decoder cache, under both names (transformers 5.24 renamed it)
     # Generic names transformers (generate, device maps, common tooling) reads, mapped onto the decoder's fields as the
     # Transformer config does. An RNN has no attention heads, so there is no num_attention_heads.
     attribute_map = {"hidden_size": "decoder_hidden_size", "num_hidden_layers": "decoder_layers"}

@@ -31,7 +31,7 @@ class TransformerSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
     """
 
     model_type = "transformer_seq2seq"
-    keys_to_ignore_at_inference = ["past_key_values"]
+    keys_to_ignore_at_inference = ["cache", "past_key_values"]  # the decoder cache, under both names (transformers 5.24 renamed it)
     # Generic names transformers (cache, generate, Trainer) reads, mapped onto this config's fields.
     attribute_map = {
         "hidden_size": "d_model",

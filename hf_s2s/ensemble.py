@@ -34,7 +34,8 @@ from transformers.utils import can_return_tuple
 
 from .coverage import eager_attention
 from .loading import load_model, load_tokenizer
-from .modeling_common import GenerationLengthDefault, check_kwargs
+from .modeling_common import GenerationLengthDefault
+from .transformers_compat import cache_argument, cache_output, output_cache
 
 # What the members must agree on for their next-token distributions to be over the same tokens.
 VOCABULARY_FIELDS = ("vocab_size", "target_vocab_size", "pad_token_id", "bos_token_id", "eos_token_id",
@@ -71,10 +72,10 @@ def check_same_tokenizers(tokenizers: Sequence, names: Sequence[str]) -> None:
 
 
 def _reorder_function(model: nn.Module) -> Callable[[Cache, torch.Tensor], None]:
-    """How beam search reorders ``model``'s cache: its own ``_reorder_cache`` where it has one (generate calls that
-    first too), else the cache's ``reorder_cache``."""
-    if hasattr(model, "_reorder_cache"):
-        return model._reorder_cache
+    """How beam search reorders ``model``'s cache: as generate() does, its own ``reorder_beam_cache`` (both families
+    have one), else the cache's ``reorder_cache``."""
+    if hasattr(model, "reorder_beam_cache"):
+        return model.reorder_beam_cache
     return lambda cache, beam_idx: cache.reorder_cache(beam_idx)
 
 
@@ -175,9 +176,7 @@ class Seq2SeqEnsemble(GenerationLengthDefault, PreTrainedModel, GenerationMixin)
         self.generation_config = models[0].generation_config.__class__.from_dict(
             models[0].generation_config.to_dict())
 
-    @classmethod
-    def _supports_default_dynamic_cache(cls) -> bool:
-        return False  # forward builds an EnsembleCache of the members' own caches on the first step
+    uses_default_cache = False  # forward builds an EnsembleCache of the members' own caches on the first step
 
     def _init_weights(self, module: nn.Module) -> None:
         """The members come trained: nothing here is initialised."""
@@ -205,28 +204,28 @@ class Seq2SeqEnsemble(GenerationLengthDefault, PreTrainedModel, GenerationMixin)
         decoder_input_ids: torch.LongTensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: EnsembleEncoderOutput | None = None,
-        past_key_values: EnsembleCache | None = None,
+        cache: EnsembleCache | None = None,
         use_cache: bool | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
         """input_ids, attention_mask (B, S); decoder_input_ids (B, T) (the new tokens only once the cache holds the
         earlier ones). Returns logits (B, T, V): log of the mean of the members' probabilities, in float32 (one
         member's own logits for an ensemble of one: their log_softmax, which generate() takes, is the same)."""
-        check_kwargs(self, kwargs)
+        cache = cache_argument(cache, kwargs)
         if encoder_outputs is None:
             encoder_outputs = self.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
         memories = encoder_outputs.last_hidden_state.split(list(encoder_outputs.widths), dim=-1)  # each (B, S, E_m)
-        caches = past_key_values.caches if past_key_values is not None else [None] * len(self.members)
+        caches = cache.caches if cache is not None else [None] * len(self.members)
         log_probs, new_caches, attentions = [], [], []
-        for member, memory, cache in zip(self.members, memories, caches, strict=True):
+        for member, memory, member_cache in zip(self.members, memories, caches, strict=True):
             outputs = member(attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
                              decoder_attention_mask=decoder_attention_mask,
-                             encoder_outputs=BaseModelOutput(last_hidden_state=memory), past_key_values=cache,
+                             encoder_outputs=BaseModelOutput(last_hidden_state=memory), cache=member_cache,
                              use_cache=use_cache, output_attentions=self.tracks_coverage or None, return_dict=True,
                              **kwargs)
             if len(self.members) > 1:
                 log_probs.append(outputs.logits.float().log_softmax(dim=-1))  # (B, T, V)
-            new_caches.append(outputs.past_key_values)
+            new_caches.append(output_cache(outputs))
             if self.tracks_coverage:
                 if not outputs.cross_attentions:
                     raise ValueError(f"{type(member).__name__} returns no cross-attention (attention_type 'none'?): "
@@ -236,11 +235,11 @@ class Seq2SeqEnsemble(GenerationLengthDefault, PreTrainedModel, GenerationMixin)
             logits = outputs.logits
         else:
             logits = torch.logsumexp(torch.stack(log_probs), dim=0) - math.log(len(self.members))  # (B, T, V)
-        if past_key_values is None and new_caches[0] is not None:
-            past_key_values = EnsembleCache(new_caches, [_reorder_function(member) for member in self.members])
+        if cache is None and new_caches[0] is not None:
+            cache = EnsembleCache(new_caches, [_reorder_function(member) for member in self.members])
         if self.tracks_coverage:
-            self._add_coverage(past_key_values, torch.stack(attentions).mean(dim=0), attention_mask, memories[0])
-        return Seq2SeqLMOutput(logits=logits, past_key_values=past_key_values if use_cache is not False else None)
+            self._add_coverage(cache, torch.stack(attentions).mean(dim=0), attention_mask, memories[0])
+        return Seq2SeqLMOutput(logits=logits, **cache_output(cache if use_cache is not False else None))
 
     def _add_coverage(self, cache: EnsembleCache | None, step: torch.Tensor, attention_mask: torch.Tensor | None,
                       memory: torch.Tensor) -> None:

@@ -13,15 +13,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import LogitsProcessor
-from transformers.generation.logits_process import LogitNormalization
 from transformers.utils import logging
-from transformers.utils.generic import TransformersKwargs
+
+from .transformers_compat import (
+    GenerationHooks,
+    attention_implementation,
+    eos_token_tensor,
+    mark_generation_config_own,
+    pad_token_tensor,
+)
 
 logger = logging.get_logger(__name__)
-
-# Keyword arguments transformers itself may pass to a model's forward (Trainer, generate, its integrations):
-# accepted and, where they do not apply, ignored, as transformers' own models do. Any other name is a TypeError.
-TRANSFORMERS_KWARGS = frozenset(TransformersKwargs.__annotations__) | {"cache_position", "decoder_position_ids"}
 
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
@@ -129,23 +131,15 @@ def output_layer_and_loss(
     return logits, loss
 
 
-def check_kwargs(forward_owner: nn.Module, kwargs: dict) -> None:
-    """Raise the TypeError Python raises for an unexpected keyword argument (a misspelled ``output_attention``
-    would otherwise vanish into ``**kwargs``), except for the names transformers itself passes."""
-    unexpected = sorted(set(kwargs) - TRANSFORMERS_KWARGS)
-    if unexpected:
-        raise TypeError(f"{type(forward_owner).__name__}.forward() got an unexpected keyword argument {unexpected[0]!r}")
-
-
 def output_flags(config, output_attentions: bool | None, output_hidden_states: bool | None) -> tuple[bool, bool]:
     """The call's output flags, else the config's, as transformers' models read them. Only the eager kernel returns
     attention weights: asked for them under another, transformers' sdpa integration warns and returns none, and so
     does this (the weights are then None)."""
     output_attentions = config.output_attentions if output_attentions is None else output_attentions
     output_hidden_states = config.output_hidden_states if output_hidden_states is None else output_hidden_states
-    if output_attentions and getattr(config, "_attn_implementation", None) not in (None, "eager"):
+    if output_attentions and attention_implementation(config) not in (None, "eager"):
         logger.warning_once(
-            f"`{config._attn_implementation}` attention does not support `output_attentions=True`. "
+            f"`{attention_implementation(config)}` attention does not support `output_attentions=True`. "
             "Please set your attention to `eager` if you want any of these features."
         )
     return bool(output_attentions), bool(output_hidden_states)
@@ -305,7 +299,7 @@ class SourceLengthBoundLogitsProcessor(LogitsProcessor):
         return scores
 
 
-class GenerationLengthDefault:
+class GenerationLengthDefault(GenerationHooks):
     """Mixed into both generation models (before ``GenerationMixin``): the lengths a new model decodes with.
 
     - ``max_length=DEFAULT_GENERATION_MAX_LENGTH`` in a new model's generation config; a length the user passes
@@ -318,6 +312,8 @@ class GenerationLengthDefault:
       global defaults. ``generate(max_len_a=..., max_len_b=...)`` overrides them (None for both: no bound), on any
       model of both families. The absolute limit (max_length / max_new_tokens) still applies: the shorter one wins;
       an explicit minimum (min_new_tokens / min_length) raises the bound to it.
+
+    generate() reaches these through the hooks of ``transformers_compat.GenerationHooks``.
     """
 
     def _set_default_generation_length(self) -> None:
@@ -327,50 +323,44 @@ class GenerationLengthDefault:
         config = self.generation_config
         config.max_len_a = getattr(config, "max_len_a", DEFAULT_MAX_LEN_A)
         config.max_len_b = getattr(config, "max_len_b", DEFAULT_MAX_LEN_B)
-        # The config now holds settings of its own, not only what transformers copied from the model config; marked
-        # as copied, generation_config.json would reload without max_len_a/max_len_b (GenerationConfig drops fields
-        # it does not know from a config marked ``_from_model_config``), as Seq2SeqTrainer also unmarks it.
-        config._from_model_config = False
+        # as Seq2SeqTrainer also does: a config marked as copied from the model config would save without the bound
+        mark_generation_config_own(config)
 
-    def _prepare_generation_config(self, generation_config, **kwargs):
+    def generation_options(self, generation_config, kwargs: dict) -> dict:
+        """The call's length bound, popped (a generation config without the fields would hand them to forward), and
+        whether the call (or the generation config it passed) set max_length itself."""
+        options = {name: kwargs.pop(name) for name in LENGTH_BOUND_FIELDS if name in kwargs}
         user_max_length = kwargs.get("max_length")
         if user_max_length is None and generation_config is not None:
             user_max_length = generation_config.max_length
-        # popped: a generation config without the fields would hand them to the model's forward
-        bound = {name: kwargs.pop(name) for name in LENGTH_BOUND_FIELDS if name in kwargs}
-        generation_config, model_kwargs = super()._prepare_generation_config(generation_config, **kwargs)
-        if generation_config.max_new_tokens is not None and user_max_length is None:
+        options["user_max_length"] = user_max_length
+        return options
+
+    def finish_generation_config(self, generation_config, options: dict) -> None:
+        if generation_config.max_new_tokens is not None and options["user_max_length"] is None:
             generation_config.max_length = None  # the call's max_new_tokens decides the length
         # the call's values, else the generation config's, else (a config saved without the fields) the defaults
-        generation_config.max_len_a = bound.get("max_len_a", getattr(generation_config, "max_len_a", DEFAULT_MAX_LEN_A))
-        generation_config.max_len_b = bound.get("max_len_b", getattr(generation_config, "max_len_b", DEFAULT_MAX_LEN_B))
+        for name, default in zip(LENGTH_BOUND_FIELDS, (DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B), strict=True):
+            setattr(generation_config, name, options.get(name, getattr(generation_config, name, default)))
         check_length_bound(generation_config.max_len_a, generation_config.max_len_b)
-        return generation_config, model_kwargs
 
-    def _get_logits_processor(self, generation_config, *args, **kwargs):
-        """transformers' processors, plus the source-relative bound when the generation config sets one (before a
-        final ``LogitNormalization``, which must stay last)."""
-        processors = super()._get_logits_processor(generation_config, *args, **kwargs)
+    def extra_logits_processors(self, generation_config, model_kwargs: dict, encoder_input_ids, prompt_length: int):
+        """The source-relative bound when the generation config sets one."""
         max_len_a, max_len_b = generation_config.max_len_a, generation_config.max_len_b
         if max_len_a is None and max_len_b is None:
-            return processors
-        eos_token_id = generation_config._eos_token_tensor
-        source_lengths = self._source_lengths(generation_config, kwargs.get("model_kwargs") or {},
-                                              kwargs.get("encoder_input_ids"))
+            return []
+        eos_token_id = eos_token_tensor(generation_config)
+        source_lengths = self._source_lengths(generation_config, model_kwargs, encoder_input_ids)
         if source_lengths is None or eos_token_id is None:
             missing = "no attention_mask or input_ids" if source_lengths is None else "no eos_token_id"
             raise ValueError(f"the source-relative length bound (max_len_a={max_len_a}, max_len_b={max_len_b}) counts "
                              f"each row's source tokens and ends it with </s>, but generate() got {missing}; pass it, "
                              f"or max_len_a=None, max_len_b=None to decode without the bound")
-        prompt_length = kwargs["input_ids_seq_length"]
         # an explicit minimum length wins over the bound: </s> may come after min_new_tokens tokens at the earliest
         # (transformers' MinNewTokensLengthLogitsProcessor), after min_length decoder positions
         earliest_eos = 1 + max(generation_config.min_new_tokens or 0, (generation_config.min_length or 0) - prompt_length)
         max_new_tokens = source_length_bound(source_lengths, max_len_a, max_len_b).clamp(min=earliest_eos)
-        bound = SourceLengthBoundLogitsProcessor(max_new_tokens, eos_token_id, prompt_length)
-        last = len(processors) - (1 if processors and isinstance(processors[-1], LogitNormalization) else 0)
-        processors.insert(last, bound)
-        return processors
+        return [SourceLengthBoundLogitsProcessor(max_new_tokens, eos_token_id, prompt_length)]
 
     @staticmethod
     def _source_lengths(generation_config, model_kwargs: dict, encoder_input_ids) -> torch.Tensor | None:
@@ -382,7 +372,7 @@ class GenerationLengthDefault:
             return attention_mask.sum(dim=1)
         if encoder_input_ids is None or encoder_input_ids.dim() != 2:
             return None
-        pad_token_id = generation_config._pad_token_tensor
+        pad_token_id = pad_token_tensor(generation_config)
         real = encoder_input_ids != pad_token_id if pad_token_id is not None else torch.ones_like(encoder_input_ids)
         expand = max(generation_config.num_beams or 1, generation_config.num_return_sequences or 1)
         return real.sum(dim=1).repeat_interleave(expand)

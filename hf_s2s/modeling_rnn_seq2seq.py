@@ -29,13 +29,13 @@ from .modeling_common import (
     GenerationLengthDefault,
     Seq2SeqPreTrainedMixin,
     TokenPacking,
-    check_kwargs,
     embed,
     is_capturing_graph,
     output_flags,
     output_layer_and_loss,
     shift_tokens_right,
 )
+from .transformers_compat import cache_argument, cache_output, output_cache
 
 _RNN_CLASSES = {"gru": nn.GRU, "lstm": nn.LSTM}
 
@@ -441,10 +441,6 @@ class RNNSeq2SeqPreTrainedModel(Seq2SeqPreTrainedMixin, PreTrainedModel):
     # cells, attention and readout together, and the cache it carries lives beside them.
     _no_split_modules = ["RNNSeq2SeqEncoder", "RNNSeq2SeqDecoder"]
 
-    @classmethod
-    def _supports_default_dynamic_cache(cls) -> bool:
-        return False  # forward creates its own RNNSeq2SeqCache; generate must not hand it an EncoderDecoderCache
-
     def get_compiled_call(self, compile_config):
         """transformers' compiled forward, traced with dynamo's ``allow_rnn``: decoding steps run the cells through
         ``torch.gru_cell`` / ``torch.lstm_cell``, but dynamo refuses a graph that merely holds an nn.GRU / nn.LSTM
@@ -456,16 +452,6 @@ class RNNSeq2SeqPreTrainedModel(Seq2SeqPreTrainedMixin, PreTrainedModel):
                 return compiled(*args, **kwargs)
 
         return call
-
-    def _prepare_cache_for_generation(self, generation_config, model_kwargs, *args, **kwargs):
-        """``generate(cache_implementation="static")``, transformers' request for a fixed-size cache that the
-        decoding step can be compiled over, gets a compileable RNNSeq2SeqCache (the recurrent state is fixed-size
-        already); without it forward creates an ordinary one on the first step."""
-        if (generation_config.cache_implementation == "static" and generation_config.use_cache is not False
-                and model_kwargs.get("past_key_values") is None):
-            model_kwargs["past_key_values"] = RNNSeq2SeqCache(compileable=True)
-            return
-        return super()._prepare_cache_for_generation(generation_config, model_kwargs, *args, **kwargs)
 
     def _init_weights(self, module: nn.Module):
         """Every parameter, GRU/LSTM included (transformers' default skips nn.GRU); ``init`` skips loaded tensors."""
@@ -513,7 +499,7 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
         decoder_input_ids: torch.Tensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: BaseModelOutput | tuple | None = None,
-        past_key_values: RNNSeq2SeqCache | None = None,
+        cache: RNNSeq2SeqCache | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
@@ -523,23 +509,24 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
     ) -> Seq2SeqModelOutput:
         """input_ids, attention_mask (B, S); decoder_input_ids (B, T). decoder_attention_mask (B, T) is accepted as
         transformers' seq2seq models accept it and needs no use: target padding is on the right, and the recurrence
-        is causal, so no real position reads a padded one. With an initialised ``past_key_values`` only
+        is causal, so no real position reads a padded one. With an initialised ``cache`` (also accepted as
+        ``past_key_values``, its name before transformers 5.24) only
         the new decoder tokens are read and the encoder is not needed. The source mask comes with the encoder's
         output (inferred from the pad id without attention_mask), so a decoder fed by generate() sees the same.
         inputs_embeds (B, S, D) / decoder_inputs_embeds (B, T, D) replace input_ids / decoder_input_ids.
         ``return_dict=False`` gives a tuple. An RNN has no per-layer hidden states: ``output_hidden_states`` is
-        accepted and returns none."""
-        check_kwargs(self, kwargs)
+        accepted and returns none. Other keywords transformers passes are accepted and ignored."""
+        cache = cache_argument(cache, kwargs)
         if decoder_input_ids is None and decoder_inputs_embeds is None:
             raise ValueError(
                 "RNNSeq2SeqModel needs `decoder_input_ids` or `decoder_inputs_embeds` (or `labels` on the generation model)"
             )
         use_cache = use_cache if use_cache is not None else self.config.use_cache
         output_attentions, _ = output_flags(self.config, output_attentions, output_hidden_states)
-        if past_key_values is not None and not isinstance(past_key_values, RNNSeq2SeqCache):
-            raise TypeError(f"past_key_values must be an RNNSeq2SeqCache, got {type(past_key_values).__name__}")
+        if cache is not None and not isinstance(cache, RNNSeq2SeqCache):
+            raise TypeError(f"the cache must be an RNNSeq2SeqCache, got {type(cache).__name__}")
 
-        state = past_key_values if past_key_values is not None and past_key_values.is_initialized else None
+        state = cache if cache is not None and cache.is_initialized else None
         if state is None:
             if encoder_outputs is None:
                 if input_ids is None and inputs_embeds is None:
@@ -553,14 +540,14 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
             source_mask = getattr(encoder_outputs, "source_mask", None)
             if source_mask is None:  # encoder outputs made elsewhere: the mask from the inputs
                 source_mask = source_mask_from_inputs(input_ids, attention_mask, self.config.pad_token_id, memory.shape[:2])
-            state = self.decoder.init_state(memory, source_mask.to(memory.device), past_key_values if past_key_values is not None else RNNSeq2SeqCache())
+            state = self.decoder.init_state(memory, source_mask.to(memory.device), cache if cache is not None else RNNSeq2SeqCache())
         elif encoder_outputs is None:
             encoder_outputs = BaseModelOutput(last_hidden_state=state.memory)
 
         readout, weights = self.decoder(decoder_input_ids, state, inputs_embeds=decoder_inputs_embeds)
         return Seq2SeqModelOutput(
             last_hidden_state=readout,
-            past_key_values=state if use_cache else None,
+            **cache_output(state if use_cache else None),
             # one "layer" of attention: (B, heads, T, S), one head unless attention_heads > 1, as generate() expects
             cross_attentions=(weights,) if output_attentions and weights is not None else None,
             encoder_last_hidden_state=encoder_outputs.last_hidden_state,
@@ -576,6 +563,7 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
     """
 
     _tied_weights_keys = {"lm_head.weight": "model.decoder.embed_tokens.weight"}
+    uses_default_cache = False  # forward creates its own RNNSeq2SeqCache; generate must not hand it another
 
     def __init__(self, config: RNNSeq2SeqConfig):
         super().__init__(config)
@@ -604,6 +592,12 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
+    def cache_for_generation(self, generation_config) -> RNNSeq2SeqCache | None:
+        """``generate(cache_implementation="static")``, transformers' request for a fixed-size cache that the
+        decoding step can be compiled over, gets a compileable RNNSeq2SeqCache (the recurrent state is fixed-size
+        already); without it forward creates an ordinary one on the first step."""
+        return RNNSeq2SeqCache(compileable=True) if generation_config.cache_implementation == "static" else None
+
     @can_return_tuple
     def forward(
         self,
@@ -612,7 +606,7 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
         decoder_input_ids: torch.Tensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: BaseModelOutput | tuple | None = None,
-        past_key_values: RNNSeq2SeqCache | None = None,
+        cache: RNNSeq2SeqCache | None = None,
         labels: torch.Tensor | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
@@ -625,8 +619,8 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
         """labels (B, T), -100 on ignored positions; the loss is the token sum over ``num_items_in_batch``
         (Trainer passes it) or the token mean, smoothed by ``config.label_smoothing``. A training forward with
         labels runs the output layer on each row's positions up to its last label only and returns the loss
-        without logits; otherwise logits are (B, T, V)."""
-        check_kwargs(self, kwargs)
+        without logits; otherwise logits are (B, T, V). The cache is also accepted as ``past_key_values``."""
+        cache = cache_argument(cache, kwargs)
         packing = None
         if labels is not None:
             use_cache = False
@@ -637,7 +631,7 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
         outputs = self.model(
             input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask,
-            encoder_outputs=encoder_outputs, past_key_values=past_key_values, use_cache=use_cache,
+            encoder_outputs=encoder_outputs, cache=cache, use_cache=use_cache,
             output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
             inputs_embeds=inputs_embeds, decoder_inputs_embeds=decoder_inputs_embeds,
         )
@@ -648,7 +642,7 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
         return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
+            **cache_output(output_cache(outputs)),
             cross_attentions=outputs.cross_attentions,
             encoder_last_hidden_state=outputs.encoder_last_hidden_state,
         )

@@ -20,7 +20,7 @@ from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
-from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutput,
@@ -42,12 +42,12 @@ from .modeling_common import (
     GenerationLengthDefault,
     Seq2SeqPreTrainedMixin,
     TokenPacking,
-    check_kwargs,
     embed,
     output_flags,
     output_layer_and_loss,
     shift_tokens_right,
 )
+from .transformers_compat import cache_argument, cache_output, causal_mask, output_cache
 
 # ----------------------------------------------------------------------------------------------------------
 # Layers
@@ -126,7 +126,7 @@ class TransformerSeq2SeqDecoderLayer(GradientCheckpointingLayer):
         encoder_hidden_states: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
-        past_key_values: EncoderDecoderCache | None = None,
+        cache: EncoderDecoderCache | None = None,
         packing: TokenPacking | None = None,
         source_packing: TokenPacking | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
@@ -136,7 +136,7 @@ class TransformerSeq2SeqDecoderLayer(GradientCheckpointingLayer):
         residual = hidden_states
         hidden_states = self.self_attn_layer_norm(hidden_states) if self.pre_norm else hidden_states
         hidden_states, self_weights = self.self_attn(
-            hidden_states, attention_mask=attention_mask, past_key_values=past_key_values, packing=packing
+            hidden_states, attention_mask=attention_mask, cache=cache, packing=packing
         )
         hidden_states = residual + F.dropout(hidden_states, p=self.dropout, training=self.training)
         hidden_states = hidden_states if self.pre_norm else self.self_attn_layer_norm(hidden_states)
@@ -147,7 +147,7 @@ class TransformerSeq2SeqDecoderLayer(GradientCheckpointingLayer):
             hidden_states,
             attention_mask=encoder_attention_mask,
             encoder_hidden_states=encoder_hidden_states,
-            past_key_values=past_key_values,
+            cache=cache,
             packing=packing,
             source_packing=source_packing,
         )
@@ -276,7 +276,7 @@ class TransformerSeq2SeqDecoder(nn.Module):
         attention_mask: torch.Tensor | None = None,
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
-        past_key_values: EncoderDecoderCache | None = None,
+        cache: EncoderDecoderCache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         use_cache: bool = False,
         output_attentions: bool | None = None,
@@ -298,25 +298,22 @@ class TransformerSeq2SeqDecoder(nn.Module):
             raise ValueError("the decoder needs `encoder_hidden_states` (B, T_src, D), the encoder's output")
         if inputs_embeds is None:
             inputs_embeds = embed(self.target_embeddings(), input_ids, "decoder_input_ids")  # (B, T_tgt, D)
-        if use_cache and past_key_values is None:
-            past_key_values = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
-        if past_key_values is not None and not isinstance(past_key_values, EncoderDecoderCache):
+        if use_cache and cache is None:
+            cache = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
+        if cache is not None and not isinstance(cache, EncoderDecoderCache):
             raise ValueError(
-                f"past_key_values must be an EncoderDecoderCache (self- and cross-attention halves), "
-                f"got {type(past_key_values).__name__}"
+                f"cache must be an EncoderDecoderCache (self- and cross-attention halves), "
+                f"got {type(cache).__name__}"
             )
         batch_size, seq_len = inputs_embeds.shape[:2]
-        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0  # int, or tensor (static)
+        past_length = cache.get_seq_length() if cache is not None else 0  # int, or tensor (static)
         positions = self.embed_positions(seq_len, past_length, inputs_embeds.device)  # (T_tgt, D)
         hidden_states = inputs_embeds * self.embed_scale + positions.to(inputs_embeds.dtype)
 
         # Without target padding transformers builds the causal mask from the cache alone: none at all for one new
         # token over a dynamic cache (it sees every key), the future slots masked over a static cache.
-        self_attn_mask = create_causal_mask(
-            config=self.config,
-            inputs_embeds=hidden_states,
-            attention_mask=attention_mask,
-            past_key_values=past_key_values.self_attention_cache if past_key_values is not None else None,
+        self_attn_mask = causal_mask(
+            self.config, hidden_states, attention_mask, cache.self_attention_cache if cache is not None else None
         )
         cross_attn_mask = create_bidirectional_mask(
             config=self.config,
@@ -328,7 +325,7 @@ class TransformerSeq2SeqDecoder(nn.Module):
         # Padding-free layers without a cache (teacher forcing): the needed target tokens (N, D) only; a causal
         # query never reads a later position, so dropping each row's suffix changes nothing before it. The
         # cross-attention K/V projection skips source padding (with a cache it runs once per source anyway).
-        if past_key_values is not None or output_hidden_states:
+        if cache is not None or output_hidden_states:
             packing = source_packing = None
         if packing is not None:
             hidden_states = packing.pack(hidden_states)  # (N, D)
@@ -342,7 +339,7 @@ class TransformerSeq2SeqDecoder(nn.Module):
                 encoder_hidden_states,  # positional: reentrant gradient checkpointing only tracks positional tensors
                 attention_mask=self_attn_mask,
                 encoder_attention_mask=cross_attn_mask,
-                past_key_values=past_key_values,
+                cache=cache,
                 packing=packing,
                 source_packing=source_packing,
             )
@@ -353,7 +350,7 @@ class TransformerSeq2SeqDecoder(nn.Module):
         all_hidden_states.append(hidden_states)
         return BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=hidden_states,
-            past_key_values=past_key_values if use_cache else None,
+            **cache_output(cache if use_cache else None),
             hidden_states=tuple(all_hidden_states) if output_hidden_states else None,
             attentions=tuple(all_self_attentions) if output_attentions else None,
             cross_attentions=tuple(all_cross_attentions) if output_attentions else None,
@@ -432,7 +429,7 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
         decoder_input_ids: torch.LongTensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: BaseModelOutput | tuple | None = None,
-        past_key_values: EncoderDecoderCache | None = None,
+        cache: EncoderDecoderCache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
@@ -442,11 +439,11 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
         **kwargs,
     ) -> Seq2SeqModelOutput:
         """input_ids: (B, T_src); attention_mask: (B, T_src) source padding; decoder_input_ids: (B, T_tgt) (only the
-        new tokens when ``past_key_values`` holds earlier ones); encoder_outputs: reused encoder result (generate
+        new tokens when ``cache`` holds earlier ones); encoder_outputs: reused encoder result (generate
         runs the encoder once); decoder_packing: the decoder positions needed (see the decoder; the generation
         model passes it with labels). Returns last_hidden_state (B, T_tgt, D) (packed (N, D) with
         ``decoder_packing``), the cache and encoder outputs. ``return_dict=False`` gives a tuple."""
-        check_kwargs(self, kwargs)
+        cache = cache_argument(cache, kwargs)
         use_cache = self.config.use_cache if use_cache is None else use_cache
         output_attentions, output_hidden_states = output_flags(self.config, output_attentions, output_hidden_states)
         source_packing = None
@@ -473,7 +470,7 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
             encoder_hidden_states=encoder_outputs.last_hidden_state,
             attention_mask=decoder_attention_mask,
             encoder_attention_mask=attention_mask,
-            past_key_values=past_key_values,
+            cache=cache,
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
@@ -482,7 +479,7 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
         )
         return Seq2SeqModelOutput(
             last_hidden_state=decoder_outputs.last_hidden_state,
-            past_key_values=decoder_outputs.past_key_values,
+            **cache_output(output_cache(decoder_outputs)),
             decoder_hidden_states=decoder_outputs.hidden_states,
             decoder_attentions=decoder_outputs.attentions,
             cross_attentions=decoder_outputs.cross_attentions,
@@ -521,12 +518,12 @@ class TransformerSeq2SeqForConditionalGeneration(
         self.lm_head = new_embeddings
 
     @staticmethod
-    def _reorder_cache(past_key_values: EncoderDecoderCache, beam_idx: torch.LongTensor) -> EncoderDecoderCache:
-        """Beam search (generate calls this when the model defines it): reorder the self-attention cache only.
+    def reorder_beam_cache(cache: EncoderDecoderCache, beam_idx: torch.LongTensor) -> EncoderDecoderCache:
+        """Beam search (generate calls this through ``_reorder_cache``): reorder the self-attention cache only.
         generate() moves rows among the beams of one sentence, whose cross-attention K/V rows are equal, so copying
         those (B x beams, H, T_src, d_h) tensors every step would change nothing."""
-        past_key_values.self_attention_cache.reorder_cache(beam_idx)
-        return past_key_values
+        cache.self_attention_cache.reorder_cache(beam_idx)
+        return cache
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         """labels: (B, T_tgt) with -100 on padding -> teacher-forcing decoder inputs (B, T_tgt)."""
@@ -540,7 +537,7 @@ class TransformerSeq2SeqForConditionalGeneration(
         decoder_input_ids: torch.LongTensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: BaseModelOutput | tuple | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
@@ -556,7 +553,7 @@ class TransformerSeq2SeqForConditionalGeneration(
         ``config.label_smoothing`` smooths it. Returns logits (B, T_tgt, V_tgt) and the loss; a training forward
         with labels runs padding-free (positions after each row's last label are skipped and the output layer
         runs on the kept ones) and returns the loss without logits."""
-        check_kwargs(self, kwargs)
+        cache = cache_argument(cache, kwargs)
         _, output_hidden_states = output_flags(self.config, False, output_hidden_states)  # per-layer states: padded
         packing = None
         if labels is not None:
@@ -564,7 +561,7 @@ class TransformerSeq2SeqForConditionalGeneration(
             if decoder_input_ids is None and decoder_inputs_embeds is None:  # an id error names the labels
                 shifted = self.prepare_decoder_input_ids_from_labels(labels)  # (B, T_tgt)
                 decoder_inputs_embeds = embed(self.model.get_decoder_input_embeddings(), shifted, "labels")
-            if self.training and past_key_values is None and not output_hidden_states:
+            if self.training and cache is None and not output_hidden_states:
                 packing = TokenPacking.through_last_label(labels)
         outputs = self.model(
             input_ids=input_ids,
@@ -572,7 +569,7 @@ class TransformerSeq2SeqForConditionalGeneration(
             decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask,
             encoder_outputs=encoder_outputs,
-            past_key_values=past_key_values,
+            cache=cache,
             inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
@@ -587,7 +584,7 @@ class TransformerSeq2SeqForConditionalGeneration(
         return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
+            **cache_output(output_cache(outputs)),
             decoder_hidden_states=outputs.decoder_hidden_states,
             decoder_attentions=outputs.decoder_attentions,
             cross_attentions=outputs.cross_attentions,

@@ -16,6 +16,7 @@ from transformers.trainer_pt_utils import LabelSmoother
 
 from hf_s2s.tokenization import train_tokenizer_from_texts
 from hf_s2s.training import smooth_labels_in_model
+from hf_s2s.transformers_compat import CACHE_NAME, CACHE_NAMES, output_cache
 from hf_s2s.translate import alignment
 
 FAMILIES = ["transformer_seq2seq", "rnn_seq2seq"]
@@ -109,16 +110,40 @@ def test_attentions_asked_under_sdpa_warn_and_return_none_as_transformers_does(c
 
 
 @pytest.mark.parametrize("model_type", FAMILIES)
-def test_misspelled_keywords_are_type_errors_and_transformers_keywords_are_accepted(model_type):
+def test_forward_accepts_unknown_keywords_as_transformers_models_do(model_type):
+    """A keyword a newer transformers passes to forward (5.24 passes ``cache``; others may come) must not break
+    decoding: like transformers' own models, both forwards accept and ignore keywords they do not use."""
     model = make_model(model_type)
     batch = padded_batch()
     for module, inputs in ((model, batch), (model.model, decoder_inputs(model, batch))):
-        with pytest.raises(TypeError, match=r"forward\(\) got an unexpected keyword argument 'output_attention'"):
-            module(**inputs, output_attention=True)
         plain = module(**inputs)[0]
-        torch.testing.assert_close(module(**inputs, cache_position=None, position_ids=None)[0], plain)
-    with pytest.raises(TypeError, match="attention_masks"):
+        torch.testing.assert_close(module(**inputs, cache_position=None, position_ids=None, some_future_kwarg=1)[0], plain)
+    with pytest.raises(TypeError, match="attention_masks"):  # the encoder is called by name: a typo stays an error
         model.get_encoder()(input_ids=batch["input_ids"], attention_masks=batch["attention_mask"])
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_the_cache_is_accepted_under_both_names_and_returned_under_the_installed_one(model_type):
+    """transformers 5.24 renamed ``past_key_values`` to ``cache``: a forward takes either (older code and older
+    transformers pass the old name), returns it under the name the installed transformers reads back, and refuses
+    both at once as transformers does."""
+    model = make_model(model_type)
+    batch = padded_batch()
+    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+    start = torch.full((3, 1), model.config.decoder_start_token_id)
+    head = model(**inputs, decoder_input_ids=start, use_cache=True)
+    assert CACHE_NAME in head.keys()
+    step = batch["labels"][:, :1].clamp(min=0)
+    logits = {}
+    for name in CACHE_NAMES:
+        first = model(**inputs, decoder_input_ids=start, use_cache=True)
+        logits[name] = model(**inputs, decoder_input_ids=step, use_cache=True, **{name: output_cache(first)}).logits
+    torch.testing.assert_close(logits["cache"], logits["past_key_values"], rtol=0, atol=0)
+    uncached = model(**inputs, decoder_input_ids=torch.cat([start, step], dim=1)).logits[:, -1:]
+    torch.testing.assert_close(logits["cache"], uncached, rtol=1e-5, atol=1e-5)
+    cache = output_cache(model(**inputs, decoder_input_ids=start, use_cache=True))
+    with pytest.raises(ValueError, match="both `cache` and `past_key_values`"):
+        model(**inputs, decoder_input_ids=step, cache=cache, past_key_values=cache)
 
 
 # --------------------------------------------------------------------------------------------- loss and logits

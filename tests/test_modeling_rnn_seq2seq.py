@@ -14,6 +14,7 @@ from transformers import AutoModel, AutoModelForSeq2SeqLM
 from hf_s2s import RNNSeq2SeqConfig, RNNSeq2SeqForConditionalGeneration, RNNSeq2SeqModel
 from hf_s2s.attention_rnn_seq2seq import LuongDotAttention, MultiHeadDotAttention, ScaledDotAttention
 from hf_s2s.modeling_rnn_seq2seq import RNNSeq2SeqCache
+from hf_s2s.transformers_compat import output_cache
 
 CELLS = ("gru", "lstm")
 # Multi-head variants of the dot-type scores, named "type/heads"; scaled_dot/4 also runs the whole target through
@@ -131,15 +132,15 @@ def test_teacher_forced_logits_equal_step_by_step(cell_type, attention_type):
         cache, steps = None, []
         for t in range(decoder_input_ids.shape[1]):
             out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_input_ids[:, t : t + 1],
-                        past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
+                        cache=cache, use_cache=True)
+            cache = output_cache(out)
             steps.append(out.logits)
     assert isinstance(cache, RNNSeq2SeqCache) and cache.get_seq_length() == decoder_input_ids.shape[1]
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)
     with torch.no_grad():  # a prefix of several tokens, then single steps, from precomputed encoder outputs
         encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
         head = model(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=decoder_input_ids[:, :4])
-        tail = model(decoder_input_ids=decoder_input_ids[:, 4:], past_key_values=head.past_key_values)
+        tail = model(decoder_input_ids=decoder_input_ids[:, 4:], cache=output_cache(head))
     torch.testing.assert_close(torch.cat([head.logits, tail.logits], dim=1), full, atol=1e-5, rtol=0)
 
 

@@ -15,6 +15,7 @@ from hf_s2s import (
 )
 from hf_s2s.modeling_transformer_seq2seq import sinusoidal_positions
 from hf_s2s.synthetic import FIRST_SYMBOL_ID, PAD_ID
+from hf_s2s.transformers_compat import output_cache
 from tests.helpers import run_without_hf_s2s, train_reversal
 
 VOCAB = 24
@@ -88,8 +89,8 @@ def test_step_by_step_cached_logits_equal_teacher_forced(overrides):
         cache, steps = None, []
         for t in range(decoder_input_ids.shape[1]):
             out = model(encoder_outputs=encoder_outputs, attention_mask=attention_mask,
-                        decoder_input_ids=decoder_input_ids[:, t : t + 1], past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
+                        decoder_input_ids=decoder_input_ids[:, t : t + 1], cache=cache, use_cache=True)
+            cache = output_cache(out)
             steps.append(out.logits)
     assert cache.get_seq_length() == decoder_input_ids.shape[1]
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)

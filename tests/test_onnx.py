@@ -28,6 +28,7 @@ pytest.importorskip("onnxscript")  # the dynamo exporter builds the graph with i
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache  # noqa: E402
 
 from hf_s2s import TransformerSeq2SeqConfig, TransformerSeq2SeqForConditionalGeneration  # noqa: E402
+from hf_s2s.transformers_compat import output_cache  # noqa: E402
 
 PAD, BOS, EOS = 1, 0, 2
 TINY = dict(
@@ -63,9 +64,9 @@ class DecoderStepForExport(torch.nn.Module):
             cache.self_attention_cache.update(past_keys[layer], past_values[layer], layer)
         outputs = self.model(
             encoder_outputs=(encoder_hidden_states,), attention_mask=attention_mask,
-            decoder_input_ids=decoder_input_ids, past_key_values=cache, use_cache=True,
+            decoder_input_ids=decoder_input_ids, cache=cache, use_cache=True,
         )
-        layers = outputs.past_key_values.self_attention_cache.layers
+        layers = output_cache(outputs).self_attention_cache.layers
         return outputs.logits, torch.stack([c.keys for c in layers]), torch.stack([c.values for c in layers])
 
 

@@ -1,0 +1,219 @@
+"""The one module that knows transformers' internals and the differences between its releases.
+
+hf_s2s lives inside a host that releases every few weeks, and a saved model folder carries its code into whatever
+transformers its user has. Everything below depends on something transformers does not promise to keep: when an
+upstream release renames or moves it, this file is the one to edit. The rest of hf_s2s uses public API and the
+names defined here. Copied beside the modeling files into every saved model folder (``save_pretrained`` follows
+single-dot relative imports), so it imports nothing from hf_s2s.
+
+Release differences handled here
+- transformers 5.24 renamed the decoder cache ``past_key_values`` to ``cache``: in ``generate()``'s model inputs,
+  in the model outputs it feeds back (``_update_model_kwargs_for_generation`` reads ``outputs["cache"]``) and in
+  ``transformers.masking_utils``. ``CACHE_NAME`` is the name the installed release reads; forwards accept either
+  (``cache_argument``), outputs are built with ``cache_output``, mask builders are called through
+  ``causal_mask`` / ``bidirectional_mask``.
+- The tested range (``MIN_TRANSFORMERS_VERSION`` up to ``TESTED_TRANSFORMERS_VERSIONS``'s newest):
+  ``check_transformers_version`` refuses an older release and warns once on a newer major version.
+
+Private hooks of ``GenerationMixin`` overridden (in ``GenerationHooks``), and why
+- ``_prepare_generation_config``: takes the source-relative length bound (``max_len_a`` / ``max_len_b``) out of the
+  call's keywords before transformers validates them as model inputs, and drops the shipped ``max_length`` when
+  the call gives ``max_new_tokens``. The model implements ``generation_options`` / ``finish_generation_config``.
+- ``_get_logits_processor``: adds the model's own processors (``extra_logits_processors``; the length bound)
+  before a final ``LogitNormalization``, which must stay last.
+- ``_prepare_cache_for_generation``: a model whose cache is not transformers' (the RNN's recurrent state, an
+  ensemble's caches) creates it itself (``cache_for_generation``) instead of receiving an ``EncoderDecoderCache``.
+- ``_supports_default_dynamic_cache``: False for such a model (``uses_default_cache = False``).
+- ``_reorder_cache``: beam search calls it when the model defines it; forwards to ``reorder_beam_cache``.
+
+Private attributes read
+- ``GenerationConfig._eos_token_tensor`` / ``_pad_token_tensor`` (set by ``generate()`` from the special ids):
+  ``eos_token_tensor`` / ``pad_token_tensor``.
+- ``GenerationConfig._from_model_config``: ``mark_generation_config_own``.
+- ``PreTrainedConfig._attn_implementation``: ``attention_implementation``.
+- ``TransformersKwargs``: the keyword arguments transformers passes to every model's forward.
+
+Elsewhere in hf_s2s (not copied into model folders, documented where they are overridden, and listed by
+``tests/test_transformers_compat.py``): ``Trainer._get_train_sampler`` / ``_run_epoch`` /
+``_issue_warnings_after_load`` (hf_s2s/training.py), ``PreTrainedModel._resize_token_embeddings``
+(modeling_common.py), ``Pipeline._prepare_generate_kwargs`` (pipeline_seq2seq.py), ``PreTrainedTokenizerFast._decode``
+/ ``_save_pretrained`` (tokenization_separate_vocab.py).
+"""
+
+import warnings
+
+import transformers
+from packaging.version import Version
+from transformers import masking_utils
+from transformers.generation.logits_process import LogitNormalization
+from transformers.modeling_outputs import Seq2SeqLMOutput
+from transformers.utils.generic import TransformersKwargs
+
+# The releases the test suite runs on (CI: the oldest in a pinned environment, the newest in a fresh one).
+MIN_TRANSFORMERS_VERSION = "5.23.0"
+TESTED_TRANSFORMERS_VERSIONS = ("5.23.0", "5.24.0")
+INSTALLED_TRANSFORMERS_VERSION = Version(transformers.__version__)
+
+
+def check_transformers_version(installed: Version = INSTALLED_TRANSFORMERS_VERSION) -> None:
+    """ImportError for a transformers older than hf_s2s supports; one warning for a newer major version than the
+    tested range (minor releases of the tested major are expected to work and are tested as they come)."""
+    if installed < Version(MIN_TRANSFORMERS_VERSION):
+        raise ImportError(
+            f"hf_s2s needs transformers>={MIN_TRANSFORMERS_VERSION} (tested: {', '.join(TESTED_TRANSFORMERS_VERSIONS)}), "
+            f"found {installed}; upgrade it with: pip install 'transformers>={MIN_TRANSFORMERS_VERSION},<6'"
+        )
+    newest = Version(TESTED_TRANSFORMERS_VERSIONS[-1])
+    if installed.major > newest.major:
+        warnings.warn(
+            f"hf_s2s was tested with transformers {', '.join(TESTED_TRANSFORMERS_VERSIONS)}; found {installed}, a newer "
+            "major version: decoding or loading may fail",
+            stacklevel=2,
+        )
+
+
+check_transformers_version()
+
+# ------------------------------------------------------------------------------------------------------------
+# The decoder cache's name
+# ------------------------------------------------------------------------------------------------------------
+
+# "cache" from transformers 5.24 on, "past_key_values" before: the keyword generate() passes to forward and the
+# output field it reads the cache back from.
+CACHE_NAME = "cache" if "cache" in Seq2SeqLMOutput.__dataclass_fields__ else "past_key_values"
+CACHE_NAMES = ("cache", "past_key_values")
+
+# Keyword arguments transformers may pass to a model's forward (Trainer, generate, its integrations), besides the
+# ones the forwards name. Forwards accept any keyword, as transformers' own models do (``**kwargs``), and ignore
+# those that do not apply; this set is what they hand on to submodules that take the same.
+TRANSFORMERS_KWARGS = frozenset(TransformersKwargs.__annotations__)
+
+
+def cache_argument(cache, kwargs: dict):
+    """The cache a forward was given, under either name: ``cache`` (its parameter) or ``past_key_values`` (in its
+    ``**kwargs``, as transformers before 5.24 passes it and as older user code does). Both at once is a
+    ValueError, as in transformers."""
+    legacy = kwargs.pop("past_key_values", None)
+    if legacy is not None and cache is not None:
+        raise ValueError("got both `cache` and `past_key_values`: pass the cache once, as `cache`")
+    return cache if cache is not None else legacy
+
+
+def cache_output(cache) -> dict:
+    """The keyword a model output takes its cache under in the installed transformers: ``Seq2SeqLMOutput(...,
+    **cache_output(cache))``."""
+    return {CACHE_NAME: cache}
+
+
+def output_cache(outputs):
+    """The cache held by a model output, whichever transformers built it."""
+    return getattr(outputs, CACHE_NAME)
+
+
+def generation_cache(model_kwargs: dict):
+    """The cache generate() keeps in its model keywords (None before the first step)."""
+    return next((model_kwargs[name] for name in CACHE_NAMES if model_kwargs.get(name) is not None), None)
+
+
+def causal_mask(config, inputs_embeds, attention_mask, cache):
+    """``transformers.masking_utils.create_causal_mask`` with the cache under the installed release's keyword."""
+    return masking_utils.create_causal_mask(
+        config=config, inputs_embeds=inputs_embeds, attention_mask=attention_mask, **{CACHE_NAME: cache}
+    )
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Private attributes
+# ------------------------------------------------------------------------------------------------------------
+
+
+def eos_token_tensor(generation_config):
+    """The end-of-sequence ids as a tensor, which generate() sets on its generation config; None without one."""
+    return generation_config._eos_token_tensor
+
+
+def pad_token_tensor(generation_config):
+    """The padding id as a tensor, which generate() sets on its generation config; None without one."""
+    return generation_config._pad_token_tensor
+
+
+def mark_generation_config_own(generation_config) -> None:
+    """Mark a generation config as holding settings of its own, not only what transformers copied from the model
+    config: a config marked as copied reloads without the fields GenerationConfig does not know (``max_len_a``)."""
+    generation_config._from_model_config = False
+
+
+def attention_implementation(config) -> str | None:
+    """The attention kernel a config selects ("eager", "sdpa", ...)."""
+    return getattr(config, "_attn_implementation", None)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# GenerationMixin's private hooks
+# ------------------------------------------------------------------------------------------------------------
+
+
+class GenerationHooks:
+    """Mixed in before ``GenerationMixin``: its private hooks, each forwarding to a public method the model
+    defines (see the module docstring). The defaults here change nothing."""
+
+    # False: forward creates the model's own cache; generate() must not hand it an EncoderDecoderCache
+    uses_default_cache = True
+
+    # hooks the model implements --------------------------------------------------------------------------------
+
+    def generation_options(self, generation_config, kwargs: dict) -> dict:
+        """Take the model's own generate() options out of the call's keywords (before transformers validates the
+        rest); returns them for ``finish_generation_config``. generation_config: the one the call passed, or None."""
+        return {}
+
+    def finish_generation_config(self, generation_config, options: dict) -> None:
+        """Complete the call's generation config (transformers' own fields are merged already)."""
+
+    def extra_logits_processors(self, generation_config, model_kwargs: dict, encoder_input_ids, prompt_length: int):
+        """Logits processors the model adds to transformers' (before a final normalization)."""
+        return []
+
+    def cache_for_generation(self, generation_config):
+        """A cache of the model's own for this generate() call, or None for transformers' choice."""
+        return None
+
+    @staticmethod
+    def reorder_beam_cache(cache, beam_idx):
+        """Beam search: move the cache's rows to ``beam_idx`` (B x beams,); returns the cache."""
+        cache.reorder_cache(beam_idx)
+        return cache
+
+    # transformers' private names ---------------------------------------------------------------------------------
+
+    @classmethod
+    def _supports_default_dynamic_cache(cls) -> bool:
+        return cls.uses_default_cache and super()._supports_default_dynamic_cache()
+
+    def _prepare_generation_config(self, generation_config, **kwargs):
+        options = self.generation_options(generation_config, kwargs)
+        generation_config, model_kwargs = super()._prepare_generation_config(generation_config, **kwargs)
+        self.finish_generation_config(generation_config, options)
+        return generation_config, model_kwargs
+
+    def _get_logits_processor(self, generation_config, *args, **kwargs):
+        processors = super()._get_logits_processor(generation_config, *args, **kwargs)
+        extra = self.extra_logits_processors(
+            generation_config, kwargs.get("model_kwargs") or {}, kwargs.get("encoder_input_ids"),
+            kwargs["input_ids_seq_length"],
+        )
+        last = len(processors) - (1 if processors and isinstance(processors[-1], LogitNormalization) else 0)
+        for offset, processor in enumerate(extra):
+            processors.insert(last + offset, processor)
+        return processors
+
+    def _prepare_cache_for_generation(self, generation_config, model_kwargs, *args, **kwargs):
+        if generation_config.use_cache is not False and generation_cache(model_kwargs) is None:
+            cache = self.cache_for_generation(generation_config)
+            if cache is not None:
+                model_kwargs[CACHE_NAME] = cache
+                return
+        return super()._prepare_cache_for_generation(generation_config, model_kwargs, *args, **kwargs)
+
+    def _reorder_cache(self, cache, beam_idx):
+        return self.reorder_beam_cache(cache, beam_idx)
