@@ -7,6 +7,10 @@ tokenizer, as MarianMT's) with ``AutoTokenizer``. :func:`quantize_int8` gives ei
 inference on the CPU.
 """
 
+# first: an unsupported transformers gets a message naming the supported versions, not a missing name
+from .transformers_compat import MIN_TRANSFORMERS_VERSION, TESTED_TRANSFORMERS_VERSIONS
+
+# isort: split
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
 
 from .configuration_rnn_seq2seq import RNNSeq2SeqConfig
@@ -16,8 +20,7 @@ from .modeling_rnn_seq2seq import RNNSeq2SeqCache, RNNSeq2SeqForConditionalGener
 from .modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration, TransformerSeq2SeqModel
 from .quantization import quantize_int8
 from .tokenization_separate_vocab import SeparateVocabTokenizer
-
-__version__ = "0.1.0"
+from .version import __version__
 
 _FAMILIES = (
     (RNNSeq2SeqConfig, RNNSeq2SeqModel, RNNSeq2SeqForConditionalGeneration),
@@ -45,6 +48,9 @@ def _register() -> None:
 _register()
 
 __all__ = [
+    "MIN_TRANSFORMERS_VERSION",
+    "TESTED_TRANSFORMERS_VERSIONS",
+    "__version__",
     "RNNSeq2SeqCache",
     "RNNSeq2SeqConfig",
     "RNNSeq2SeqModel",

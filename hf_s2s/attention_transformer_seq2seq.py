@@ -20,6 +20,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .configuration_transformer_seq2seq import TransformerSeq2SeqConfig
 from .modeling_common import TokenPacking, is_capturing_graph
+from .transformers_compat import attention_implementation
 
 # ----------------------------------------------------------------------------------------------------------
 # Positions
@@ -192,7 +193,7 @@ class TransformerSeq2SeqAttention(nn.Module):
                     cache.is_updated[self.layer_idx] = True
 
         attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
-            self.config._attn_implementation, eager_attention_forward
+            attention_implementation(self.config), eager_attention_forward
         )
         output, weights = attention_interface(
             self,

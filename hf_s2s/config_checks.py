@@ -10,6 +10,8 @@ import contextvars
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .version import __version__
+
 # Keyword arguments that transformers itself passes to a config's ``__post_init__`` (``from_pretrained(...,
 # attn_implementation=...)``, ``AutoConfig.for_model``) or writes into a config (its quantizers), accepted even when a
 # person builds the config directly.
@@ -29,6 +31,7 @@ TRANSFORMERS_CONFIG_KWARGS = frozenset(
         "quantization_config",  # written by transformers' quantizers into the loaded config, and saved with it
         "tokenizer_class",
         "custom_pipelines",  # the pipeline classes a Hub folder ships (hf_s2s.hub writes it)
+        "hf_s2s_version",  # the hf_s2s release that wrote a config.json (to_dict records it)
     }
 )
 
@@ -77,6 +80,12 @@ class Seq2SeqConfigMixin:
         ``config.encoder_attention_heads = 7``) fails here, and in ``save_pretrained``, with the field named."""
         super().validate()
         self.validate_architecture()
+
+    def to_dict(self) -> dict[str, Any]:
+        """transformers' dict, plus the hf_s2s release that wrote it (as transformers records its own version)."""
+        output = super().to_dict()
+        output["hf_s2s_version"] = __version__
+        return output
 
     @property
     def target_vocab_size(self) -> int:

@@ -6,6 +6,10 @@ Copied into every saved model folder: it imports only single-dot siblings, never
 
 from dataclasses import fields
 
+# first: an unsupported transformers gets a message naming the supported versions, not a missing name
+from .transformers_compat import MIN_TRANSFORMERS_VERSION  # noqa: F401
+
+# isort: split
 from transformers import PreTrainedConfig
 
 from .config_checks import (

@@ -6,6 +6,10 @@ transformers' Marian/BART configs where a counterpart exists, so that ``generate
 what they look for (``decoder_layers``, ``decoder_attention_heads``, ``d_model``, ...).
 """
 
+# first: an unsupported transformers gets a message naming the supported versions, not a missing name
+from .transformers_compat import MIN_TRANSFORMERS_VERSION  # noqa: F401
+
+# isort: split
 from transformers import PreTrainedConfig
 
 from .config_checks import (

@@ -27,13 +27,15 @@ from contextlib import contextmanager
 import torch
 from transformers import LogitsProcessor
 
+from .transformers_compat import attention_implementation
+
 
 @contextmanager
 def eager_attention(models: Sequence) -> Iterator[None]:
     """Run ``models`` on the eager attention kernel inside the block, the only one that returns attention weights
     (sdpa and the others return None), and switch each back to its own kernel afterwards."""
-    kernels = {model: model.config._attn_implementation for model in models
-               if getattr(model.config, "_attn_implementation", None) not in (None, "eager")}
+    kernels = {model: attention_implementation(model.config) for model in models
+               if attention_implementation(model.config) not in (None, "eager")}
     for model in kernels:
         model.set_attn_implementation("eager")
     try:

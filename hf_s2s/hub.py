@@ -32,11 +32,12 @@ PIPELINE_FILE = Path(pipeline_seq2seq.__file__).name
 CODE_FILES = {
     "transformer_seq2seq": (
         "configuration_transformer_seq2seq.py", "modeling_transformer_seq2seq.py",
-        "attention_transformer_seq2seq.py", "config_checks.py", "modeling_common.py", PIPELINE_FILE,
+        "attention_transformer_seq2seq.py", "config_checks.py", "modeling_common.py", "transformers_compat.py",
+        "version.py", PIPELINE_FILE,
     ),
     "rnn_seq2seq": (
         "configuration_rnn_seq2seq.py", "modeling_rnn_seq2seq.py", "attention_rnn_seq2seq.py", "config_checks.py",
-        "modeling_common.py", PIPELINE_FILE,
+        "modeling_common.py", "transformers_compat.py", "version.py", PIPELINE_FILE,
     ),
 }
 AUTO_CLASSES = ("AutoConfig", "AutoModel", "AutoModelForSeq2SeqLM")

@@ -9,6 +9,8 @@ not installed. Copied into model folders: imports only transformers and torch, n
 import torch
 from transformers import Pipeline
 
+from .transformers_compat import pipeline_generate_kwargs
+
 
 class Seq2SeqTranslationPipeline(Pipeline):
     """Text in, generated text out: tokenize the source, ``model.generate``, decode. Batched calls
@@ -48,7 +50,7 @@ class Seq2SeqTranslationPipeline(Pipeline):
 
     def _forward(self, model_inputs: dict[str, torch.Tensor], **generate_kwargs) -> dict[str, torch.Tensor]:
         batch_size = model_inputs["input_ids"].shape[0]
-        generate_kwargs = self._prepare_generate_kwargs(generate_kwargs)
+        generate_kwargs = pipeline_generate_kwargs(self, generate_kwargs)
         output_ids = self.model.generate(**model_inputs, **generate_kwargs)  # (B * n, T_out)
         return {"output_ids": output_ids.reshape(batch_size, -1, output_ids.shape[-1])}  # (B, n, T_out)
 
