@@ -6,6 +6,10 @@ enforces it here. A folder that holds a run (checkpoints, ``model/``, ``tokenize
 is reused only to resume that run (``--resume_from_checkpoint``) or, with ``--overwrite_output_dir``, after
 the earlier run's files are removed, so that its checkpoints cannot be rotated into or averaged with the new
 ones. A lock file keeps two runs from writing into one folder at the same time.
+
+Two folders are refused before anything is read: one that is itself a saved model (a run would write its
+results beside weights it did not train), and, with ``--overwrite_output_dir``, one that holds a path the run
+reads (its model, tokenizer, corpus or recipe would be deleted with the earlier run).
 """
 
 import fcntl
@@ -16,12 +20,17 @@ import shutil
 from pathlib import Path
 
 from .checkpoints import list_checkpoints
+from .data import DATA_DIR_ENV
 
 LOCK_NAME = ".hf_s2s_train.lock"
 # What a training run writes into its output folder besides checkpoint-<step>/ folders. (TensorBoard logs go
 # to runs/<date>/, a new folder for each run, so they cannot mix; a runs/ folder may also be the user's own.)
 RUN_FILES = ("model", "tokenizer", "averaged", "ema", "results.json", "samples.txt", "alignment.png")
 HYPOTHESES_PATTERN = re.compile(r"test_hypotheses\.[a-z0-9]+\.txt")
+# What save_pretrained writes and a run never writes at the root of its output folder: a folder holding one of
+# these is a saved model (a copy of ema/, say), not a run's folder.
+MODEL_FILES = ("config.json", "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+               "pytorch_model.bin.index.json")
 # Beside the trained tokenizer: the arguments it was trained with, checked when a resumed run reuses it.
 TOKENIZER_RECORD = "hf_s2s_tokenizer_arguments.json"
 
@@ -98,6 +107,60 @@ def check_resume(output_dir: str | Path, resume_from_checkpoint: str | None, ove
     if overwrite:
         raise ValueError("--overwrite_output_dir would delete the checkpoint that --resume_from_checkpoint resumes "
                          "from: pass only one of them")
+
+
+def run_inputs(model_args, data_args, training_args) -> dict[str, str]:
+    """The local paths the run reads, each keyed by the flag (or variable) and value that name it; Hub ids, named
+    recipes and built-in corpora are not paths and are left out. A ``{split}`` pattern stands for the folder of its
+    files. (``--resume_from_checkpoint`` is not listed: :func:`check_resume` refuses it with
+    ``--overwrite_output_dir``.)"""
+    dataset = data_args.dataset
+    named = {"--model_name_or_path": model_args.model_name_or_path,
+             "--tokenizer_name_or_path": model_args.tokenizer_name_or_path,
+             "--recipe": data_args.recipe, "--data_dir": data_args.data_dir,
+             "--deepspeed": training_args.deepspeed if isinstance(training_args.deepspeed, str) else None}
+    if dataset == "multi30k" and data_args.data_dir is None:
+        named[f"${DATA_DIR_ENV}"] = os.environ.get(DATA_DIR_ENV)
+    elif dataset != "multi30k" and not dataset.startswith("synthetic:"):
+        named["--dataset"] = dataset
+    paths = {}
+    for flag, value in named.items():
+        # a {split} pattern reads files in the folder before it
+        path = (os.path.dirname(value.partition("{split}")[0]) or ".") if value and "{split}" in value else value
+        if path and os.path.lexists(os.path.expanduser(path)):
+            paths[f"{flag}={value}" if flag.startswith("$") else f"{flag} {value}"] = path
+    return paths
+
+
+def _lies_inside(path: str | Path, folder: str | Path) -> bool:
+    """Whether ``path`` is ``folder`` or lies inside it, as the file system reaches it: by its name, by where its
+    symlinks lead, or through a symlink on the way (a link inside ``folder`` counts: deleting the folder's
+    contents would remove it)."""
+    folders = [Path(os.path.abspath(folder)), Path(os.path.realpath(folder))]
+    path = Path(os.path.abspath(os.path.expanduser(path)))
+    reached = [path, Path(os.path.realpath(path))]
+    reached += [Path(os.path.realpath(step.parent)) / step.name for step in (path, *path.parents[:-1])]
+    return any(step.is_relative_to(inside) for step in reached for inside in folders)
+
+
+def check_output_dir(output_dir: str | Path, inputs: dict[str, str], overwrite: bool) -> None:
+    """Refuse, before anything is read, an ``output_dir`` that is a saved model folder (:data:`MODEL_FILES`), and
+    with ``overwrite`` one that any of ``inputs`` lies inside ("flag value" -> the path the run reads, as
+    :func:`run_inputs` gives them): a run never deletes what it reads, nor writes its results beside weights it
+    did not train."""
+    output_dir = Path(output_dir)
+    held = [name for name in MODEL_FILES if (output_dir / name).exists()]
+    if held:
+        raise ValueError(f"--output_dir {output_dir} is a saved model folder (it holds {', '.join(held)}): a run "
+                         f"would write its results beside weights it did not train; choose another --output_dir "
+                         f"(the run saves its model in <output_dir>/model)")
+    if not overwrite:
+        return
+    for named, path in inputs.items():
+        if _lies_inside(path, output_dir):
+            raise ValueError(f"{named} lies inside --output_dir {output_dir}, which --overwrite_output_dir "
+                             f"clears of the earlier run, and this run reads it: move it out of {output_dir}, or "
+                             f"choose another --output_dir")
 
 
 def prepare_output_dir(output_dir: str | Path, *, overwrite: bool, resume: bool) -> None:

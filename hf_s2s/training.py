@@ -39,10 +39,12 @@ from .modeling_common import LENGTH_BOUND_FIELDS
 from .plotting import plot_alignment
 from .run_dir import (
     RunLock,
+    check_output_dir,
     check_resume,
     hypotheses_path,
     prepare_output_dir,
     record_tokenizer_arguments,
+    run_inputs,
     tokenizer_arguments_match,
 )
 from .sampling import LengthGroupedEpochSampler, TokenBudgetBatchSampler
@@ -141,7 +143,8 @@ class DataArguments:
     overwrite_output_dir: bool = field(
         default=False,
         metadata={"help": "delete the earlier run in --output_dir (checkpoints, model/, tokenizer/, results.json, ...) "
-                          "and start again; without it such a folder is refused unless --resume_from_checkpoint"},
+                          "and start again; without it such a folder is refused unless --resume_from_checkpoint. "
+                          "Refused when a path the run reads (model, tokenizer, corpus, recipe) lies inside --output_dir"},
     )
     num_sample_translations: int = field(default=20, metadata={"help": "test translations written to samples.txt"})
 
@@ -266,6 +269,8 @@ def check_arguments(model_args: ModelArguments, data_args: DataArguments,
                     training_args: Seq2SeqTrainingArguments) -> None:
     """Everything about the job that can be checked before the long work (corpus, tokenizer training,
     training, test decoding) starts, so that a bad flag costs seconds, not a run."""
+    check_output_dir(training_args.output_dir, run_inputs(model_args, data_args, training_args),
+                     data_args.overwrite_output_dir)
     if model_args.target_vocab_size is not None and not model_args.separate_vocabs:
         raise ValueError("--target_vocab_size is the target side of --separate_vocabs; pass --separate_vocabs too "
                          "(or leave it out for a joint vocabulary of --vocab_size)")

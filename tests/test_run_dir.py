@@ -1,0 +1,114 @@
+"""The output folder of a training run (hf_s2s.run_dir): what the main job refuses before anything is read or
+trained, so that a run never deletes what it reads (--overwrite_output_dir with an input inside --output_dir) and
+never writes its results beside another model's weights (--output_dir a saved model folder). A refused run leaves
+the folder as it was, without even its lock file."""
+
+import json
+import os
+import re
+import shutil
+
+import pytest
+
+from hf_s2s.cli import run_command
+from hf_s2s.run_dir import LOCK_NAME
+from hf_s2s.training import parse_args, run
+from tests.helpers import TINY
+from tests.saved_folders import save_tiny_model_folder, tiny_tokenizer
+
+
+def train_args(output_dir, *extra):
+    return [
+        "--dataset", "synthetic:reversal", "--source_lang", "src", "--target_lang", "tgt", "--vocab_size", "280",
+        "--model_config", json.dumps(TINY["transformer_seq2seq"]), "--max_train_samples", "16",
+        "--max_test_samples", "2", "--max_steps", "1", "--eval_strategy", "no", "--save_strategy", "no",
+        "--load_best_model_at_end", "false", "--test_num_beams", "1", "--generation_max_length", "8",
+        "--output_dir", str(output_dir), "--report_to", "none", "--use_cpu", "true", "--disable_tqdm", "true", *extra,
+    ]
+
+
+def earlier_run(folder):
+    """What a finished run leaves in its output folder (model/, tokenizer/, a checkpoint, results.json), and a
+    corpus and a recipe of the user's beside them."""
+    save_tiny_model_folder(folder / "model", "transformer_seq2seq")
+    tiny_tokenizer().save_pretrained(folder / "tokenizer")
+    (folder / "checkpoint-8").mkdir()
+    (folder / "checkpoint-8" / "trainer_state.json").write_text("{}")
+    (folder / "results.json").write_text("{}")
+    (folder / "data").mkdir()
+    (folder / "data" / "train.tsv").write_text("".join(f"a b {i}\t{i} b a\n" for i in range(16)))
+    (folder / "recipe.json").write_text(json.dumps({"learning_rate": 1e-3}))
+    return folder
+
+
+def snapshot(folder) -> dict:
+    return {str(p.relative_to(folder)): (os.readlink(p) if p.is_symlink() else p.read_bytes() if p.is_file() else None)
+            for p in folder.rglob("*")}
+
+
+INPUTS = {  # flag -> its value inside the earlier run's folder
+    "--model_name_or_path": "model",
+    "--tokenizer_name_or_path": "tokenizer",
+    "--data_dir": "data",
+    "--dataset": "data/train.tsv",
+    "--recipe": "recipe.json",
+}
+
+
+@pytest.mark.parametrize("flag", [*INPUTS, "--dataset {split}"])
+def test_overwrite_is_refused_when_the_run_reads_from_its_output_dir(tmp_path, flag):
+    out = earlier_run(tmp_path / "run")
+    before = snapshot(out)
+    name = "--dataset" if flag.startswith("--dataset") else flag
+    value = str(out / ("data/{split}.tsv" if flag == "--dataset {split}" else INPUTS[flag]))
+    with pytest.raises(ValueError, match=re.escape(f"{name} {value} lies inside --output_dir {out}, which "
+                                                   "--overwrite_output_dir clears of the earlier run")):
+        run(*parse_args(train_args(out, name, value, "--overwrite_output_dir", "true")))
+    assert snapshot(out) == before  # nothing deleted, not even the lock file made
+    assert LOCK_NAME not in before
+
+
+def test_inside_is_decided_through_symlinks(tmp_path):
+    out = earlier_run(tmp_path / "run")
+    (tmp_path / "link").symlink_to(out, target_is_directory=True)
+    before = snapshot(out)
+    # the output folder named through a link, the model by its own path
+    with pytest.raises(ValueError, match=r"--model_name_or_path .* lies inside --output_dir"):
+        run(*parse_args(train_args(tmp_path / "link", "--model_name_or_path", str(out / "model"),
+                                   "--overwrite_output_dir", "true")))
+    # the tokenizer named through a link into the output folder
+    with pytest.raises(ValueError, match=r"--tokenizer_name_or_path .* lies inside --output_dir"):
+        run(*parse_args(train_args(out, "--tokenizer_name_or_path", str(tmp_path / "link" / "tokenizer"),
+                                   "--overwrite_output_dir", "true")))
+    assert snapshot(out) == before
+    # a link inside the output folder (deleting the run's model/ would remove it) to a model kept elsewhere
+    shutil.move(out / "model", tmp_path / "kept")
+    (out / "model").symlink_to(tmp_path / "kept", target_is_directory=True)
+    before = snapshot(out)
+    with pytest.raises(ValueError, match=r"--model_name_or_path .* lies inside --output_dir"):
+        run(*parse_args(train_args(out, "--model_name_or_path", str(out / "model"), "--overwrite_output_dir", "true")))
+    assert snapshot(out) == before
+
+
+def test_command_refuses_in_one_line_before_anything_is_read(tmp_path, capsys):
+    out = earlier_run(tmp_path / "run")
+    before = snapshot(out)
+    with pytest.raises(SystemExit) as refused:
+        run_command("train", train_args(out, "--model_name_or_path", str(out / "model"), "--overwrite_output_dir",
+                                        "true"))
+    message = str(refused.value.code)
+    assert message.startswith(f"error: --model_name_or_path {out / 'model'} lies inside --output_dir {out}")
+    assert "\n" not in message
+    assert snapshot(out) == before
+
+
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite_output_dir", "true"]])
+def test_a_saved_model_folder_is_refused_as_output_dir(tmp_path, overwrite):
+    """A copy of a run's ema/ (config.json, model.safetensors, tokenizer): results.json written at its root would
+    describe a new run beside the old weights, and push-to-hub would publish the pair."""
+    folder = save_tiny_model_folder(tmp_path / "ema_copy", "transformer_seq2seq")
+    before = snapshot(folder)
+    with pytest.raises(ValueError, match=rf"--output_dir {folder} is a saved model folder \(it holds config.json, "
+                                         r"model.safetensors\)"):
+        run(*parse_args(train_args(folder, *overwrite)))
+    assert snapshot(folder) == before
