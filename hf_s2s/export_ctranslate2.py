@@ -27,6 +27,7 @@ ctranslate2 is an optional dependency (``pip install 'hf_s2s[ctranslate2]'``); t
 called.
 """
 
+import json
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -58,11 +59,33 @@ def import_ctranslate2():
     return ctranslate2
 
 
+def _not_a_ctranslate2_model(folder: Path) -> str | None:
+    """Why ``folder`` (a folder holding files) is not a CTranslate2 model directory, or None when it is one: it
+    must hold model.bin and CTranslate2's config.json, not a transformers one (whose model_type, architectures
+    or transformers_version CTranslate2 never writes)."""
+    if not (folder / "model.bin").is_file():
+        return "it holds no model.bin"
+    config_path = folder / "config.json"
+    if not config_path.is_file():
+        return "it holds no config.json"
+    try:
+        config = json.loads(config_path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return "its config.json is not JSON"
+    if not isinstance(config, dict):
+        return "its config.json is not a JSON object"
+    transformers_keys = sorted({"model_type", "architectures", "transformers_version"} & set(config))
+    if transformers_keys:
+        return f"its config.json is a transformers model's (it sets {', '.join(transformers_keys)})"
+    return None
+
+
 def check_export_options(output_dir: str | Path, quantization: str | None = None, overwrite: bool = False,
                          model_dir: str | Path | None = None) -> None:
     """Refuse what would make an export fail or destroy files, before any work: an unknown ``quantization``
-    (ctranslate2's names), an ``output_dir`` that is a file, holds files (unless ``overwrite``), or is the model
-    folder ``model_dir`` itself (its config.json would be replaced)."""
+    (ctranslate2's names), an ``output_dir`` that is a file, is the model folder ``model_dir`` itself (its
+    config.json would be replaced), or holds files, unless ``overwrite`` and they are a CTranslate2 model
+    (:func:`_not_a_ctranslate2_model`), whose files alone are then replaced."""
     import_ctranslate2()
     from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
 
@@ -75,11 +98,19 @@ def check_export_options(output_dir: str | Path, quantization: str | None = None
     if model_dir is not None and output_dir.resolve() == Path(model_dir).resolve():
         raise ValueError(f"output_dir {output_dir} is the model folder itself: the export would replace its "
                          "config.json; choose another folder")
-    if output_dir.is_dir() and any(output_dir.iterdir()) and not overwrite:
-        held = sorted(p.name for p in output_dir.iterdir())
-        raise FileExistsError(f"output_dir {output_dir} already holds files ({', '.join(held[:5])}"
-                              f"{', ...' if len(held) > 5 else ''}): refusing to write into it; choose an empty or "
-                              "new folder, or pass overwrite=True (--overwrite_output_dir)")
+    if not (output_dir.is_dir() and any(output_dir.iterdir())):
+        return
+    held = sorted(p.name for p in output_dir.iterdir())
+    held = f"{', '.join(held[:5])}{', ...' if len(held) > 5 else ''}"
+    if not overwrite:
+        raise FileExistsError(f"output_dir {output_dir} already holds files ({held}): refusing to write into it; "
+                              "choose an empty or new folder, or, to replace the CTranslate2 model there, pass "
+                              "overwrite=True (--overwrite_output_dir)")
+    problem = _not_a_ctranslate2_model(output_dir)
+    if problem is not None:
+        raise FileExistsError(f"output_dir {output_dir} is not a CTranslate2 model directory ({problem}; it holds "
+                              f"{held}): overwrite=True (--overwrite_output_dir) replaces only a CTranslate2 model; "
+                              "choose an empty or new folder")
 
 
 # ---------------------------------------------------------------------------------------------------- the spec
@@ -244,7 +275,8 @@ def export_ctranslate2(model: TransformerSeq2SeqForConditionalGeneration, output
     drive CTranslate2 with ids (:func:`translate_ids`). quantization: CTranslate2's weight type ("int8",
     "int8_float32", "int16", "float16", ...; None keeps the model's dtype). Everything that can be wrong (the
     options, the model, the tokenizer) is refused before anything is written; an ``output_dir`` holding files is
-    refused unless ``overwrite``, which then replaces only the files of a CTranslate2 model directory."""
+    refused unless it holds a CTranslate2 model and ``overwrite`` is set, which then replaces only that model's
+    files (other files are left alone)."""
     output_dir = Path(output_dir)
     check_export_options(output_dir, quantization, overwrite, model_dir=_local_model_dir(model))
     spec = build_ctranslate2_spec(model, tokenizer)

@@ -10,6 +10,7 @@ tokens become the vocabulary. What cannot be exported, or where, is refused befo
 """
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -235,11 +236,11 @@ def test_output_folder_with_files_is_refused_unless_overwrite(tmp_path):
     """Overwriting replaces the CTranslate2 files only: a stale shared_vocabulary.json would otherwise be loaded
     in place of the new separate vocabularies; other files are left alone."""
     out = tmp_path / "out"
-    out.mkdir()
+    export_ctranslate2(tiny_transformer(), out)
     (out / "notes.txt").write_text("mine")
-    with pytest.raises(FileExistsError, match=r"already holds files \(notes.txt\): .* overwrite=True"):
+    with pytest.raises(FileExistsError, match=r"already holds files \(config.json, model.bin, notes.txt, "
+                                              r"shared_vocabulary.json\): .* overwrite=True"):
         export_ctranslate2(tiny_transformer(), out)
-    export_ctranslate2(tiny_transformer(), out, overwrite=True)
     assert (out / "shared_vocabulary.json").is_file()
     separate = tiny_transformer(share_encoder_decoder_embeddings=False, decoder_vocab_size=37)
     export_ctranslate2(separate, out, overwrite=True)
@@ -249,6 +250,39 @@ def test_output_folder_with_files_is_refused_unless_overwrite(tmp_path):
     batch = padded([[5, 6, 7, EOS_ID], [9, EOS_ID]])
     assert translate_ids(translator(out), batch["input_ids"], batch["attention_mask"], 1, 8) == \
         generated(separate, batch, max_new_tokens=8)
+
+
+def files_of(folder) -> dict:
+    return {p.name: p.read_bytes() for p in folder.iterdir()}
+
+
+def test_overwrite_refuses_a_folder_that_holds_no_ctranslate2_model(tmp_path):
+    """--overwrite_output_dir replaces a CTranslate2 model, nothing else: not a transformers model folder (its
+    config.json would be replaced and the folder become unloadable), nor a folder of other files."""
+    rnn_dir = save_tiny_model_folder(tmp_path / "rnn", "rnn_seq2seq")
+    model_dir = save_tiny_model_folder(tmp_path / "model", "transformer_seq2seq")
+    before = files_of(rnn_dir)
+    with pytest.raises(SystemExit, match=rf"error: output_dir {rnn_dir} is not a CTranslate2 model directory \(it "
+                                         r"holds no model.bin; it holds .*config.json, .*\): overwrite=True "
+                                         r"\(--overwrite_output_dir\) replaces only a CTranslate2 model"):
+        run_command("export-ctranslate2", [str(model_dir), str(rnn_dir), "--overwrite_output_dir"])
+    assert files_of(rnn_dir) == before
+    load_model(rnn_dir)  # still the model folder it was
+    # A transformers config.json beside a model.bin (pytorch_model.bin renamed, say) is not CTranslate2's either.
+    (tmp_path / "weights").mkdir()
+    (tmp_path / "weights" / "model.bin").write_bytes(b"weights")
+    shutil.copyfile(rnn_dir / "config.json", tmp_path / "weights" / "config.json")
+    with pytest.raises(FileExistsError, match=r"its config.json is a transformers model's \(it sets architectures, "
+                                              r"model_type, transformers_version\)"):
+        export_ctranslate2(tiny_transformer(), tmp_path / "weights", overwrite=True)
+    for other in ({"model.safetensors": b"weights"}, {"notes.txt": b"mine"}):
+        folder = tmp_path / next(iter(other)).replace(".", "_")
+        folder.mkdir()
+        for name, data in other.items():
+            (folder / name).write_bytes(data)
+        with pytest.raises(FileExistsError, match="is not a CTranslate2 model directory"):
+            export_ctranslate2(tiny_transformer(), folder, overwrite=True)
+        assert files_of(folder) == other
 
 
 def test_command_refuses_before_loading(tmp_path, capsys):

@@ -24,8 +24,9 @@ def main(argv=None, prog=None):
                         help="CTranslate2 weight type: int8, int8_float32, int16, float16, ... (ctranslate2's names); "
                              "default: the model's dtype")
     parser.add_argument("--overwrite_output_dir", action="store_true",
-                        help="write into an output_dir that holds files (a CTranslate2 model there is replaced; "
-                             "other files are left alone)")
+                        help="replace the CTranslate2 model in output_dir (its model.bin, config.json and "
+                             "vocabularies; other files are left alone); a folder holding anything but a CTranslate2 "
+                             "model, such as a transformers model folder, is refused")
     args = parser.parse_args(argv)
     try:  # options and the output folder are checked before the model is loaded
         check_export_options(args.output_dir, args.quantization, args.overwrite_output_dir, model_dir=args.model)
