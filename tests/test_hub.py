@@ -18,6 +18,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_s2s  # noqa: F401
 import hf_s2s.hub as hub
+from hf_s2s.cli import run_command
 from hf_s2s.hub import HubFolderError, build_hub_folder, check_hub_folder, push_to_hub, render_model_card
 from hf_s2s.training import parse_args, run
 from tests.helpers import TINY, random_tiny_model, run_without_hf_s2s
@@ -165,6 +166,29 @@ def test_make_model_card_script_regenerates_the_card(trained, tmp_path):
     subprocess.run([sys.executable, str(ROOT / "scripts" / "make_model_card.py"), str(model_dir / "results.json"),
                     "--output", str(output)], check=True, capture_output=True, timeout=120)
     assert output.read_text() == (model_dir / "README.md").read_text()
+
+
+def test_make_model_card_never_replaces_its_results_and_other_files_only_with_overwrite(tmp_path):
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"model_type": "transformer_seq2seq", "model_config": {}, "dataset": "multi30k",
+                                   "source_lang": "de", "target_lang": "en"}))
+    readme = tmp_path / "README.md"
+    readme.write_text("the user's own README\n")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    (tmp_path / "link.json").symlink_to(results)
+    for output, overwrite, message in (
+            (results, [], "is the results file the card is made from"),
+            (results, ["--overwrite"], "is the results file the card is made from"),
+            (tmp_path / "link.json", ["--overwrite"], "is the results file the card is made from"),
+            (readme, [], "already exists: refusing to replace it; choose another --output or pass --overwrite")):
+        with pytest.raises(SystemExit) as refused:
+            run_command("make-model-card", [str(results), "--output", str(output), *overwrite])
+        assert str(refused.value.code) == f"error: --output {output} {message}" + (
+            "; give another --output" if "results file" in message else "")
+        assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if not p.is_symlink()} == before
+    assert run_command("make-model-card", [str(results), "--output", str(readme), "--overwrite"]) == 0
+    assert readme.read_text() == render_model_card(json.loads(results.read_text()))
+    assert results.read_bytes() == before["results.json"]
 
 
 # ---------------------------------------------------------------------------------------------- Hub folder

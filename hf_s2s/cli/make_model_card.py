@@ -4,16 +4,31 @@
         --repo-id me/transformer-multi30k-de-en --output model_cards/transformer-multi30k-de-en.md
 
 The training job already writes <output_dir>/model/README.md this way; use this script to regenerate a card
-(e.g. for model_cards/, or with the final repo id).
+(e.g. for model_cards/, or with the final repo id). An existing --output file is replaced only with --overwrite,
+and never when it is the results file itself.
 """
 
 import argparse
 import json
+import os
+import sys
 from pathlib import Path
 
 import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.cli import HelpFormatter
 from hf_s2s.hub import render_model_card
+
+
+def check_card_output(results: Path, output: Path, overwrite: bool) -> None:
+    """Refuse, before anything is read, to write the card over the results it is made from (even with
+    ``overwrite``), or over any other existing file without ``overwrite``."""
+    if output.exists() and results.exists() and os.path.samefile(output, results):
+        raise ValueError(f"--output {output} is the results file the card is made from; give another --output")
+    if output.is_dir():
+        raise ValueError(f"--output {output} is a folder; give the path of the card file (e.g. {output}/README.md)")
+    if output.exists() and not overwrite:
+        raise FileExistsError(f"--output {output} already exists: refusing to replace it; choose another --output "
+                              "or pass --overwrite")
 
 
 def main(argv=None, prog=None):
@@ -22,8 +37,14 @@ def main(argv=None, prog=None):
     parser.add_argument("--repo-id", help="the Hub repository the card is for (used in the loading example)")
     parser.add_argument("--license", default="apache-2.0", help="license in the card metadata")
     parser.add_argument("--output", required=True, help="where the card is written")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing --output file (never the results file itself)")
     args = parser.parse_args(argv)
-    results = json.loads(Path(args.results).read_text())
-    Path(args.output).write_text(render_model_card(results, repo_id=args.repo_id, license=args.license))
-    print(f"card written to {args.output}")
-
+    results_path, output = Path(args.results), Path(args.output)
+    try:
+        check_card_output(results_path, output, args.overwrite)
+        card = render_model_card(json.loads(results_path.read_text()), repo_id=args.repo_id, license=args.license)
+        output.write_text(card)
+    except (OSError, ValueError) as error:
+        sys.exit(f"error: {error}")
+    print(f"card written to {output}")
