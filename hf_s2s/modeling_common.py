@@ -340,8 +340,8 @@ class GenerationLengthDefault(GenerationHooks):
         if generation_config.max_new_tokens is not None and options["user_max_length"] is None:
             generation_config.max_length = None  # the call's max_new_tokens decides the length
         # the call's values, else the generation config's, else (a config saved without the fields) the defaults
-        for name, default in zip(LENGTH_BOUND_FIELDS, (DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B), strict=True):
-            setattr(generation_config, name, options.get(name, getattr(generation_config, name, default)))
+        generation_config.max_len_a = options.get("max_len_a", getattr(generation_config, "max_len_a", DEFAULT_MAX_LEN_A))
+        generation_config.max_len_b = options.get("max_len_b", getattr(generation_config, "max_len_b", DEFAULT_MAX_LEN_B))
         check_length_bound(generation_config.max_len_a, generation_config.max_len_b)
 
     def extra_logits_processors(self, generation_config, model_kwargs: dict, encoder_input_ids, prompt_length: int):

@@ -109,7 +109,7 @@ def cache_output(cache) -> dict:
 
 def output_cache(outputs):
     """The cache held by a model output, whichever transformers built it."""
-    return getattr(outputs, CACHE_NAME)
+    return outputs.get(CACHE_NAME)  # a ModelOutput is a dict of its fields that are not None
 
 
 def generation_cache(model_kwargs: dict):

@@ -29,6 +29,9 @@ from hf_s2s.tokenization import TranslationTokenizers, train_tokenizer_from_text
 from tests.helpers import TINY, random_tiny_model, train_reversal  # noqa: E402
 from tests.saved_folders import save_tiny_model_folder, tiny_tokenizer  # noqa: E402
 
+# also run by CI on the oldest supported releases (constraints/oldest.txt)
+pytestmark = pytest.mark.compat
+
 ROOT = Path(__file__).resolve().parent.parent
 NUM_SYMBOLS, MAX_LEN = 8, 6
 VOCAB = FIRST_SYMBOL_ID + NUM_SYMBOLS

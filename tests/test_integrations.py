@@ -22,6 +22,9 @@ from hf_s2s.synthetic import text_reversal_corpus
 from hf_s2s.tokenization import train_tokenizer_from_texts
 from tests.helpers import TINY, random_tiny_model
 
+# also run by CI on the oldest supported releases (constraints/oldest.txt)
+pytestmark = pytest.mark.compat
+
 # On top of the shared tiny sizes: an untied Transformer, so that the output layer is not the input table.
 OVERRIDES = {"transformer_seq2seq": {"tie_word_embeddings": False, "init_std": 0.1}, "rnn_seq2seq": {}}
 FAMILIES = pytest.mark.parametrize("model_type", list(TINY))

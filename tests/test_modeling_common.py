@@ -19,6 +19,9 @@ from hf_s2s.training import smooth_labels_in_model
 from hf_s2s.transformers_compat import CACHE_NAME, CACHE_NAMES, output_cache
 from hf_s2s.translate import alignment
 
+# also run by CI on the oldest supported releases (constraints/oldest.txt)
+pytestmark = pytest.mark.compat
+
 FAMILIES = ["transformer_seq2seq", "rnn_seq2seq"]
 VOCAB = 30
 

@@ -16,6 +16,9 @@ from hf_s2s.attention_rnn_seq2seq import LuongDotAttention, MultiHeadDotAttentio
 from hf_s2s.modeling_rnn_seq2seq import RNNSeq2SeqCache
 from hf_s2s.transformers_compat import output_cache
 
+# also run by CI on the oldest supported releases (constraints/oldest.txt)
+pytestmark = pytest.mark.compat
+
 CELLS = ("gru", "lstm")
 # Multi-head variants of the dot-type scores, named "type/heads"; scaled_dot/4 also runs the whole target through
 # the attention in one call (no input feeding), the others step by step

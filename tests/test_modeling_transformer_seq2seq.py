@@ -18,6 +18,9 @@ from hf_s2s.synthetic import FIRST_SYMBOL_ID, PAD_ID
 from hf_s2s.transformers_compat import output_cache
 from tests.helpers import run_without_hf_s2s, train_reversal
 
+# also run by CI on the oldest supported releases (constraints/oldest.txt)
+pytestmark = pytest.mark.compat
+
 VOCAB = 24
 TINY = dict(
     vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,

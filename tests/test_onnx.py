@@ -30,6 +30,9 @@ from transformers.cache_utils import DynamicCache, EncoderDecoderCache  # noqa: 
 from hf_s2s import TransformerSeq2SeqConfig, TransformerSeq2SeqForConditionalGeneration  # noqa: E402
 from hf_s2s.transformers_compat import output_cache  # noqa: E402
 
+# also run by CI on the oldest supported releases (constraints/oldest.txt)
+pytestmark = pytest.mark.compat
+
 PAD, BOS, EOS = 1, 0, 2
 TINY = dict(
     vocab_size=24, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,

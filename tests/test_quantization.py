@@ -19,6 +19,9 @@ from hf_s2s.translate import translate
 from tests.helpers import random_tiny_model, train_reversal
 from tests.saved_folders import save_tiny_model_folder
 
+# also run by CI on the oldest supported releases (constraints/oldest.txt)
+pytestmark = pytest.mark.compat
+
 ROOT = Path(__file__).resolve().parent.parent
 # Both families, and both recurrent layer types (GRU with Bahdanau attention, LSTM with Luong attention).
 VARIANTS = {

@@ -5,6 +5,7 @@ so that a new one is a decision, not an accident."""
 
 import ast
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -32,6 +33,25 @@ PACKAGE = Path(hf_s2s.__file__).parent
 def test_pyproject_lower_bound_is_the_minimum_the_code_checks():
     text = (PACKAGE.parent / "pyproject.toml").read_text()
     assert f'"transformers>={MIN_TRANSFORMERS_VERSION.removesuffix(".0")},<6"' in text
+
+
+def test_every_lower_bound_in_pyproject_is_pinned_in_the_oldest_constraints():
+    """CI's compatibility tier installs constraints/oldest.txt: a bound that is not pinned there is not tested."""
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["project"]
+    requirements = project["dependencies"] + [r for extra in project["optional-dependencies"].values() for r in extra]
+    bounds = {}
+    for requirement in requirements:
+        match = re.fullmatch(r"([A-Za-z0-9_.-]+)(?:\[.*\])?(?:>=([0-9.]+))?(?:,<[0-9.]+)?", requirement)
+        assert match, f"unexpected requirement form {requirement!r}"
+        if match[2]:
+            bounds[match[1].lower().replace("-", "_")] = release(match[2])
+    pins = {}
+    for line in (PACKAGE.parent / "constraints" / "oldest.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, version = line.split("==")
+            pins[name.lower().replace("-", "_")] = release(version)
+    assert bounds and {name: pins.get(name) for name in bounds} == bounds
 
 
 @pytest.mark.parametrize(("version", "expected"), [
