@@ -386,6 +386,7 @@ def test_push_to_hub_creates_the_repo_and_uploads_the_checked_folder(trained, tm
 # ------------------------------------------------------------------------- fresh environment without hf_s2s
 
 
+@pytest.mark.compat  # also run by CI on the oldest supported releases
 @pytest.mark.parametrize("model_type", list(TINY))
 def test_folder_loads_and_translates_the_same_without_hf_s2s(random_model_dirs, model_type, tmp_path):
     model_dir = random_model_dirs[model_type]

@@ -53,6 +53,7 @@ def trained(tmp_path_factory):
     return runs
 
 
+@pytest.mark.compat  # also run by CI on the oldest supported releases
 @pytest.mark.parametrize("model_type", list(TINY))
 def test_run_writes_results_and_a_loadable_model_folder(trained, model_type):
     output_dir, results = trained[model_type]
