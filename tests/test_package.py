@@ -5,6 +5,7 @@ import importlib
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 from pathlib import Path
@@ -38,12 +39,24 @@ ROOT = Path(__file__).resolve().parent.parent
 SPURIOUS_WARNINGS = ("pin_memory", "missing keys", "Both `max_new_tokens`")
 
 
+def dependency_folders() -> list[str]:
+    """The folders this interpreter imports its installed distributions from (torch, transformers, ...): its
+    site-packages, the system's too where they are visible, and the user's site-packages where enabled."""
+    user = [site.getusersitepackages()] if site.ENABLE_USER_SITE else []
+    return [folder for folder in [*site.getsitepackages(), *user] if Path(folder).is_dir()]
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
-    """The wheel built from this checkout, installed into a fresh virtual environment outside the repository
-    (system site-packages give torch and the other dependencies, so no network is needed). Returns the venv's
-    bin folder, the environment to run it with (no PYTHONPATH: the venv's hf_s2s must be the one imported) and
-    a working folder elsewhere."""
+    """The wheel built from this checkout, installed into a fresh virtual environment outside the repository.
+    Returns the venv's bin folder, the environment to run it with (no PYTHONPATH: the venv's hf_s2s must be the
+    one imported) and a working folder elsewhere.
+
+    The venv reaches torch and the other dependencies through a .pth file naming the running interpreter's
+    site-packages, so no network is needed. Not `--system-site-packages`: when pytest itself runs in a venv, that
+    flag reaches the base interpreter, which has none of them. A .pth file's folder lines are only appended to
+    sys.path (the .pth files inside those folders, such as this checkout's editable install, are not run), and
+    after the venv's own site-packages: before the wheel is installed the venv cannot import hf_s2s at all."""
     root = tmp_path_factory.mktemp("wheel")
     source = root / "source"  # a copy, so that building leaves no build/ or egg-info in the checkout
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
@@ -53,13 +66,23 @@ def installed(tmp_path_factory):
                     "--wheel-dir", str(wheels), str(source)], check=True, capture_output=True, cwd=root)
     wheel = next(wheels.glob("hf_s2s-*.whl"))
     venv = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     bin_dir = venv / "bin"
-    # --no-index: the dependencies must already be there (from the system site-packages); nothing is fetched.
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(bin_dir / "python"), "install", "-q",
-                    "--no-index", str(wheel)], check=True, capture_output=True, cwd=root)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    venv_python = str(bin_dir / "python")
+    venv_site = subprocess.run([venv_python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                               check=True, capture_output=True, text=True, env=env, cwd=root).stdout.strip()
+    (Path(venv_site) / "hf_s2s_test_dependencies.pth").write_text("\n".join(dependency_folders()) + "\n")
+    unseen = subprocess.run([venv_python, "-c", "import torch, transformers; import hf_s2s"], capture_output=True,
+                            text=True, env=env, cwd=root)
+    assert unseen.stderr.endswith("No module named 'hf_s2s'\n"), (
+        f"before the wheel, the venv must import torch and transformers but not hf_s2s:\n{unseen.stderr}")
+    # --no-index: the dependencies must already be there (through the .pth file); nothing is fetched. An hf_s2s
+    # the .pth folders hold is left alone (pip does not uninstall outside the venv it installs into).
+    installing = subprocess.run([sys.executable, "-m", "pip", "--python", venv_python, "install", "-q", "--no-index",
+                                 str(wheel)], capture_output=True, text=True, cwd=root)
+    assert installing.returncode == 0, f"pip could not install the wheel offline:\n{installing.stderr}"
     work = root / "work"
     work.mkdir()
     return bin_dir, env, work
