@@ -4,6 +4,7 @@ as fairseq, OpenNMT-py and Joey NMT ship theirs, so that an installed wheel need
     hf-s2s train --recipe transformer_small
     hf-s2s translate runs/transformer_small/model --input test.de
     hf-s2s push-to-hub runs/transformer_small/model me/transformer-small --dry-run --staging-dir hub/x
+    hf-s2s verify hub/x
 
 Each subcommand lives in its own module here (``hf_s2s.cli.<name>``) with a ``main(argv, prog)``;
 ``scripts/<name>.py`` are thin wrappers over the same functions. A subcommand's module is imported only when it
@@ -21,6 +22,7 @@ COMMANDS = {
     "train-tokenizer": ("train_tokenizer", "train a BPE / Unigram tokenizer on a corpus"),
     "average-checkpoints": ("average_checkpoints", "average the weights of a run's last checkpoints"),
     "push-to-hub": ("push_to_hub", "share a trained model folder on the Hub (or --dry-run it)"),
+    "verify": ("verify", "tell whether a model folder's code is an unmodified hf_s2s release, and which"),
     "make-model-card": ("make_model_card", "write a model card from a run's results.json"),
     "results-table": ("results_table", "print a markdown table comparing runs' results.json"),
     "bench": ("bench", "benchmark against MarianMT and a textbook RNN"),

@@ -1,0 +1,265 @@
+"""Code integrity of shared model folders: the code a folder ships is an hf_s2s release's own, byte for byte.
+
+A folder loaded with ``trust_remote_code=True`` runs its .py files. Reading that code to guess what it may do (an
+allow-list of modules and forbidden names over the syntax tree, before issue 24) cannot be complete: Python is an
+open language, and five payloads passed such a check. hf_s2s checks identity instead: ``code_manifest.json``,
+shipped in the package, records the sha256 of every code file a saved folder can hold
+(:data:`SHIPPED_CODE_FILES`) for each release. :func:`compare_with_releases` compares a folder's code with those
+records: ``hf-s2s push-to-hub`` refuses code that is not the installed release's (``--allow-modified-code`` pushes
+it after printing :func:`code_diff`), and ``hf-s2s verify`` tells a downloader which release a folder's code is.
+
+Every .py file anywhere in the folder counts, imported or not: the Hub serves them all, and transformers runs some
+that nothing imports (``custom_generate/generate.py`` replaces ``generate`` under ``trust_remote_code``).
+
+The entry of the current release (``hf_s2s/version.py``) follows the working tree until that release is out:
+:data:`REGENERATE` rewrites it and keeps every earlier release's entry, and tests/test_verify.py fails while it is
+stale. Once a release is out, raise the version before changing a code file, or its entry would be overwritten.
+"""
+
+import argparse
+import difflib
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.version import Version
+
+from .version import __version__
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+MANIFEST_PATH = PACKAGE_DIR / "code_manifest.json"  # package data: installed with hf_s2s
+REGENERATE = "python -m hf_s2s.code_integrity --write-manifest"
+
+# The code files each family's model folder ships: what save_pretrained copies (the configuration and modeling
+# files and every single-dot relative import they make) plus the translation pipeline.
+PIPELINE_FILE = "pipeline_seq2seq.py"
+CODE_FILES = {
+    "transformer_seq2seq": (
+        "configuration_transformer_seq2seq.py", "modeling_transformer_seq2seq.py",
+        "attention_transformer_seq2seq.py", "config_checks.py", "modeling_common.py", "transformers_compat.py",
+        "version.py", PIPELINE_FILE,
+    ),
+    "rnn_seq2seq": (
+        "configuration_rnn_seq2seq.py", "modeling_rnn_seq2seq.py", "attention_rnn_seq2seq.py", "config_checks.py",
+        "modeling_common.py", "transformers_compat.py", "version.py", PIPELINE_FILE,
+    ),
+}
+# The separate-vocabulary tokenizer's code, which tokenizer.save_pretrained copies beside either family's files.
+TOKENIZER_CODE_FILE = "tokenization_separate_vocab.py"
+# Every code file a saved folder can hold: what the manifest records per release.
+SHIPPED_CODE_FILES = tuple(sorted({name for names in CODE_FILES.values() for name in names} | {TOKENIZER_CODE_FILE}))
+# Pickle-based or otherwise executable weight formats: loading them can run code.
+PICKLED_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".npy", ".npz", ".joblib")
+# Compiled code cannot be compared with a release.
+COMPILED_SUFFIXES = (".pyc", ".pyo", ".so", ".pyd", ".dll", ".dylib")
+# The JSON files whose entries name code that transformers loads with trust_remote_code, and where.
+_CODE_REFERENCE_FILES = ("config.json", "tokenizer_config.json")
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def package_code_hashes(package_dir: Path = PACKAGE_DIR) -> dict[str, str]:
+    """{file name: sha256} of the :data:`SHIPPED_CODE_FILES` in ``package_dir`` (the installed hf_s2s)."""
+    return {name: sha256_of(package_dir / name) for name in SHIPPED_CODE_FILES}
+
+
+def load_manifest(path: Path = MANIFEST_PATH) -> dict[str, dict[str, str]]:
+    """{release: {file name: sha256}} of every release the manifest records."""
+    return json.loads(Path(path).read_text())["releases"]
+
+
+def write_manifest(path: Path = MANIFEST_PATH, package_dir: Path = PACKAGE_DIR,
+                   version: str = __version__) -> dict[str, dict[str, str]]:
+    """Record the code files of ``package_dir`` as release ``version``'s, keeping every other release's entry;
+    returns the releases written."""
+    path = Path(path)
+    releases = load_manifest(path) if path.is_file() else {}
+    releases[version] = package_code_hashes(package_dir)
+    releases = dict(sorted(releases.items(), key=lambda item: Version(item[0])))
+    path.write_text(json.dumps({
+        "about": "sha256 of the code files each hf_s2s release ships in a saved model folder (hf_s2s/code_integrity.py)",
+        "regenerate": REGENERATE,
+        "releases": releases,
+    }, indent=2) + "\n")
+    return releases
+
+
+def manifest_problems(path: Path = MANIFEST_PATH, package_dir: Path = PACKAGE_DIR,
+                      version: str = __version__) -> list[str]:
+    """What keeps the manifest from recording ``package_dir``'s code as release ``version``'s (empty when it
+    does); the message says how to regenerate it."""
+    releases = load_manifest(path) if Path(path).is_file() else {}
+    recorded, current = releases.get(version), package_code_hashes(package_dir)
+    if recorded is None:
+        differences = [f"it has no entry for {version}"]
+    else:
+        differences = [f"{name} differs" for name in sorted(current) if name in recorded and recorded[name] != current[name]]
+        differences += [f"{name} is not recorded" for name in sorted(set(current) - set(recorded))]
+        differences += [f"{name} is recorded but not shipped" for name in sorted(set(recorded) - set(current))]
+    if not differences:
+        return []
+    return [f"{path} does not record the code of hf_s2s {version} in {package_dir} ({'; '.join(differences)}): "
+            f"regenerate it with `{REGENERATE}` and commit it (if {version} is already released, raise the version "
+            "in hf_s2s/version.py first, so that its entry stays)"]
+
+
+def code_files_in(folder: Path) -> list[str]:
+    """The folder's .py files, at any depth, as sorted relative POSIX paths."""
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.py") if p.is_file())
+
+
+def code_references(folder: Path) -> dict[str, str]:
+    """{where: class reference} of every entry through which transformers loads code from this folder:
+    ``auto_map`` in config.json and tokenizer_config.json, ``custom_pipelines`` impls. A reference is
+    ``module.Class``, or ``namespace/repo--module.Class`` for another repository's code."""
+    references = {}
+    for name in _CODE_REFERENCE_FILES:
+        path = folder / name
+        data = json.loads(path.read_text()) if path.is_file() else {}
+        for auto_class, entry in (data.get("auto_map") or {}).items():
+            for i, reference in enumerate(entry if isinstance(entry, list) else [entry]):
+                if reference:
+                    references[f"{name} auto_map {auto_class}" + (f"[{i}]" if isinstance(entry, list) else "")] = \
+                        reference
+        for task, spec in (data.get("custom_pipelines") or {}).items():
+            if spec.get("impl"):
+                references[f"{name} custom_pipelines {task}"] = spec["impl"]
+    return references
+
+
+def foreign_code_references(folder: Path) -> list[str]:
+    """The code references that load code from another repository, which no check of this folder covers."""
+    return [f"{where} loads another repository's code ({reference})"
+            for where, reference in code_references(folder).items() if "--" in reference]
+
+
+@dataclass
+class CodeReport:
+    """A folder's code files compared with one release's."""
+
+    folder: Path
+    release: str | None  # the release compared with (None: the manifest records none)
+    unmodified: list[str] = field(default_factory=list)  # byte-identical to that release's file of the same name
+    modified: list[str] = field(default_factory=list)  # a file the release ships, with other bytes
+    unknown: list[str] = field(default_factory=list)  # a .py file the release does not ship (at this path)
+    identical_releases: list[str] = field(default_factory=list)  # every release all of the folder's code is
+
+    @property
+    def is_release(self) -> bool:
+        return bool(self.unmodified) and not self.modified and not self.unknown
+
+    def problems(self) -> list[str]:
+        """One line per file that is not the release's."""
+        release = f"hf_s2s {self.release}" if self.release else "any hf_s2s release"
+        return ([f"{name} differs from {release}'s" for name in self.modified]
+                + [f"{name} is not a file of {release}" for name in self.unknown])
+
+
+def _compare(folder: Path, names: list[str], recorded: dict[str, str], release: str | None) -> CodeReport:
+    report = CodeReport(folder=folder, release=release)
+    for name in names:
+        if name not in recorded:
+            report.unknown.append(name)
+        elif sha256_of(folder / name) == recorded[name]:
+            report.unmodified.append(name)
+        else:
+            report.modified.append(name)
+    return report
+
+
+def compare_with_releases(folder: str | Path, release: str | None = None,
+                          manifest_path: Path = MANIFEST_PATH) -> CodeReport:
+    """Compare the folder's code files with release ``release``'s (push-to-hub: the installed one) or, when None,
+    with every recorded release: the report names each release the code is byte for byte (the newest is compared
+    with), else compares with the release config.json says wrote the folder, else with the one that shares the most
+    files (the newest on a tie)."""
+    folder = Path(folder)
+    releases = load_manifest(manifest_path)
+    names = code_files_in(folder)
+    if release is not None:
+        report = _compare(folder, names, releases.get(release, {}), release if release in releases else None)
+        report.identical_releases = [release] if report.is_release else []
+        return report
+    by_release = {r: _compare(folder, names, recorded, r) for r, recorded in releases.items()}
+    identical = sorted((r for r, report in by_release.items() if report.is_release), key=Version)
+    config = json.loads((folder / "config.json").read_text()) if (folder / "config.json").is_file() else {}
+    newest_first = sorted(by_release, key=Version, reverse=True)
+    if identical:
+        chosen = identical[-1]
+    elif config.get("hf_s2s_version") in by_release:
+        chosen = config["hf_s2s_version"]
+    elif newest_first:
+        chosen = max(newest_first, key=lambda r: len(by_release[r].unmodified))  # max keeps the first: newest
+    else:
+        return _compare(folder, names, {}, None)
+    report = by_release[chosen]
+    report.identical_releases = identical
+    return report
+
+
+def verify_folder(folder: str | Path) -> tuple[CodeReport, list[str]]:
+    """What ``hf-s2s verify`` reports: the folder's code compared with every release (:func:`compare_with_releases`),
+    and one line per thing that keeps it from being a release's code: a file that differs or is in no release, a
+    compiled or pickled file, a reference to another repository's code, no code at all."""
+    folder = Path(folder)
+    report = compare_with_releases(folder)
+    files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    problems = [] if code_files_in(folder) else [f"{folder} holds no .py files: no hf_s2s code to verify"]
+    problems += report.problems()
+    problems += [f"{name} is compiled code (it cannot be compared with a release)" for name in files
+                 if name.endswith(COMPILED_SUFFIXES)]
+    problems += [f"{name} is a pickle (loading it can run code)" for name in files if name.endswith(PICKLED_SUFFIXES)]
+    problems += foreign_code_references(folder)
+    return report, problems
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(errors="replace").splitlines(keepends=True)
+
+
+def code_diff(report: CodeReport, package_dir: Path = PACKAGE_DIR, manifest_path: Path = MANIFEST_PATH) -> str:
+    """A unified diff of each modified file against the release's (the installed hf_s2s's copy, when it is byte for
+    byte that release's), and each unknown file in full (a diff from nothing)."""
+    recorded = load_manifest(manifest_path).get(report.release, {}) if report.release else {}
+    parts = []
+    for name in report.modified:
+        release_copy, ours = package_dir / name, report.folder / name
+        if release_copy.is_file() and sha256_of(release_copy) == recorded.get(name):
+            parts += difflib.unified_diff(_lines(release_copy), _lines(ours),
+                                          fromfile=f"hf_s2s {report.release}/{name}", tofile=f"{report.folder}/{name}")
+        else:  # the installed hf_s2s is itself modified: no copy of the release's file to compare with
+            parts.append(f"# {name}: the installed hf_s2s does not hold hf_s2s {report.release}'s copy of it either, "
+                         "so it is shown in full\n")
+            parts += difflib.unified_diff([], _lines(ours), fromfile="/dev/null",
+                                          tofile=f"{report.folder}/{name}")
+    for name in report.unknown:
+        parts += difflib.unified_diff([], _lines(report.folder / name), fromfile="/dev/null",
+                                      tofile=f"{report.folder}/{name}")
+    return "".join(part if part.endswith("\n") else part + "\n" for part in parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hf_s2s.code_integrity", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--write-manifest", action="store_true",
+                        help=f"record this checkout's code files as hf_s2s {__version__}'s in {MANIFEST_PATH.name}")
+    args = parser.parse_args(argv)
+    if not args.write_manifest:
+        problems = manifest_problems()
+        print("\n".join(problems) or f"{MANIFEST_PATH.name} records this checkout's code as hf_s2s {__version__}'s")
+        return 1 if problems else 0
+    write_manifest()
+    print(f"{MANIFEST_PATH} now records {len(SHIPPED_CODE_FILES)} code files as hf_s2s {__version__}'s")
+    return 0
+
+
+__all__ = ["CODE_FILES", "SHIPPED_CODE_FILES", "CodeReport", "code_diff", "compare_with_releases",
+           "foreign_code_references", "manifest_problems", "verify_folder", "write_manifest"]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+

@@ -1,0 +1,217 @@
+"""Code integrity (hf_s2s.code_integrity) and `hf-s2s verify`: the manifest records this checkout's code for the
+current release (the staleness test below fails until it is regenerated), holds every code file a saved folder can
+ship, and names the release a folder's code is byte for byte; anything else (a changed comment, an extra file,
+compiled or pickled files, code loaded from another repository) is listed, on real saved folders."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import hf_s2s
+from hf_s2s import code_integrity
+from hf_s2s.cli import run_command
+from hf_s2s.code_integrity import (
+    MANIFEST_PATH,
+    REGENERATE,
+    SHIPPED_CODE_FILES,
+    code_diff,
+    compare_with_releases,
+    load_manifest,
+    manifest_problems,
+    package_code_hashes,
+    verify_folder,
+    write_manifest,
+)
+from hf_s2s.hub import build_hub_folder
+from hf_s2s.tokenization import TranslationTokenizers
+from tests.saved_folders import save_tiny_model_folder, tiny_tokenizer
+
+ROOT = Path(__file__).resolve().parent.parent
+VERSION = hf_s2s.__version__
+CARD = "---\nlicense: apache-2.0\nlibrary_name: transformers\ntags: [translation]\n---\nA tiny test model.\n"
+
+
+@pytest.fixture(scope="module")
+def hub_folders(tmp_path_factory):
+    """The Hub folder of a random tiny model of each family, as push-to-hub --dry-run builds it."""
+    folders = {}
+    for model_type in code_integrity.CODE_FILES:
+        root = tmp_path_factory.mktemp(model_type)
+        model_dir = save_tiny_model_folder(root / "model", model_type)
+        (model_dir / "README.md").write_text(CARD)
+        folders[model_type] = build_hub_folder(model_dir, root / "hub")
+    return folders
+
+
+def copy_folder(hub_folders, tmp_path, model_type="rnn_seq2seq") -> Path:
+    return shutil.copytree(hub_folders[model_type], tmp_path / "folder")
+
+
+def append(path: Path, text: str) -> None:
+    path.write_text(path.read_text() + text)
+
+
+def verify(folder, *flags, capsys) -> tuple[int, str]:
+    status = run_command("verify", [str(folder), *flags])
+    return status, capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------------------------- manifest
+
+
+def test_manifest_records_this_checkouts_code_for_the_current_release():
+    """The staleness test: it fails as soon as a shipped code file changes without the manifest, and says how to
+    regenerate it."""
+    problems = manifest_problems()
+    assert not problems, "\n".join(problems)
+
+
+def test_manifest_holds_every_code_file_a_saved_folder_can_ship(hub_folders, tmp_path):
+    shipped = {name for folder in hub_folders.values() for name in code_integrity.code_files_in(folder)}
+    # a separate-vocabulary tokenizer ships its own code beside either family's
+    TranslationTokenizers(tiny_tokenizer(), tiny_tokenizer()).save_pretrained(tmp_path / "tokenizer")
+    shipped |= set(code_integrity.code_files_in(tmp_path / "tokenizer"))
+    assert shipped == set(SHIPPED_CODE_FILES) == set(load_manifest()[VERSION])
+    for model_type, folder in hub_folders.items():
+        assert set(code_integrity.code_files_in(folder)) == set(code_integrity.CODE_FILES[model_type])
+
+
+@pytest.fixture
+def package_copy(tmp_path):
+    """A copy of the shipped code files and of the manifest, to make stale."""
+    package = tmp_path / "package"
+    package.mkdir()
+    for name in SHIPPED_CODE_FILES:
+        shutil.copyfile(code_integrity.PACKAGE_DIR / name, package / name)
+    return package, Path(shutil.copyfile(MANIFEST_PATH, tmp_path / "code_manifest.json"))
+
+
+def test_a_stale_manifest_fails_the_staleness_check_and_says_how_to_regenerate(package_copy):
+    package, manifest = package_copy
+    assert manifest_problems(manifest, package) == []
+    append(package / "modeling_common.py", "# a comment is a change too\n")
+    (problem,) = manifest_problems(manifest, package)
+    assert "modeling_common.py differs" in problem and f"`{REGENERATE}`" in problem
+    assert f"if {VERSION} is already released, raise the version in hf_s2s/version.py first" in problem
+    (problem,) = manifest_problems(manifest, package, version="9.0.0")
+    assert "it has no entry for 9.0.0" in problem and f"`{REGENERATE}`" in problem
+
+
+def test_regenerating_records_the_current_release_and_keeps_earlier_ones(package_copy):
+    package, manifest = package_copy
+    data = json.loads(manifest.read_text())
+    data["releases"]["0.1.0"] = {"modeling_common.py": "0" * 64}
+    manifest.write_text(json.dumps(data))
+    append(package / "modeling_common.py", "# changed\n")
+    releases = write_manifest(manifest, package)
+    assert manifest_problems(manifest, package) == []
+    assert list(releases) == ["0.1.0", VERSION] and releases["0.1.0"] == {"modeling_common.py": "0" * 64}
+    assert releases[VERSION] == package_code_hashes(package) != package_code_hashes()
+    assert json.loads(manifest.read_text())["regenerate"] == REGENERATE
+
+
+def test_the_manifest_ships_in_the_wheel():
+    """What decides it: the manifest is package data (tests/test_package.py installs the wheel)."""
+    package_data = (ROOT / "pyproject.toml").read_text().split("[tool.setuptools.package-data]")[1].split("[")[1]
+    assert f'"{MANIFEST_PATH.name}"' in package_data and MANIFEST_PATH.parent == Path(hf_s2s.__file__).parent
+
+
+# ------------------------------------------------------------------------------------------- hf-s2s verify
+
+
+@pytest.mark.parametrize("model_type", list(code_integrity.CODE_FILES))
+def test_verify_names_the_release_of_an_unmodified_folder(hub_folders, model_type, capsys):
+    status, out = verify(hub_folders[model_type], capsys=capsys)
+    assert (status, out) == (0, f"unmodified hf_s2s {VERSION} code: {len(code_integrity.CODE_FILES[model_type])} "
+                                "files\n")
+
+
+def test_verify_lists_a_changed_comment_and_unknown_code_and_shows_the_diff(hub_folders, tmp_path, capsys):
+    folder = copy_folder(hub_folders, tmp_path)
+    append(folder / "modeling_rnn_seq2seq.py", "# reviewed by me\n")
+    (folder / "custom_generate").mkdir()
+    (folder / "custom_generate" / "generate.py").write_text("def generate(model, **kwargs):\n    return None\n")
+    status, out = verify(folder, capsys=capsys)
+    assert status == 1
+    assert out.splitlines()[:3] == [
+        f"{folder} is not an unmodified hf_s2s release (compared with hf_s2s {VERSION}; the installed hf_s2s is "
+        f"{VERSION}):",
+        f"  modeling_rnn_seq2seq.py differs from hf_s2s {VERSION}'s",
+        f"  custom_generate/generate.py is not a file of hf_s2s {VERSION}",
+    ]
+    assert "+# reviewed by me" not in out  # the diff only when asked for
+    status, out = verify(folder, "--diff", capsys=capsys)
+    assert status == 1
+    assert f"--- hf_s2s {VERSION}/modeling_rnn_seq2seq.py\n+++ {folder}/modeling_rnn_seq2seq.py\n" in out
+    assert "\n+# reviewed by me\n" in out
+    assert "--- /dev/null\n+++ " + f"{folder}/custom_generate/generate.py\n@@ -0,0 +1,2 @@\n" in out
+
+
+def test_verify_names_the_earlier_release_a_folder_is(hub_folders, tmp_path):
+    folder = copy_folder(hub_folders, tmp_path)
+    append(folder / "modeling_rnn_seq2seq.py", "# as 0.1.0 had it\n")  # a file only the RNN family ships
+    manifest = Path(shutil.copyfile(MANIFEST_PATH, tmp_path / "manifest.json"))
+    data = json.loads(manifest.read_text())
+    data["releases"]["0.1.0"] = {**data["releases"][VERSION],
+                                 "modeling_rnn_seq2seq.py": code_integrity.sha256_of(folder / "modeling_rnn_seq2seq.py")}
+    manifest.write_text(json.dumps(data))
+    report = compare_with_releases(folder, manifest_path=manifest)
+    assert report.is_release and report.identical_releases == ["0.1.0"] and report.release == "0.1.0"
+    # code that two releases share names both, compared with the newest
+    report = compare_with_releases(hub_folders["transformer_seq2seq"], manifest_path=manifest)
+    assert report.identical_releases == ["0.1.0", VERSION] and report.release == VERSION
+    # code that is no release's is compared with the release config.json says wrote the folder
+    append(folder / "version.py", "# mine\n")
+    report = compare_with_releases(folder, manifest_path=manifest)
+    assert not report.is_release and report.release == VERSION == json.loads(
+        (folder / "config.json").read_text())["hf_s2s_version"]
+    assert report.modified == ["modeling_rnn_seq2seq.py", "version.py"]
+
+
+def test_verify_lists_compiled_and_pickled_files_and_code_from_another_repository(hub_folders, tmp_path, capsys):
+    folder = copy_folder(hub_folders, tmp_path)
+    (folder / "kernels.so").write_bytes(b"\x7fELF")
+    (folder / "training_args.bin").write_bytes(b"\x80\x04")
+    config = json.loads((folder / "config.json").read_text())
+    config["auto_map"]["AutoModel"] = "someone/else--modeling_rnn_seq2seq.RNNSeq2SeqModel"
+    (folder / "config.json").write_text(json.dumps(config))
+    status, out = verify(folder, capsys=capsys)
+    assert status == 1
+    assert out.splitlines()[1:4] == [
+        "  kernels.so is compiled code (it cannot be compared with a release)",
+        "  training_args.bin is a pickle (loading it can run code)",
+        "  config.json auto_map AutoModel loads another repository's code "
+        "(someone/else--modeling_rnn_seq2seq.RNNSeq2SeqModel)",
+    ]
+
+
+def test_verify_refuses_a_folder_without_code_or_that_does_not_exist(tmp_path, capsys):
+    (tmp_path / "weights").mkdir()
+    status, out = verify(tmp_path / "weights", capsys=capsys)
+    assert status == 1 and f"  {tmp_path / 'weights'} holds no .py files: no hf_s2s code to verify" in out
+    with pytest.raises(SystemExit) as refused:
+        run_command("verify", [str(tmp_path / "nowhere")])
+    assert refused.value.code == f"error: {tmp_path / 'nowhere'} is not a folder"
+
+
+def test_verify_script_runs_from_a_checkout(hub_folders):
+    completed = subprocess.run([sys.executable, str(ROOT / "scripts" / "verify.py"),
+                                str(hub_folders["transformer_seq2seq"])], capture_output=True, text=True, timeout=180)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert completed.stdout == f"unmodified hf_s2s {VERSION} code: 8 files\n"
+
+
+def test_diff_shows_a_file_in_full_when_the_installed_copy_is_not_the_releases(hub_folders, tmp_path):
+    """A modified install holds no copy of the release's file to compare with: the folder's file is shown whole."""
+    folder = copy_folder(hub_folders, tmp_path)
+    append(folder / "version.py", "# edited\n")
+    package = tmp_path / "installed"
+    package.mkdir()
+    shutil.copyfile(folder / "version.py", package / "version.py")
+    diff = code_diff(verify_folder(folder)[0], package_dir=package)
+    assert diff.startswith(f"# version.py: the installed hf_s2s does not hold hf_s2s {VERSION}'s copy of it either")
+    assert f"--- /dev/null\n+++ {folder}/version.py\n" in diff and '\n+__version__ = "' in diff
