@@ -13,6 +13,7 @@ encoder keys/values, computed on the first decoding step and read back on every 
 """
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -167,6 +168,27 @@ class TransformerSeq2SeqDecoderLayer(GradientCheckpointingLayer):
 # ----------------------------------------------------------------------------------------------------------
 
 
+def source_padding_mask(input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None,
+                        pad_token_id: int | None) -> torch.Tensor | None:
+    """The source padding mask (B, T_src), 1/True on real tokens: ``attention_mask`` when given, else inferred from
+    the pad id as the RNN family does (``generate(input_ids)`` on a right-padded batch passes no mask to an
+    encoder-decoder model), else None (nothing to go by: every position is real). An on-device comparison: no
+    read back to the host, and nothing a captured graph cannot hold."""
+    if attention_mask is not None or input_ids is None or pad_token_id is None:
+        return attention_mask
+    return input_ids.ne(pad_token_id)  # (B, T_src) bool
+
+
+@dataclass
+class TransformerSeq2SeqEncoderOutput(BaseModelOutput):
+    """The encoder's output, plus ``source_mask`` (B, T_src): the padding mask it used (the given attention_mask, or
+    the one inferred from the pad id), None when nothing is masked. The decoding steps of ``generate()``, which get
+    the encoder output but no attention_mask when the caller gave none, attend with it; ``generate()`` repeats it for
+    the beams as it does every tensor of an encoder output."""
+
+    source_mask: torch.Tensor | None = None
+
+
 class TransformerSeq2SeqEncoder(nn.Module):
     """Token embeddings (x sqrt(D) when ``scale_embedding``) + positions, dropout, ``encoder_layers`` layers, and a
     final LayerNorm under pre-LN. Also what ``get_encoder()`` returns to ``generate``.
@@ -196,10 +218,11 @@ class TransformerSeq2SeqEncoder(nn.Module):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         packing: TokenPacking | None = None,
-    ) -> BaseModelOutput:
+    ) -> TransformerSeq2SeqEncoderOutput:
         """input_ids: (B, T_src) source ids, or inputs_embeds: (B, T_src, D) unscaled token embeddings;
-        attention_mask: (B, T_src), 1 for real tokens and 0 for padding; packing: its real tokens when the caller
-        already built it (``pack_source``), else built here. Returns last_hidden_state (B, T_src, D)."""
+        attention_mask: (B, T_src), 1 for real tokens and 0 for padding (None: inferred from the pad id in
+        input_ids); packing: its real tokens when the caller already built it (``pack_source``), else built here.
+        Returns last_hidden_state (B, T_src, D) and the source_mask used."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("the encoder needs exactly one of `input_ids` and `inputs_embeds`")
         output_attentions, output_hidden_states = output_flags(self.config, output_attentions, output_hidden_states)
@@ -210,6 +233,7 @@ class TransformerSeq2SeqEncoder(nn.Module):
         hidden_states = inputs_embeds * self.embed_scale + positions.to(inputs_embeds.dtype)
 
         if packing is None:
+            attention_mask = source_padding_mask(input_ids, attention_mask, self.config.pad_token_id)
             attention_mask, packing = pack_source(attention_mask)
         mask = create_bidirectional_mask(
             config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask,
@@ -231,10 +255,11 @@ class TransformerSeq2SeqEncoder(nn.Module):
         if packing is not None:
             hidden_states = packing.unpack(hidden_states)  # (B, T_src, D)
         all_hidden_states.append(hidden_states)
-        return BaseModelOutput(
+        return TransformerSeq2SeqEncoderOutput(
             last_hidden_state=hidden_states,
             hidden_states=tuple(all_hidden_states) if output_hidden_states else None,
             attentions=tuple(all_attentions) if output_attentions else None,
+            source_mask=attention_mask if attention_mask is not None and attention_mask.dim() == 2 else None,
         )
 
 
@@ -438,7 +463,8 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
         decoder_packing: TokenPacking | None = None,
         **kwargs,
     ) -> Seq2SeqModelOutput:
-        """input_ids: (B, T_src); attention_mask: (B, T_src) source padding; decoder_input_ids: (B, T_tgt) (only the
+        """input_ids: (B, T_src); attention_mask: (B, T_src) source padding (None: inferred from the pad id in
+        input_ids, or with encoder_outputs their ``source_mask``); decoder_input_ids: (B, T_tgt) (only the
         new tokens when ``cache`` holds earlier ones); encoder_outputs: reused encoder result (generate
         runs the encoder once); decoder_packing: the decoder positions needed (see the decoder; the generation
         model passes it with labels). Returns last_hidden_state (B, T_tgt, D) (packed (N, D) with
@@ -449,6 +475,7 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
         source_packing = None
         if encoder_outputs is None:
             # Source padding, found once for the encoder and the decoder's cross-attention.
+            attention_mask = source_padding_mask(input_ids, attention_mask, self.config.pad_token_id)
             attention_mask, source_packing = pack_source(attention_mask)
             encoder_outputs = self.encoder(
                 input_ids=input_ids,
@@ -459,8 +486,11 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
                 packing=source_packing,
                 return_dict=True,
             )
-        elif not isinstance(encoder_outputs, BaseModelOutput):
-            encoder_outputs = BaseModelOutput(*encoder_outputs)
+        else:
+            if not isinstance(encoder_outputs, BaseModelOutput):
+                encoder_outputs = BaseModelOutput(*encoder_outputs)
+            if attention_mask is None:  # a decoding step of generate(input_ids) without a mask: the encoder's
+                attention_mask = getattr(encoder_outputs, "source_mask", None)
 
         if (decoder_input_ids is None) == (decoder_inputs_embeds is None):
             raise ValueError("the decoder needs exactly one of `decoder_input_ids` and `decoder_inputs_embeds` (or labels)")

@@ -100,10 +100,13 @@ def test_step_by_step_cached_logits_equal_teacher_forced(overrides):
 
 
 @ARCHITECTURES
-def test_padded_batch_generates_what_each_sentence_generates_alone(overrides):
+@pytest.mark.parametrize("mask_given", [True, False], ids=["attention_mask", "mask_from_pad_id"])
+def test_padded_batch_generates_what_each_sentence_generates_alone(overrides, mask_given):
+    """With the attention_mask, and without it: generate() passes an encoder-decoder model no mask of its own, so the
+    model infers it from the pad id (as the RNN family does), in the encoder and in every decoding step."""
     model = make_model(**overrides)
     input_ids, attention_mask = source_batch()
-    batched = generate(model, input_ids, attention_mask, num_beams=4)
+    batched = generate(model, input_ids, attention_mask if mask_given else None, num_beams=4)
     assert_nontrivial(batched)
     for row in range(input_ids.shape[0]):
         length = int(attention_mask[row].sum())
@@ -113,6 +116,26 @@ def test_padded_batch_generates_what_each_sentence_generates_alone(overrides):
         # a row that ended early (its source-relative length bound) is filled with </s> (2) by beam search, which pads
         # with `pad_token_id or eos_token_id` (transformers 5.23), and pad is 0 here
         assert set(batched[row, alone.shape[1] :].tolist()) <= {PAD_ID, 2}
+
+
+def test_without_attention_mask_the_forward_masks_the_pad_id_as_the_given_mask_does():
+    """Teacher forcing, the encoder alone, and a decoding step fed the encoder's output without a mask: each equals
+    the same call with the mask; reading the padding (the old behaviour) changes every row that has some."""
+    model = make_model()
+    input_ids, attention_mask = source_batch()
+    decoder_input_ids = torch.tensor([[1, 5, 6], [1, 7, 8], [1, 9, 10]])
+    with torch.no_grad():
+        masked = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids)
+        inferred = model(input_ids=input_ids, decoder_input_ids=decoder_input_ids)
+        read_padding = model(input_ids=input_ids, attention_mask=torch.ones_like(attention_mask),
+                             decoder_input_ids=decoder_input_ids)
+        encoded = model.get_encoder()(input_ids=input_ids)
+        step = model(encoder_outputs=encoded, decoder_input_ids=decoder_input_ids)
+    torch.testing.assert_close(inferred.logits, masked.logits)
+    torch.testing.assert_close(step.logits, masked.logits)
+    torch.testing.assert_close(encoded.last_hidden_state, masked.encoder_last_hidden_state)
+    assert torch.equal(encoded.source_mask, attention_mask.bool())
+    assert not torch.allclose(read_padding.logits[1:], masked.logits[1:], atol=1e-4)  # rows 1 and 2 are padded
 
 
 def test_eager_equals_sdpa():

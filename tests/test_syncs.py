@@ -71,12 +71,14 @@ def training_step_syncs(model) -> CountSyncs:
     return counter
 
 
-def greedy_decode_syncs(model, steps: int = 10, **kwargs) -> CountSyncs:
-    """``steps`` greedy steps (no early stop: min_new_tokens); ``kwargs`` go to generate()."""
+def greedy_decode_syncs(model, steps: int = 10, with_mask: bool = True, **kwargs) -> CountSyncs:
+    """``steps`` greedy steps (no early stop: min_new_tokens); ``kwargs`` go to generate(). ``with_mask=False``
+    passes no attention_mask (the model infers it from the pad id)."""
     batch = padded_batch()
     model.eval()
+    mask = batch["attention_mask"] if with_mask else None
     with CountSyncs() as counter:
-        sequences = model.generate(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+        sequences = model.generate(input_ids=batch["input_ids"], attention_mask=mask,
                                    max_new_tokens=steps, min_new_tokens=steps, num_beams=1, do_sample=False, **kwargs)
     assert sequences.shape[1] == steps + 1
     return counter
@@ -99,6 +101,16 @@ def test_training_step_syncs_no_more_and_greedy_decode_fewer_than_marian(model_t
     # fewer than Marian: a cached decoding step builds no all-ones target mask, so transformers' mask builder never
     # reads it back to check for padding (34 reads for 10 steps before, Marian's count)
     assert decode.total < marian_decode, f"10 greedy steps: {dict(decode.counts)} against MarianMT's {marian_decode}"
+
+
+@pytest.mark.parametrize("model_type", ["transformer_seq2seq", "rnn_seq2seq"])
+def test_a_mask_inferred_from_the_pad_id_reads_no_more_than_a_given_one(model_type):
+    """Without attention_mask the models compare input_ids with the pad id on the device: decoding makes the reads it
+    makes with the mask, no more."""
+    model = random_tiny_model(model_type, VOCAB, pad_token_id=PAD, eos_token_id=EOS, decoder_start_token_id=START)
+    given, inferred = (greedy_decode_syncs(model, with_mask=with_mask, max_len_a=None, max_len_b=None)
+                       for with_mask in (True, False))
+    assert inferred.counts == given.counts
 
 
 def test_the_counter_sees_syncs():
