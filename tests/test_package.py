@@ -1,5 +1,5 @@
-"""The package as a user installs it: the Auto registrations, and the wheel built from this checkout installed
-into a fresh virtual environment, driven through its `hf-s2s` entry points."""
+"""The package as a user installs it: the Auto registrations, a quiet `import hf_s2s`, and the wheel built from this
+checkout installed into a fresh virtual environment, driven through its `hf-s2s` entry points."""
 
 import importlib
 import json
@@ -18,6 +18,8 @@ from hf_s2s.cli import COMMANDS
 from hf_s2s.cli import main as cli_main
 from tests.helpers import TINY
 
+ROOT = Path(__file__).resolve().parent.parent
+
 
 def test_import_registers_both_families_idempotently():
     importlib.reload(hf_s2s)  # registering a second time must not raise
@@ -32,9 +34,53 @@ def test_import_registers_both_families_idempotently():
         assert AutoModelForSeq2SeqLM._model_mapping[type(config)].__name__ == lm_cls.__name__
 
 
+# --- What `import hf_s2s` costs every command ---------------------------------------------------------------
+
+# Optional backends: each is imported inside the one function that uses it (ONNX and CTranslate2 export, plots,
+# LoRA), never by `import hf_s2s`, which every hf-s2s command runs.
+OPTIONAL_BACKENDS = ("torchao", "onnx", "onnxruntime", "onnxscript", "ctranslate2", "peft", "matplotlib")
+
+
+def import_alone(statement: str, folder: Path) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """Run `statement` in a fresh interpreter (this one, from the checkout). Returns the process, whose stdout and
+    stderr are the import's alone, and which of OPTIONAL_BACKENDS were in sys.modules after it (written to a file
+    in `folder`)."""
+    loaded_file = folder / "loaded.json"
+    probe = (f"{statement}\nimport json, sys\nbackends = {OPTIONAL_BACKENDS!r}\n"
+             "open(sys.argv[1], 'w').write(json.dumps([name for name in backends if name in sys.modules]))")
+    completed = subprocess.run([sys.executable, "-c", probe, str(loaded_file)], cwd=ROOT, capture_output=True,
+                               text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr
+    return completed, json.loads(loaded_file.read_text())
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory):
+    """`import hf_s2s` and its command dispatcher (what every hf-s2s command runs before its own module) in a fresh
+    interpreter: the process and the optional backends it left loaded."""
+    return import_alone("import hf_s2s, hf_s2s.cli", tmp_path_factory.mktemp("import"))
+
+
+def test_import_prints_nothing(imported):
+    """Not a line on stdout or stderr: whatever `import hf_s2s` prints, every command prints. (With torchao
+    installed, transformers' own modeling_utils imports it, and torchao 0.18 and torch log warnings at that import:
+    transformers_compat has to keep them off the terminal.)"""
+    completed, _ = imported
+    assert completed.stdout == "" and completed.stderr == "", completed.stdout + completed.stderr
+
+
+def test_import_loads_no_optional_backend_that_transformers_does_not(imported, tmp_path):
+    """None of OPTIONAL_BACKENDS is in sys.modules after `import hf_s2s`, except what importing the transformers
+    classes hf_s2s builds on already loads in this environment (transformers.modeling_utils imports torchao
+    whenever it is installed, through transformers/quantizers/quantizer_torchao.py)."""
+    _, loaded = imported
+    _, by_transformers = import_alone("from transformers import GenerationMixin, PreTrainedModel", tmp_path)
+    assert set(loaded) <= set(by_transformers), (
+        f"import hf_s2s loads {sorted(set(loaded) - set(by_transformers))}: import it in the function that uses it")
+
+
 # --- The wheel, installed the ordinary way ------------------------------------------------------------------
 
-ROOT = Path(__file__).resolve().parent.parent
 # What a tiny `hf-s2s train` run must not print: warnings that ask nothing of the user (issue 15).
 SPURIOUS_WARNINGS = ("pin_memory", "missing keys", "Both `max_new_tokens`")
 
