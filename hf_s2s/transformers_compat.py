@@ -40,8 +40,10 @@ unnoticed): ``Trainer._get_train_sampler`` / ``_run_epoch`` / ``_issue_warnings_
 ``_save_pretrained`` (tokenization_separate_vocab.py).
 """
 
+import logging
 import re
 import warnings
+from contextlib import contextmanager
 
 import transformers
 
@@ -80,6 +82,29 @@ check_transformers_version()
 from transformers import masking_utils  # noqa: E402
 from transformers.generation.logits_process import LogitNormalization  # noqa: E402
 from transformers.modeling_outputs import Seq2SeqLMOutput  # noqa: E402
+
+
+@contextmanager
+def _loggers_held_at_error(names: tuple[str, ...]):
+    """Within the block, the named loggers pass on errors only; their levels are restored after it."""
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
+# transformers.modeling_utils imports torchao whenever it is installed (transformers/quantizers/quantizer_torchao.py,
+# 5.23 and 5.24; hf_s2s does not need torchao), and at that import torchao 0.18 logs a warning for each bundled kernel
+# library this machine cannot load and torch one for each Enum torchao registers through the deprecated
+# register_constant: four lines on every hf-s2s command that its user cannot act on. Those two loggers are held at
+# ERROR for this one import.
+with _loggers_held_at_error(("torchao", "torch.utils._pytree")):
+    import transformers.modeling_utils  # noqa: E402, F401
 
 # ------------------------------------------------------------------------------------------------------------
 # The decoder cache's name
