@@ -16,7 +16,10 @@ class Seq2SeqTranslationPipeline(Pipeline):
     """Text in, generated text out: tokenize the source, ``model.generate``, decode. Batched calls
     (``batch_size=N``) pad on the right (the RNN family needs it) and give the same output as single calls.
     Generation parameters (``num_beams``, ``max_new_tokens``, ``num_return_sequences``, ...) pass through to
-    ``generate``; ``max_source_length`` truncates the source."""
+    ``generate``; ``max_source_length`` truncates the source. ``truncation`` is the tokenizer's, as in transformers
+    4's TranslationPipeline (which ``evaluate``'s translation evaluator passes ``truncation=True``): True cuts the
+    source to ``max_source_length``, else to the tokenizer's ``model_max_length``; ``max_length`` stays a
+    generation parameter there and here."""
 
     _load_tokenizer = True
     _load_processor = False
@@ -26,8 +29,14 @@ class Seq2SeqTranslationPipeline(Pipeline):
     _pipeline_calls_generate = True
     output_key = "translation_text"
 
-    def _sanitize_parameters(self, max_source_length=None, clean_up_tokenization_spaces=None, **generate_kwargs):
+    def _sanitize_parameters(self, max_source_length=None, truncation=None, clean_up_tokenization_spaces=None,
+                             **generate_kwargs):
+        if max_source_length is not None and truncation in (False, "do_not_truncate"):
+            raise ValueError(f"max_source_length={max_source_length} cuts the source, truncation={truncation!r} says "
+                             "not to: give one of them")
         preprocess_params = {"max_source_length": max_source_length} if max_source_length is not None else {}
+        if truncation is not None:
+            preprocess_params["truncation"] = truncation
         postprocess_params = {}
         if clean_up_tokenization_spaces is not None:
             postprocess_params["clean_up_tokenization_spaces"] = clean_up_tokenization_spaces
@@ -42,11 +51,13 @@ class Seq2SeqTranslationPipeline(Pipeline):
             return [r[0] for r in result]
         return result
 
-    def preprocess(self, text: str, max_source_length: int | None = None) -> dict[str, torch.Tensor]:
+    def preprocess(self, text: str, max_source_length: int | None = None, truncation=None) -> dict[str, torch.Tensor]:
+        """``truncation`` None: cut the source only to a given ``max_source_length``."""
         if not isinstance(text, str):
             raise TypeError(f"{type(self).__name__} takes a string or a list of strings, got {type(text).__name__}")
-        return self.tokenizer(text, return_tensors="pt", truncation=max_source_length is not None,
-                              max_length=max_source_length)
+        if truncation is None:
+            truncation = max_source_length is not None
+        return self.tokenizer(text, return_tensors="pt", truncation=truncation, max_length=max_source_length)
 
     def _forward(self, model_inputs: dict[str, torch.Tensor], **generate_kwargs) -> dict[str, torch.Tensor]:
         batch_size = model_inputs["input_ids"].shape[0]

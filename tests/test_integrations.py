@@ -94,6 +94,27 @@ def test_shipped_pipelines_batched_equal_single_and_generate(saved, tokenizer, m
     assert len(nbest) == 2 and nbest[0]["translation_text"] == expected_beam[0]
 
 
+def test_shipped_pipeline_takes_truncation_as_the_tokenizers_as_transformers_4_did(saved, tokenizer):
+    """``truncation`` cuts the source (to max_source_length, else the tokenizer's model_max_length) instead of reaching
+    generate(), which refused it ("model_kwargs are not used"): evaluate's translation evaluator passes
+    truncation=True."""
+    model_dir, hub_folder = saved["transformer_seq2seq"]
+    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).eval()
+    translator = pipeline("translation", model=str(hub_folder), trust_remote_code=True)
+    assert [r["translation_text"] for r in translator(SOURCES, truncation=True, **GENERATE)] == \
+        generate_texts(model, tokenizer, SOURCES)
+    long_source = " ".join(["a b c d e f g h"] * 4)
+    cut = tokenizer([long_source], truncation=True, max_length=4, return_tensors="pt")
+    assert cut.input_ids.shape[1] == 4 < len(tokenizer(long_source).input_ids)
+    with torch.no_grad():
+        expected = tokenizer.decode(model.generate(**cut, **GENERATE)[0], skip_special_tokens=True)
+    assert translator(long_source, truncation=True, max_source_length=4, **GENERATE)[0]["translation_text"] == expected
+    translator.tokenizer.model_max_length = 4  # truncation=True alone cuts to the tokenizer's limit
+    assert translator(long_source, truncation=True, **GENERATE)[0]["translation_text"] == expected
+    with pytest.raises(ValueError, match="max_source_length=4 cuts the source, truncation=False says not to"):
+        translator(long_source, truncation=False, max_source_length=4)
+
+
 # ---------------------------------------------------------------------------------------------- Trainer
 
 
