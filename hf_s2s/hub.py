@@ -4,42 +4,43 @@ A Hub folder holds everything a user without hf_s2s needs: safetensors weights, 
 names ``AutoConfig``, ``AutoModel`` and ``AutoModelForSeq2SeqLM``, the model code (the family's configuration and
 modeling files plus the single-dot siblings they import), the translation pipeline named in
 ``custom_pipelines``, the tokenizer files, generation_config.json and a README.md model card filled from the
-training run's results.json. :func:`check_hub_folder` refuses a folder that lacks any of it, holds a pickled
-file, or whose code could reach the network or execute strings.
+training run's results.json. :func:`check_hub_folder` refuses a folder that lacks any of it, holds a pickled or
+compiled file, or whose code is not byte for byte the installed hf_s2s release's (:mod:`hf_s2s.code_integrity`).
 
-``scripts/push_to_hub.py`` is the command line over :func:`push_to_hub`; ``--dry-run`` builds the folder
-without the network. ``scripts/make_model_card.py`` regenerates a card from a results.json.
+``hf-s2s push-to-hub`` is the command line over :func:`push_to_hub`; ``--dry-run`` builds the folder without the
+network. ``hf-s2s make-model-card`` regenerates a card from a results.json; ``hf-s2s verify`` tells which release a
+downloaded folder's code is.
 """
 
 import ast
 import json
 import re
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
 
 from . import pipeline_seq2seq
+from .code_integrity import (
+    CODE_FILES,
+    COMPILED_SUFFIXES,
+    PICKLED_SUFFIXES,
+    PIPELINE_FILE,
+    REGENERATE,
+    code_diff,
+    code_references,
+    compare_with_releases,
+    foreign_code_references,
+    manifest_problems,
+)
 from .loading import load_model, load_tokenizer
+from .version import __version__
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 CARD_TEMPLATE = PACKAGE_DIR / "model_card_template.md"  # package data: installed with hf_s2s
 
-# The code files each family's folder needs: what save_pretrained copies (the configuration and modeling files
-# and every single-dot relative import they make) plus the pipeline.
-PIPELINE_FILE = Path(pipeline_seq2seq.__file__).name
-CODE_FILES = {
-    "transformer_seq2seq": (
-        "configuration_transformer_seq2seq.py", "modeling_transformer_seq2seq.py",
-        "attention_transformer_seq2seq.py", "config_checks.py", "modeling_common.py", "transformers_compat.py",
-        "version.py", PIPELINE_FILE,
-    ),
-    "rnn_seq2seq": (
-        "configuration_rnn_seq2seq.py", "modeling_rnn_seq2seq.py", "attention_rnn_seq2seq.py", "config_checks.py",
-        "modeling_common.py", "transformers_compat.py", "version.py", PIPELINE_FILE,
-    ),
-}
 AUTO_CLASSES = ("AutoConfig", "AutoModel", "AutoModelForSeq2SeqLM")
 CUSTOM_PIPELINES = {
     "translation": {"impl": f"{Path(PIPELINE_FILE).stem}.Seq2SeqTranslationPipeline", "pt": ["AutoModelForSeq2SeqLM"]},
@@ -48,32 +49,7 @@ CUSTOM_PIPELINES = {
 }
 REQUIRED_FILES = ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
                   "tokenizer_config.json", "README.md")
-# Pickle-based or otherwise executable weight formats: never uploaded.
-PICKLED_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".npy", ".npz", ".joblib")
-# Compiled code cannot be read, so it cannot be checked: never uploaded.
-COMPILED_SUFFIXES = (".pyc", ".pyo", ".so", ".pyd", ".dll", ".dylib")
-# The code a user runs with trust_remote_code is read as a syntax tree (comments and strings never count):
-# it may import only these modules (and its single-dot siblings), what the shipped model code needs.
-ALLOWED_MODULES = frozenset({
-    "__future__", "abc", "collections", "copy", "dataclasses", "enum", "functools", "itertools", "logging", "math",
-    "numbers", "operator", "re", "typing", "warnings", "contextvars", "torch", "transformers", "tokenizers", "numpy",
-})
-# Names that run strings as code, reach the interpreter's internals or write files, whether called or passed on.
-FORBIDDEN_BUILTINS = frozenset({"eval", "exec", "compile", "__import__", "globals", "locals", "vars", "breakpoint",
-                                "input", "__builtins__", "__loader__", "__spec__"})
-# Attribute names that reach the operating system, the network, unpickling or code loading through an allowed
-# module (``torch.os``, ``torch.load``, ``torch.hub``) or escape through the object model (``__subclasses__``).
-FORBIDDEN_ATTRIBUTES = frozenset({
-    "os", "sys", "subprocess", "socket", "shutil", "importlib", "builtins", "pickle", "marshal", "ctypes",
-    "urllib", "requests", "http", "system", "popen", "load", "loads", "load_library", "hub", "cpp_extension",
-    "package", "serialization", "dynamic_module_utils", "__import__", "__builtins__", "__subclasses__",
-    "__globals__", "__code__", "__closure__", "__bases__", "__base__", "__mro__", "__getattribute__",
-})
-_NOT_ALLOWED = "not an allowed module"
-# Objects whose own fields shipped code may look up by a computed name (``getattr(self, name)``).
-_COMPUTED_LOOKUP_ROOTS = ("self", "config")
-# Modes of open() that write, append or create a file.
-_WRITING_MODE = re.compile(r"[wax+]")
+ALLOW_MODIFIED_CODE_FLAG = "--allow-modified-code"
 
 MULTI30K_HUB_DATASET = "bentrevett/multi30k"
 MULTI30K_CITATION = """@inproceedings{elliott-etal-2016-multi30k,
@@ -333,65 +309,10 @@ def write_model_card(model_dir: str | Path, results: dict | None = None, repo_id
 # ------------------------------------------------------------------------------------------------ Hub folder
 
 
-def _dotted(node: ast.expr) -> str | None:
-    """``a.b.c`` for a chain of attributes on a name, else None."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
-
-
-def _import_problems(node: ast.Import | ast.ImportFrom, filename: str) -> list[str]:
-    if isinstance(node, ast.ImportFrom) and node.level == 1:
-        return []  # a sibling in the folder: checked as a code file of its own
-    if isinstance(node, ast.ImportFrom) and node.level > 1:
-        return [f"{filename}:{node.lineno} imports from {'.' * node.level}{node.module or ''} (outside the folder)"]
-    modules = [node.module or ""] if isinstance(node, ast.ImportFrom) else [alias.name for alias in node.names]
-    problems = []
-    for module in modules:
-        root = module.split(".")[0]
-        if root == "hf_s2s":
-            problems.append(f"{filename}:{node.lineno} imports hf_s2s (not installed where the folder is used)")
-        elif root not in ALLOWED_MODULES:
-            problems.append(f"{filename}:{node.lineno} imports {module!r}, {_NOT_ALLOWED}")
-        elif set(module.split(".")) & FORBIDDEN_ATTRIBUTES:
-            problems.append(f"{filename}:{node.lineno} imports {module!r} (file, network or code loading access)")
-    if isinstance(node, ast.ImportFrom):
-        problems += [f"{filename}:{node.lineno} imports * from {node.module!r} (names must be imported one by one "
-                     "to be checked)" for alias in node.names if alias.name == "*"]
-        problems += [f"{filename}:{node.lineno} imports {alias.name!r} from {node.module!r} (file, network or code "
-                     "loading access)" for alias in node.names
-                     if alias.name in FORBIDDEN_ATTRIBUTES | FORBIDDEN_BUILTINS]
-    return problems
-
-
-def _call_problems(node: ast.Call, filename: str) -> list[str]:
-    """getattr/setattr/delattr/hasattr with a computed name (allowed on ``self`` and ``config`` only, where it
-    walks their own fields) and open() in a writing mode."""
-    function = _dotted(node.func)
-    if function in ("getattr", "setattr", "delattr", "hasattr") and len(node.args) >= 2:
-        name, target = node.args[1], _dotted(node.args[0]) or ""
-        if isinstance(name, ast.Constant):
-            if name.value in FORBIDDEN_ATTRIBUTES | FORBIDDEN_BUILTINS:
-                return [f"{filename}:{node.lineno} {function}(..., {name.value!r})"]
-        elif target.split(".")[0] not in _COMPUTED_LOOKUP_ROOTS:
-            return [f"{filename}:{node.lineno} {function} with a computed attribute name on "
-                    f"{target or 'an expression'} (allowed only on {' and '.join(_COMPUTED_LOOKUP_ROOTS)})"]
-    if function == "open":
-        keyword_mode = next((k.value for k in node.keywords if k.arg == "mode"), None)
-        mode = node.args[1] if len(node.args) > 1 else keyword_mode
-        if mode is not None and not (isinstance(mode, ast.Constant) and isinstance(mode.value, str)
-                                     and not _WRITING_MODE.search(mode.value)):
-            return [f"{filename}:{node.lineno} opens a file for writing"]
-    return []
-
-
-def scan_code(code: str, filename: str) -> tuple[set[str], list[str]]:
-    """Read one shipped code file as a syntax tree; return the single-dot siblings it imports and its problems:
-    an import outside :data:`ALLOWED_MODULES` (or of hf_s2s, or from outside the folder), a name in
-    :data:`FORBIDDEN_BUILTINS`, an attribute in :data:`FORBIDDEN_ATTRIBUTES`, a computed getattr on anything but
-    ``self`` or ``config``, open() for writing. Comments and string contents are never read as code."""
+def _sibling_imports(code: str, filename: str) -> tuple[set[str], list[str]]:
+    """The single-dot siblings one code file imports (files the folder must hold), and what keeps it from loading
+    where hf_s2s is not installed: invalid Python, an import of hf_s2s, an import from outside the folder. This
+    reads imports only; it says nothing about what the code does (that is what integrity is for)."""
     try:
         tree = ast.parse(code, filename=filename)
     except SyntaxError as error:
@@ -400,35 +321,56 @@ def scan_code(code: str, filename: str) -> tuple[set[str], list[str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
             siblings.add(node.module.split(".")[0] + ".py")
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            problems += _import_problems(node, filename)
-        elif isinstance(node, ast.Name) and node.id in FORBIDDEN_BUILTINS:
-            problems.append(f"{filename}:{node.lineno} uses {node.id}")
-        elif isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_ATTRIBUTES:
-            problems.append(f"{filename}:{node.lineno} uses {_dotted(node) or '...' + node.attr} (file, network or "
-                            "code loading access)")
-        elif isinstance(node, ast.Call):
-            problems += _call_problems(node, filename)
+        elif isinstance(node, ast.ImportFrom) and node.level > 1:
+            problems.append(f"{filename}:{node.lineno} imports from {'.' * node.level}{node.module or ''} (outside "
+                            "the folder)")
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            modules = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+            problems += [f"{filename}:{node.lineno} imports hf_s2s (not installed where the folder is used)"
+                         for module in modules if module.split(".")[0] == "hf_s2s"]
     return siblings, problems
 
 
-def check_hub_folder(folder: str | Path) -> list[str]:
+def _code_integrity_problems(folder: Path, allow_modified_code: bool) -> tuple[list[str], str]:
+    """(problems, diff): the folder's code files against the installed release's. Code that is not byte for byte
+    that release's (a changed file, or a .py file the release does not ship) is a problem unless
+    ``allow_modified_code``, when it is the diff instead."""
+    report = compare_with_releases(folder, release=__version__)
+    if report.release is None:
+        return [f"the installed hf_s2s {__version__} has no entry in code_manifest.json, so no code can be compared "
+                f"with its release's (in a checkout: `{REGENERATE}`)"], ""
+    if not (report.modified or report.unknown):
+        return [], ""
+    if allow_modified_code:
+        return [], code_diff(report)
+    problems = [f"its code is not hf_s2s {__version__}'s ({'; '.join(report.problems())}): only a release's own "
+                f"code, byte for byte, is shared without review; to push this code, pass {ALLOW_MODIFIED_CODE_FLAG}, "
+                "which prints its diff against the release first"]
+    # the installed hf_s2s is not its release either: an edited install, or a checkout whose manifest is stale
+    problems += [f"the installed hf_s2s is not its release either: {problem}" for problem in manifest_problems()]
+    return problems, ""
+
+
+def check_hub_folder(folder: str | Path, allow_modified_code: bool = False) -> list[str]:
     """Raise :class:`HubFolderError` naming every missing or forbidden piece of a Hub folder; return its files.
 
     Checks: the required files; config.json's ``model_type``, ``auto_map`` (AutoConfig, AutoModel,
-    AutoModelForSeq2SeqLM, each pointing at a code file present) and ``custom_pipelines``; the family's code files
-    and every single-dot import they make; no pickled or compiled files; every .py file passes :func:`scan_code`
-    (no code that executes strings, reaches the file system or the network, or unpickles); a card whose YAML
-    metadata parses.
+    AutoModelForSeq2SeqLM, each pointing at a code file present, none at another repository's) and
+    ``custom_pipelines``; the family's code files and every single-dot import they make; no pickled or compiled
+    files; a card whose YAML metadata parses; and code integrity: every .py file, at any depth, is byte for byte
+    the installed hf_s2s release's file of that name (:mod:`hf_s2s.code_integrity`). With ``allow_modified_code``
+    other code passes, and the unified diff against the release (unknown files in full) is printed to stderr once
+    everything else has passed: the person pushing it vouches for it, having seen it.
     """
     folder = Path(folder)
     if not folder.is_dir():
         raise HubFolderError(f"{folder} is not a folder")
-    files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
     problems = [f"missing {name}" for name in REQUIRED_FILES if name not in files]
+    # pickled weights and compiled code are never uploaded
     problems += [f"pickled file {name} (only safetensors weights are allowed)" for name in files
                  if name.endswith(PICKLED_SUFFIXES)]
-    problems += [f"compiled code {name} (its code cannot be checked)" for name in files
+    problems += [f"compiled code {name} (it cannot be compared with a release)" for name in files
                  if name.endswith(COMPILED_SUFFIXES)]
 
     config = json.loads((folder / "config.json").read_text()) if "config.json" in files else {}
@@ -437,41 +379,39 @@ def check_hub_folder(folder: str | Path) -> list[str]:
         problems.append(f"config.json model_type {model_type!r} is not one of {sorted(CODE_FILES)}")
     code_files = set(CODE_FILES.get(model_type, ()))
     auto_map = config.get("auto_map") or {}
-    for auto_class in AUTO_CLASSES if config else ():
-        if auto_class not in auto_map:
-            problems.append(f"config.json auto_map lacks {auto_class}")
-        else:
-            code_files.add(auto_map[auto_class].split(".")[0] + ".py")
-    # a tokenizer with code (separate vocabularies) names its file in tokenizer_config.json's auto_map
-    tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text()) \
-        if "tokenizer_config.json" in files else {}
-    code_files |= {entry.split(".")[0] + ".py" for entry in (tokenizer_config.get("auto_map") or {}).get(
-        "AutoTokenizer", ()) if entry}
+    problems += [f"config.json auto_map lacks {auto_class}" for auto_class in AUTO_CLASSES
+                 if config and auto_class not in auto_map]
     for task, spec in CUSTOM_PIPELINES.items():
         if config and (config.get("custom_pipelines") or {}).get(task, {}).get("impl") != spec["impl"]:
             problems.append(f"config.json custom_pipelines lacks the {task!r} pipeline ({spec['impl']})")
+    # every code file config.json and tokenizer_config.json name (a separate-vocabulary tokenizer names its own)
+    problems += foreign_code_references(folder)
+    code_files |= {reference.split(".")[0] + ".py" for reference in code_references(folder).values()
+                   if "--" not in reference}
 
-    # Every shipped code file is scanned, whether or not anything imports it: the Hub serves them all.
-    scans = {name: scan_code((folder / name).read_text(), name) for name in files if name.endswith(".py")}
+    imports = {name: _sibling_imports((folder / name).read_text(), name) for name in files if name.endswith(".py")}
     checked = set()
     while code_files - checked:
         name = sorted(code_files - checked)[0]
         checked.add(name)
-        if name not in scans:
+        if name not in imports:
             problems.append(f"missing code file {name}")
             continue
-        code_files |= scans[name][0]
-    problems += [problem for _, file_problems in scans.values() for problem in file_problems]
+        code_files |= imports[name][0]
+    problems += [problem for _, file_problems in imports.values() for problem in file_problems]
+    integrity_problems, diff = _code_integrity_problems(folder, allow_modified_code)
+    problems += integrity_problems
 
     if "README.md" in files:
         metadata = ModelCard.load(folder / "README.md").data.to_dict()
         for key in ("license", "library_name", "tags"):
             if not metadata.get(key):
                 problems.append(f"README.md card metadata lacks {key!r}")
-    if any(_NOT_ALLOWED in problem for problem in problems):
-        problems.append(f"the allowed modules are {', '.join(sorted(ALLOWED_MODULES))} and the folder's own files")
     if problems:
         raise HubFolderError(f"Hub folder {folder} is not ready to share: " + "; ".join(problems))
+    if diff:
+        print(f"{ALLOW_MODIFIED_CODE_FLAG}: the code below is not hf_s2s {__version__}'s; you vouch for it by "
+              f"pushing it\n{diff}", file=sys.stderr, end="")
     return files
 
 
@@ -493,14 +433,16 @@ def _check_staging_folder(model_dir: Path, output_dir: Path) -> None:
 
 
 def build_hub_folder(model_dir: str | Path, output_dir: str | Path, repo_id: str | None = None,
-                     license: str = "apache-2.0") -> Path:
+                     license: str = "apache-2.0", allow_modified_code: bool = False) -> Path:
     """Build in ``output_dir`` (new or empty, outside ``model_dir``) the exact folder :func:`push_to_hub` uploads
     for the trained model in ``model_dir`` (a folder written by ``hf_s2s.training.run`` or ``save_pretrained`` +
     tokenizer), check it, and return it.
 
     The model is loaded strictly (:func:`hf_s2s.loading.load_model`: weights that do not match the config are
     refused) and saved again (safetensors only, ``auto_map`` for the three auto classes, code files copied by
-    ``save_pretrained``), so nothing else from ``model_dir`` (optimizer state, training_args.bin) can slip in.
+    ``save_pretrained`` from the installed hf_s2s), so nothing else from ``model_dir`` (optimizer state,
+    training_args.bin, its own copies of the code) can slip in. The code is then the installed hf_s2s's: refused
+    unless it is its release's byte for byte, or ``allow_modified_code`` (see :func:`check_hub_folder`).
     The card comes from ``model_dir/results.json`` when present (filled for ``repo_id``), else from
     ``model_dir/README.md``; without either the build fails. Everything is checked before ``output_dir`` is made.
     """
@@ -511,7 +453,7 @@ def build_hub_folder(model_dir: str | Path, output_dir: str | Path, repo_id: str
         raise HubFolderError(f"{model_dir} holds no config.json: not a saved model folder")
     if not ((model_dir / "results.json").is_file() or (model_dir / "README.md").is_file()):
         raise HubFolderError(f"{model_dir} has neither results.json nor README.md: no model card can be written "
-                             "(write one with scripts/make_model_card.py)")
+                             "(write one with hf-s2s make-model-card)")
     _check_staging_folder(model_dir, output_dir)
     model = load_model(model_dir)
     if type(model).__module__.split(".")[0] != "hf_s2s":
@@ -529,14 +471,18 @@ def build_hub_folder(model_dir: str | Path, output_dir: str | Path, repo_id: str
         (output_dir / "README.md").write_text(render_model_card(results, repo_id=repo_id, license=license))
     else:
         shutil.copyfile(model_dir / "README.md", output_dir / "README.md")
-    check_hub_folder(output_dir)
+    check_hub_folder(output_dir, allow_modified_code=allow_modified_code)
     return output_dir
 
 
 def push_to_hub(model_dir: str | Path, repo_id: str, *, dry_run: bool = False,
                 staging_dir: str | Path | None = None, private: bool = False, token: str | None = None,
-                license: str = "apache-2.0", commit_message: str = "Upload hf_s2s model") -> Path | str:
+                license: str = "apache-2.0", commit_message: str = "Upload hf_s2s model",
+                allow_modified_code: bool = False) -> Path | str:
     """Build and check the Hub folder, then create ``repo_id`` (if needed) and upload the folder.
+
+    ``allow_modified_code``: upload code that is not the installed hf_s2s release's, after printing its diff to
+    stderr (:func:`check_hub_folder`); without it such a folder is refused before anything is uploaded.
 
     ``dry_run``: build the folder in ``staging_dir`` (required then; a new or empty folder outside ``model_dir``,
     never cleared) and return its path; nothing touches the network. Otherwise returns the URL of the upload commit.
@@ -546,7 +492,8 @@ def push_to_hub(model_dir: str | Path, repo_id: str, *, dry_run: bool = False,
     if "/" not in repo_id:
         raise ValueError(f"repo_id must be 'namespace/name', got {repo_id!r}")
     with tempfile.TemporaryDirectory(prefix="hf_s2s_hub_") as tmp:
-        folder = build_hub_folder(model_dir, staging_dir or Path(tmp) / "folder", repo_id=repo_id, license=license)
+        folder = build_hub_folder(model_dir, staging_dir or Path(tmp) / "folder", repo_id=repo_id, license=license,
+                                  allow_modified_code=allow_modified_code)
         if dry_run:
             return folder
         api = HfApi(token=token)

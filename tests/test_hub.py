@@ -1,8 +1,11 @@
 """Sharing on the Hub: the model card the training job writes, the dry-run Hub folder (complete, safetensors
-only, safe code), its refusal of incomplete folders, the upload calls, and loading + translating from the folder
-in a fresh process where hf_s2s cannot be imported (Auto classes and the shipped translation pipeline)."""
+only, the release's own code byte for byte), its refusal of incomplete folders and of any other code (issue 24's
+five payloads and a changed comment alike, pushed only with --allow-modified-code after their diff), the upload
+calls, and loading + translating from the folder in a fresh process where hf_s2s cannot be imported (Auto classes
+and the shipped translation pipeline)."""
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -16,14 +19,17 @@ from huggingface_hub import ModelCard, metadata_load
 from huggingface_hub.repocard_data import model_index_to_eval_results
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-import hf_s2s  # noqa: F401
+import hf_s2s
 import hf_s2s.hub as hub
 from hf_s2s.cli import run_command
+from hf_s2s.code_integrity import PACKAGE_DIR, compare_with_releases
 from hf_s2s.hub import HubFolderError, build_hub_folder, check_hub_folder, push_to_hub, render_model_card
 from hf_s2s.training import parse_args, run
 from tests.helpers import TINY, random_tiny_model, run_without_hf_s2s
+from tests.saved_folders import save_tiny_model_folder
 
 ROOT = Path(__file__).resolve().parent.parent
+VERSION = hf_s2s.__version__
 SOURCES = ["a b c d e", "f g", "h i j"]  # different lengths: the batch is padded
 GENERATE = {"max_new_tokens": 10, "do_sample": False}
 
@@ -81,6 +87,10 @@ def random_model_dirs(trained, tmp_path_factory):
         shutil.copyfile(model_dir / "results.json", target / "results.json")
         dirs[model_type] = target
     return dirs
+
+
+def append(path: Path, text: str) -> None:
+    path.write_text(path.read_text() + text)
 
 
 def translate_ids(model, tokenizer, **kwargs):
@@ -195,7 +205,7 @@ def test_make_model_card_never_replaces_its_results_and_other_files_only_with_ov
 
 
 @pytest.mark.parametrize("model_type", list(TINY))
-def test_dry_run_folder_is_complete_safetensors_only_and_its_code_is_safe(hub_folders, model_type):
+def test_dry_run_folder_is_complete_safetensors_only_and_its_code_is_the_releases(hub_folders, model_type):
     folder = hub_folders[model_type]
     files = {p.name for p in folder.iterdir()}
     expected = set(hub.REQUIRED_FILES) | set(hub.CODE_FILES[model_type]) | {"results.json"}
@@ -208,10 +218,10 @@ def test_dry_run_folder_is_complete_safetensors_only_and_its_code_is_safe(hub_fo
     assert set(config["custom_pipelines"]) == {"translation", "text2text-generation"}
     for name in files:
         if name.endswith(".py"):
-            code = (folder / name).read_text()
-            for pattern in ("eval(", "exec(", "requests", "urllib", "http", "pickle", "torch.load"):
-                assert pattern not in code, f"{name} contains {pattern!r}"
-            assert not re.search(r"^\s*(from|import)\s+hf_s2s", code, re.M), name
+            assert not re.search(r"^\s*(from|import)\s+hf_s2s", (folder / name).read_text(), re.M), name
+            assert (folder / name).read_bytes() == (PACKAGE_DIR / name).read_bytes(), name
+    report = compare_with_releases(folder)
+    assert report.is_release and report.identical_releases == [hf_s2s.__version__]
     assert check_hub_folder(folder) == sorted(files)
     card = ModelCard.load(folder / "README.md")
     assert 'repo = "someone/tiny-' in card.text  # the card names the repository it is uploaded to
@@ -234,18 +244,19 @@ def test_check_refuses_a_folder_without_its_attention_module(hub_folders, tmp_pa
         check_hub_folder(folder)
 
 
-def test_check_refuses_pickles_unsafe_code_and_incomplete_config(hub_folders, tmp_path):
+def test_check_refuses_pickles_changed_code_and_incomplete_config(hub_folders, tmp_path):
     source = hub_folders["transformer_seq2seq"]
     folder = shutil.copytree(source, tmp_path / "pickled")
     (folder / "training_args.bin").write_bytes(b"\x80\x04")
     with pytest.raises(HubFolderError, match="pickled file training_args.bin"):
         check_hub_folder(folder)
 
-    folder = shutil.copytree(source, tmp_path / "unsafe")
-    modeling = folder / "modeling_common.py"
-    modeling.write_text(modeling.read_text() + "\nimport urllib.request\nexec('1')\n")
-    with pytest.raises(HubFolderError, match=r"modeling_common.py:\d+ imports 'urllib.request', not an allowed module; "
-                                             r"modeling_common.py:\d+ uses exec"):
+    folder = shutil.copytree(source, tmp_path / "changed")
+    append(folder / "modeling_common.py", "\nimport urllib.request\nexec('1')\n")
+    with pytest.raises(HubFolderError, match=re.escape(
+            f"its code is not hf_s2s {VERSION}'s (modeling_common.py differs from hf_s2s {VERSION}'s): only a "
+            f"release's own code, byte for byte, is shared without review; to push this code, pass "
+            "--allow-modified-code, which prints its diff against the release first")):
         check_hub_folder(folder)
 
     folder = shutil.copytree(source, tmp_path / "no_auto_map")
@@ -255,59 +266,187 @@ def test_check_refuses_pickles_unsafe_code_and_incomplete_config(hub_folders, tm
     with pytest.raises(HubFolderError, match="auto_map lacks AutoModel"):
         check_hub_folder(folder)
 
+    # a folder that would not load without hf_s2s is refused even when its code changes are allowed
     folder = shutil.copytree(source, tmp_path / "absolute_import")
     modeling = folder / "modeling_transformer_seq2seq.py"
     modeling.write_text(modeling.read_text().replace("from .modeling_common import", "from hf_s2s.modeling_common import"))
-    with pytest.raises(HubFolderError, match="imports hf_s2s"):
-        check_hub_folder(folder)
+    with pytest.raises(HubFolderError, match=r"modeling_transformer_seq2seq.py:\d+ imports hf_s2s"):
+        check_hub_folder(folder, allow_modified_code=True)
 
 
-# Each snippet, appended to a shipped code file or shipped as a file nothing imports, must be refused.
-UNSAFE_SNIPPETS = {
-    "os_popen": "import os\nos.popen('ls')\n",
-    "from_os_import_system": "from os import system\nsystem('ls')\n",
-    "importlib_computed": "import importlib\nimportlib.import_module('o' + 's')\n",
-    "dunder_import": "__import__('o' + 's')\n",
-    "builtin_compile": "code = compile('1', 'x', 'eval')\n",
-    "eval_alias": "run = eval\n",
-    "torch_os": "import torch\ntorch.os.system('ls')\n",
-    "torch_load": "import torch\nfrom torch import load\n",
-    "torch_hub_module": "import torch.hub\n",
-    "star_import": "from torch import *\nload('weights.pt')\n",
-    "computed_getattr": "import torch\ngetattr(torch, 'o' + 's')\n",
-    "subclasses_escape": "classes = ().__class__.__base__.__subclasses__()\n",
-    "open_for_writing": "open('weights.txt', 'w').write('x')\n",
-    "socket": "import socket\n",
-}
-# ...while comments and strings never count, and torch.compile is not the compile builtin.
-SAFE_SNIPPETS = ("# see https://huggingface.co/docs and http://example.com\n"
-                 "NOTE = 'eval( exec( subprocess os.system __import__ requests'\n"
-                 "def compiled(model):\n    return torch.compile(model)\n"
-                 "def read(path):\n    with open(path) as f:\n        return f.read()\n")
-
-
-@pytest.mark.parametrize("where", ["imported", "unimported"])
-@pytest.mark.parametrize("snippet", list(UNSAFE_SNIPPETS))
-def test_code_scan_refuses_every_way_to_reach_the_system(hub_folders, tmp_path, snippet, where):
+def test_check_refuses_code_loaded_from_another_repository(hub_folders, tmp_path):
+    """An auto_map entry may name another repository's code (``namespace/repo--module.Class``): the folder's own
+    files being the release's would then vouch for nothing."""
     folder = shutil.copytree(hub_folders["rnn_seq2seq"], tmp_path / "folder")
-    target = folder / ("modeling_common.py" if where == "imported" else "helpers_nothing_imports.py")
-    target.write_text((target.read_text() if target.exists() else "") + "\n" + UNSAFE_SNIPPETS[snippet])
-    with pytest.raises(HubFolderError, match=re.escape(target.name) + r":\d+ "):
+    config = json.loads((folder / "config.json").read_text())
+    config["auto_map"]["AutoModelForSeq2SeqLM"] = "someone/else--modeling.Model"
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(HubFolderError, match=re.escape(
+            "config.json auto_map AutoModelForSeq2SeqLM loads another repository's code (someone/else--modeling.Model)")):
+        check_hub_folder(folder, allow_modified_code=True)
+
+
+# The five payloads of issue 24, each of which passed the syntax-tree heuristic that checked the code before; two ran
+# a shell command when the folder was loaded with trust_remote_code. Here each only defines a function nobody calls:
+# what is tested is that no change to the code, whatever it does, is shared unreviewed.
+PAYLOADS = {
+    "operator_attrgetter_globals": (
+        "import operator\n\n\ndef _payload():\n"
+        "    builtins = operator.attrgetter('__globals__')(_payload)['__builtins__']\n"
+        "    return builtins['__import__']('o' + 's').system('true')\n"),
+    "typing_get_type_hints_string_annotation": (
+        "import typing\n\n\ndef _annotated(x: \"__import__('os').system('true')\"):\n    return x\n\n\n"
+        "def _payload():\n    return typing.get_type_hints(_annotated)\n"),
+    "logging_dictconfig_factory": (
+        "import logging.config\n\n\ndef _payload():\n"
+        "    logging.config.dictConfig({'version': 1, 'handlers': {'h': {'()': 'subprocess.call', 'args': ['true']}}})\n"),
+    "torch_save_anywhere": (
+        "import torch\n\n\ndef _payload():\n    torch.save({'x': 1}, '/tmp/anywhere.pt')\n"),
+    "numpy_read_array_allow_pickle": (
+        "import numpy\n\n\ndef _payload(stream):\n    return numpy.lib.format.read_array(stream, allow_pickle=True)\n"),
+}
+PAYLOAD_FILE = "modeling_rnn_seq2seq.py"
+
+
+@pytest.mark.parametrize("change", [*PAYLOADS, "comment"])
+def test_check_refuses_any_change_to_the_code_and_passes_it_only_allowed_with_the_diff(hub_folders, tmp_path,
+                                                                                       capsys, change):
+    """Integrity, not heuristics: a payload and a changed comment are refused alike, and pass only with
+    allow_modified_code, which prints their diff against the release's file to stderr."""
+    folder = shutil.copytree(hub_folders["rnn_seq2seq"], tmp_path / "folder")
+    text = PAYLOADS.get(change, "# a comment changed by hand\n")
+    append(folder / PAYLOAD_FILE, "\n" + text)
+    with pytest.raises(HubFolderError, match=re.escape(f"({PAYLOAD_FILE} differs from hf_s2s {VERSION}'s)")):
         check_hub_folder(folder)
+    assert capsys.readouterr().err == ""  # refused: nothing printed as if it were pushed
+    assert PAYLOAD_FILE in check_hub_folder(folder, allow_modified_code=True)
+    err = capsys.readouterr().err
+    assert err.startswith(f"--allow-modified-code: the code below is not hf_s2s {VERSION}'s; you vouch for it")
+    assert f"--- hf_s2s {VERSION}/{PAYLOAD_FILE}\n+++ {folder}/{PAYLOAD_FILE}\n" in err
+    added = [line[1:] for line in err.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    assert added == ["", *text.splitlines()]  # exactly the change, line for line
 
 
-def test_code_scan_passes_the_shipped_code_comments_strings_and_torch_compile(hub_folders, tmp_path):
-    folder = shutil.copytree(hub_folders["transformer_seq2seq"], tmp_path / "folder")
-    modeling = folder / "modeling_transformer_seq2seq.py"
-    modeling.write_text(modeling.read_text() + "\n" + SAFE_SNIPPETS)
-    assert "modeling_transformer_seq2seq.py" in check_hub_folder(folder)
+@pytest.mark.parametrize("payload", ["operator_attrgetter_globals", "torch_save_anywhere"])
+def test_check_refuses_code_the_release_does_not_ship_and_shows_it_in_full(hub_folders, tmp_path, capsys, payload):
+    """An extra .py file, imported by nothing, is still served by the Hub: refused, and shown whole when allowed."""
+    folder = shutil.copytree(hub_folders["rnn_seq2seq"], tmp_path / "folder")
+    (folder / "helpers_nothing_imports.py").write_text(PAYLOADS[payload])
+    with pytest.raises(HubFolderError, match=re.escape(f"helpers_nothing_imports.py is not a file of hf_s2s {VERSION}")):
+        check_hub_folder(folder)
+    check_hub_folder(folder, allow_modified_code=True)
+    err = capsys.readouterr().err
+    assert f"--- /dev/null\n+++ {folder}/helpers_nothing_imports.py\n" in err
+    assert "".join(f"+{line}\n" for line in PAYLOADS[payload].splitlines()) in err
 
 
 def test_check_refuses_compiled_code(hub_folders, tmp_path):
     folder = shutil.copytree(hub_folders["rnn_seq2seq"], tmp_path / "folder")
     (folder / "fast_kernels.so").write_bytes(b"\x7fELF")
     with pytest.raises(HubFolderError, match="compiled code fast_kernels.so"):
-        check_hub_folder(folder)
+        check_hub_folder(folder, allow_modified_code=True)
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory):
+    """A saved random tiny RNN folder with a card: what push-to-hub builds from, without a training run."""
+    model_dir = save_tiny_model_folder(tmp_path_factory.mktemp("tiny") / "model", "rnn_seq2seq")
+    (model_dir / "README.md").write_text(
+        "---\nlicense: apache-2.0\nlibrary_name: transformers\ntags: [translation]\n---\nA tiny test model.\n")
+    return model_dir
+
+
+@pytest.mark.parametrize("payload", list(PAYLOADS))
+def test_a_payload_in_the_model_folders_own_code_never_ships(tiny_model_dir, tmp_path, payload):
+    """push-to-hub saves the model again with the installed hf_s2s: the model folder's copy of the code, payload
+    and all, is left behind, and the Hub folder holds the release's code."""
+    model_dir = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    append(model_dir / PAYLOAD_FILE, "\n" + PAYLOADS[payload])
+    folder = push_to_hub(model_dir, "someone/x", dry_run=True, staging_dir=tmp_path / "hub")
+    assert compare_with_releases(folder).identical_releases == [VERSION]
+    assert "_payload" not in (folder / PAYLOAD_FILE).read_text()
+
+
+def modified_install(tmp_path: Path, payload: str) -> Path:
+    """A copy of the hf_s2s package (its release manifest included) whose modeling file holds ``payload``: what
+    an edited or tampered installation is. Returns the folder to put on PYTHONPATH."""
+    site = tmp_path / "site"
+    shutil.copytree(PACKAGE_DIR, site / "hf_s2s", ignore=shutil.ignore_patterns("__pycache__"))
+    append(site / "hf_s2s" / PAYLOAD_FILE, "\n" + payload)
+    return site
+
+
+@pytest.mark.parametrize("payload", list(PAYLOADS))
+def test_push_to_hub_dry_run_refuses_a_payload_in_the_installed_code_and_shows_it_with_the_flag(
+        tiny_model_dir, tmp_path, payload):
+    """The only way code reaches a Hub folder is the installed hf_s2s's files: a payload there is refused by
+    `hf-s2s push-to-hub --dry-run`, and built only with --allow-modified-code, which prints it to stderr first (in
+    full: the installation holds no copy of the release's file to compare with)."""
+    site = modified_install(tmp_path, PAYLOADS[payload])
+    script = f"""
+import contextlib, io, json
+import hf_s2s
+from hf_s2s.cli import run_command
+results = {{"hf_s2s": hf_s2s.__file__}}
+for name, flags in (("refused", []), ("allowed", ["--allow-modified-code"])):
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        try:
+            status = run_command("push-to-hub", [{str(tiny_model_dir)!r}, "someone/x", "--dry-run", "--staging-dir",
+                                                 {str(tmp_path)!r} + "/" + name, *flags])
+        except SystemExit as exit:
+            status = exit.code
+    results[name] = {{"status": status, "stderr": err.getvalue(), "stdout": out.getvalue()}}
+print(json.dumps(results))
+"""
+    env = {**os.environ, "PYTHONPATH": str(site), "HF_HUB_OFFLINE": "1"}
+    completed = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                               timeout=300)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    results = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert Path(results["hf_s2s"]).parent == site / "hf_s2s"  # the modified installation, not this checkout
+    refused, allowed = results["refused"], results["allowed"]
+    assert refused["status"].startswith(
+        f"error: Hub folder {tmp_path / 'refused'} is not ready to share: its code is not hf_s2s {VERSION}'s "
+        f"({PAYLOAD_FILE} differs from hf_s2s {VERSION}'s): only a release's own code, byte for byte, is shared "
+        "without review; to push this code, pass --allow-modified-code, which prints its diff against the release "
+        f"first; the installed hf_s2s is not its release either: {site / 'hf_s2s' / 'code_manifest.json'} does not "
+        f"record the code of hf_s2s {VERSION} in {site / 'hf_s2s'} ({PAYLOAD_FILE} differs): regenerate it with")
+    assert "_payload" not in refused["stderr"]
+    assert allowed["status"] == 0
+    assert allowed["stdout"] == f"dry run: the folder that would be uploaded is {tmp_path / 'allowed'}\n"
+    err = allowed["stderr"]
+    assert (f"# {PAYLOAD_FILE}: the installed hf_s2s does not hold hf_s2s {VERSION}'s copy of it either, so it is "
+            f"shown in full\n--- /dev/null\n+++ {tmp_path / 'allowed'}/{PAYLOAD_FILE}\n") in err
+    assert "".join(f"+{line}\n" for line in PAYLOADS[payload].splitlines()) in err
+
+
+def test_refused_code_is_never_uploaded_and_allowed_code_is_after_its_diff(trained, tmp_path, monkeypatch, capsys):
+    """Without the flag the build stops before any Hub call; with it, the diff is printed before the upload."""
+    calls = []
+
+    class RecordingApi:
+        def __init__(self, token=None):
+            calls.append(("init", capsys.readouterr().err))
+
+        def create_repo(self, repo_id, **kwargs):
+            calls.append(("create_repo",))
+
+        def upload_folder(self, repo_id, folder_path, **kwargs):
+            calls.append(("upload_folder", (Path(folder_path) / hub.PIPELINE_FILE).read_text()))
+            return "https://huggingface.co/someone/x/commit/abc"
+
+    changed = tmp_path / hub.PIPELINE_FILE  # the pipeline file build_hub_folder copies, with a changed line
+    changed.write_text((PACKAGE_DIR / hub.PIPELINE_FILE).read_text() + "# changed\n")
+    monkeypatch.setattr(hub.pipeline_seq2seq, "__file__", str(changed))
+    monkeypatch.setattr(hub, "HfApi", RecordingApi)
+    with pytest.raises(HubFolderError, match=f"{hub.PIPELINE_FILE} differs from hf_s2s {VERSION}'s"):
+        push_to_hub(trained["rnn_seq2seq"][0], "someone/x")
+    assert calls == []
+    push_to_hub(trained["rnn_seq2seq"][0], "someone/x", allow_modified_code=True)
+    (_, printed), create, (_, uploaded) = calls
+    assert f"--- hf_s2s {VERSION}/{hub.PIPELINE_FILE}\n" in printed and "\n+# changed\n" in printed
+    assert create == ("create_repo",) and uploaded.endswith("# changed\n")
 
 
 def model_files(model_dir: Path) -> dict[str, bytes]:
