@@ -32,7 +32,7 @@ class SeparateVocabTokenizer(PreTrainedTokenizerFast):
         if target_tokenizer_object is not None:
             self._target_backend = copy.deepcopy(target_tokenizer_object)
         else:
-            try:  # no `os` here: the Hub folder's code scan allows only what model code needs
+            try:
                 self._target_backend = Tokenizer.from_file(str(target_tokenizer_file))
             except Exception as error:  # tokenizers raises its own exception type for a missing or bad file
                 raise ValueError(
