@@ -116,8 +116,9 @@ def test_regenerating_records_the_current_release_and_keeps_earlier_ones(package
 
 def test_the_manifest_ships_in_the_wheel():
     """What decides it: the manifest is package data (tests/test_package.py installs the wheel)."""
-    package_data = (ROOT / "pyproject.toml").read_text().split("[tool.setuptools.package-data]")[1].split("[")[1]
-    assert f'"{MANIFEST_PATH.name}"' in package_data and MANIFEST_PATH.parent == Path(hf_s2s.__file__).parent
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert MANIFEST_PATH.name in package_data["hf_s2s"] and MANIFEST_PATH.parent == Path(hf_s2s.__file__).parent
 
 
 # ------------------------------------------------------------------------------------------- hf-s2s verify
