@@ -29,6 +29,8 @@ from typing import Any
 
 from datasets import Dataset, DatasetDict, IterableDataset, IterableDatasetDict, load_dataset
 
+from .loading import looks_like_local_path
+
 logger = logging.getLogger(__name__)
 
 SPLITS = ("train", "validation", "test")
@@ -360,7 +362,12 @@ def load_hub(
     """A Hub dataset, e.g. ``("wmt16", "de", "en", config_name="de-en")`` (a ``translation`` column) or
     ``("bentrevett/multi30k", "de", "en")`` (one column per language); needs the network. Splits are renamed
     to train / validation / test where they have other usual names (valid, val, dev)."""
-    loaded = load_dataset(name, config_name, streaming=streaming, revision=revision)
+    try:
+        loaded = load_dataset(name, config_name, streaming=streaming, revision=revision)
+    except (OSError, ValueError) as error:  # not found, or the Hub out of reach (ConnectionError is an OSError)
+        reason = " ".join(str(error).split())  # one line
+        raise FileNotFoundError(f"{name} is neither a local corpus (no such file or folder here) nor a Hub dataset "
+                                f"that could be loaded: {reason}") from error
     renames = {alias: split for split, aliases in DEFAULT_SPLIT_PREFIXES.items() for alias in aliases}
     splits = {}
     for split_name, split_ds in loaded.items():
@@ -445,10 +452,11 @@ def load_multi30k(
 SYNTHETIC_TASKS = ("synthetic:reversal", "synthetic:reordering")
 
 
-def check_splits(corpus: AnyDatasetDict, dataset: str, needed: Mapping[str, str]) -> None:
-    """Raise ValueError when ``corpus`` (loaded from ``dataset``) lacks a split that a job needs: ``needed`` maps
-    each such split to what needs it. The loaders only report the splits they find (an evaluation may need no
-    train split), so the job says which it cannot do without."""
+def check_splits(corpus: AnyDatasetDict | list[str], dataset: str, needed: Mapping[str, str]) -> None:
+    """Raise ValueError when ``corpus`` (loaded from ``dataset``, or the names of its splits, as
+    :func:`corpus_splits` finds them before reading) lacks a split that a job needs: ``needed`` maps each such
+    split to what needs it. The loaders only report the splits they find (an evaluation may need no train split),
+    so the job says which it cannot do without."""
     for split, purpose in needed.items():
         if split not in corpus:
             names = ", ".join(DEFAULT_SPLIT_PREFIXES[split])
@@ -456,6 +464,52 @@ def check_splits(corpus: AnyDatasetDict, dataset: str, needed: Mapping[str, str]
                 f"the corpus {dataset} has no '{split}' split, which {purpose} needs; its splits: {list(corpus)} "
                 f"(in a corpus folder or a {{split}} file pattern, {split} files are named {names})"
             )
+
+
+def corpus_splits(dataset: str, source_lang: str, data_dir: PathLike | None = None,
+                  flag: str = "dataset") -> list[str] | None:
+    """The splits :func:`load_translation_corpus` would find in ``dataset``, from the file names alone, so that a
+    job can refuse a corpus that lacks one (:func:`check_splits`) before reading it; None where only loading tells
+    (a Hub dataset, Multi30k from the Hub). A name that can only be a local path (``data/corpus``, ``x.tsv``) and
+    does not exist is a FileNotFoundError naming ``flag`` and the path."""
+    if dataset.startswith("synthetic:"):
+        return list(SPLITS)
+    if dataset == "multi30k":
+        folder = resolve_data_dir(data_dir)
+        return _folder_splits(folder, source_lang) if folder is not None else None
+    if "{split}" in dataset:
+        _refuse_other_pattern(dataset, flag)
+        return [split for split in SPLITS
+                if any(Path(dataset.replace("{split}", name)).expanduser().is_file()
+                       for name in DEFAULT_SPLIT_PREFIXES[split])]
+    path = Path(dataset).expanduser()
+    if path.is_dir():
+        return _folder_splits(path, source_lang)
+    if path.is_file():
+        return ["train"]  # a .jsonl / .tsv file is the training split
+    if looks_like_local_path(dataset):
+        raise FileNotFoundError(f"{flag} {dataset} does not exist (a local path, not a Hub dataset name: expected a "
+                                f"corpus folder, a .jsonl/.json/.tsv file or a {{split}} pattern of them)")
+    return None
+
+
+def _file_suffix(dataset: str) -> str:
+    """The suffix that says how a corpus file reads (``.tsv`` for ``x.tsv.gz``); empty when it has none."""
+    suffixes = [s for s in Path(dataset).suffixes if s != ".gz"]
+    return suffixes[-1] if suffixes else ""
+
+
+def _refuse_other_pattern(dataset: str, flag: str = "dataset") -> None:
+    if "{split}" in dataset and _file_suffix(dataset) not in (".jsonl", ".json", ".tsv"):
+        raise ValueError(f"{flag} {dataset}: a {{split}} pattern names .jsonl/.json/.tsv files (a folder of "
+                         f"{{split}}.{{lang}} files is given as the folder)")
+
+
+def _folder_splits(folder: Path, source_lang: str) -> list[str]:
+    """The splits of a text folder: those with a ``{prefix}.{source_lang}[.gz]`` file, as load_text_folder finds
+    them."""
+    return [split for split in SPLITS if any(_find_file(folder, prefix, source_lang)
+                                             for prefix in DEFAULT_SPLIT_PREFIXES[split])]
 
 
 def _expand_split_pattern(pattern: str) -> dict[str, Path]:
@@ -506,15 +560,16 @@ def load_translation_corpus(
     path = Path(dataset)
     if path.is_dir():
         return load_text_folder(path, source_lang, target_lang, split_prefixes, streaming)
-    suffixes = [s for s in path.suffixes if s != ".gz"]
-    kind = {".jsonl": load_jsonl, ".json": load_jsonl, ".tsv": load_tsv}.get(suffixes[-1] if suffixes else "")
+    kind = {".jsonl": load_jsonl, ".json": load_jsonl, ".tsv": load_tsv}.get(_file_suffix(dataset))
     if kind is not None:
         files = _expand_split_pattern(dataset) if "{split}" in dataset else path
         return kind(files, source_lang, target_lang, streaming)
+    _refuse_other_pattern(dataset)
     if path.exists():
         raise ValueError(f"{dataset}: not a folder, a .jsonl/.json file or a .tsv file")
-    if path.is_absolute() or dataset.startswith((".", "~")):
-        raise FileNotFoundError(f"{dataset} does not exist (expected a corpus folder or a .jsonl/.json/.tsv file)")
+    if looks_like_local_path(dataset):
+        raise FileNotFoundError(f"{dataset} does not exist (expected a corpus folder or a .jsonl/.json/.tsv file; "
+                                f"a local path, not a Hub dataset name)")
     return load_hub(dataset, source_lang, target_lang, config_name=dataset_config, streaming=streaming)
 
 
@@ -604,6 +659,7 @@ __all__ = [
     "DEFAULT_SPLIT_PREFIXES",
     "TruncationStats",
     "check_splits",
+    "corpus_splits",
     "folder_languages",
     "load_hub",
     "load_jsonl",

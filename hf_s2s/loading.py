@@ -10,6 +10,7 @@ absent from the file by design when embeddings are tied; transformers does not r
 :func:`refuse_to_overwrite` is the one check every writer of model or tokenizer files runs before it starts.
 """
 
+import os
 import re
 from pathlib import Path
 
@@ -26,6 +27,9 @@ SAVED_FILES = ("config.json", "model.safetensors", "model.safetensors.index.json
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 # What huggingface_hub accepts as a repo id: "name" or "namespace/name", no leading dot or slash.
 _REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
+# Names ending so are files, never Hub repo ids (corpora, weights, configs).
+LOCAL_FILE_SUFFIXES = (".gz", ".tsv", ".txt", ".csv", ".json", ".jsonl", ".parquet", ".arrow", ".safetensors", ".bin",
+                       ".pt", ".pth")
 _SHOWN_KEYS = 5  # keys named per kind of problem; the count says how many more
 
 
@@ -33,18 +37,32 @@ class ModelFolderError(ValueError):
     """A model folder is missing, incomplete, corrupt, or its weights do not match its config."""
 
 
-def local_folder(name_or_path: str | Path) -> Path | None:
+def looks_like_local_path(name_or_path: str | Path) -> bool:
+    """Whether ``name_or_path`` can only mean a local path, not a Hub repo id: it starts with ``.``, ``~`` or
+    ``/``, cannot be a repo id (``runs/x/model``: a repo id is ``name`` or ``namespace/name``), ends in a data or
+    weights file suffix (``corpus.tsv``), or its first folder exists here (``runs/x`` beside a ``runs/``
+    folder). Decided on the name only: whether the path exists is the caller's question."""
+    text = str(name_or_path)
+    first = text.split("/", 1)[0]
+    return (text.startswith((".", "~", "/", os.sep)) or not _REPO_ID.fullmatch(text)
+            or text.lower().endswith(LOCAL_FILE_SUFFIXES) or ("/" in text and Path(first).is_dir()))
+
+
+def local_folder(name_or_path: str | Path, flag: str | None = None) -> Path | None:
     """The local folder ``name_or_path`` names, or None when it can only be a Hub repo id. A path that exists
-    but is not a folder, or that does not exist and cannot be a repo id (``runs/x/model``, ``./model``), is a
-    :class:`ModelFolderError` saying so, instead of a Hub lookup that fails with a network message."""
+    but is not a folder, or that does not exist and looks like a local path (:func:`looks_like_local_path`:
+    ``runs/x/model``, ``./model``), is a :class:`ModelFolderError` saying so (with ``flag``, the command-line flag
+    that gave it), instead of a Hub lookup that fails with a network message."""
     path = Path(name_or_path).expanduser()
+    named = f"{flag} {name_or_path}: " if flag else ""
     if path.is_dir():
         return path
     if path.exists():
-        raise ModelFolderError(f"{path} is a file, not a model folder")
-    if _REPO_ID.fullmatch(str(name_or_path)) and not str(name_or_path).startswith("."):
+        raise ModelFolderError(f"{named}{path} is a file, not a model folder")
+    if not looks_like_local_path(name_or_path):
         return None
-    raise ModelFolderError(f"model folder {path} does not exist")
+    raise ModelFolderError(f"{named}model folder {path} does not exist" + (
+        " (a local path, not a Hub repo id: those read 'name' or 'namespace/name')" if flag else ""))
 
 
 def _check_weight_files(folder: Path) -> None:
@@ -116,4 +134,19 @@ def refuse_to_overwrite(folder: str | Path, flag: str, files: tuple[str, ...] = 
                               f"another folder or pass {flag}")
 
 
-__all__ = ["ModelFolderError", "load_model", "load_tokenizer", "local_folder", "refuse_to_overwrite"]
+def check_writable(folder: str | Path, flag: str) -> None:
+    """Raise ``PermissionError`` unless ``folder`` can be created or written to, naming ``flag``: checked on the
+    folder, or on the nearest folder above it that exists, before any long work, so that a read-only place fails
+    at once instead of after training. Nothing is created."""
+    folder = Path(folder).expanduser()
+    existing = next(path for path in (folder, *folder.absolute().parents) if path.exists())
+    if not existing.is_dir():
+        raise NotADirectoryError(f"{flag} {folder}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        where = "" if existing == folder else f" (it would be created in {existing})"
+        raise PermissionError(f"{flag} {folder} cannot be written to{where}: no write permission there, or a "
+                              f"read-only file system; choose another {flag}")
+
+
+__all__ = ["ModelFolderError", "check_writable", "load_model", "load_tokenizer", "local_folder",
+           "looks_like_local_path", "refuse_to_overwrite"]

@@ -99,6 +99,33 @@ def _add_byte_fallback(tokenizer: Tokenizer, model_type: str) -> None:
         tokenizer.model = models.Unigram(pieces, unk_id=UNK_ID, byte_fallback=True)
 
 
+def check_vocab_size(vocab_size: Any, byte_fallback: bool = True, name: str = "`vocab_size`") -> None:
+    """Refuse a vocabulary size that leaves no room for a trained token: the final size counts the special tokens
+    and, with byte fallback, the 256 byte tokens. ``name`` is how the error names it (a command-line flag)."""
+    reserved = len(SPECIAL_TOKENS) + (len(BYTE_TOKENS) if byte_fallback else 0)
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size <= reserved:
+        raise ValueError(
+            f"{name} must be an integer > {reserved} (the special tokens"
+            f"{' and the 256 byte-fallback tokens' if byte_fallback else ''}), got {vocab_size!r}"
+        )
+
+
+def check_training_arguments(vocab_size: Any, model_type: str = "bpe", joint: bool = True,
+                             target_vocab_size: Any = None, byte_fallback: bool = True,
+                             flags: tuple[str, str, str] = ("`vocab_size`", "`target_vocab_size`", "`model_type`"),
+                             ) -> None:
+    """Everything :func:`train_translation_tokenizers` refuses about its arguments, checked before any text is read:
+    ``flags`` name the vocabulary sizes and the model type in the errors (a command line passes its flags). A
+    ``target_vocab_size`` goes with separate vocabularies only, and is checked like ``vocab_size``."""
+    if model_type not in MODEL_TYPES:
+        raise ValueError(f"{flags[2]} must be one of {list(MODEL_TYPES)}, got {model_type!r}")
+    check_vocab_size(vocab_size, byte_fallback, flags[0])
+    if target_vocab_size is not None:
+        if joint:
+            raise ValueError(f"{flags[1]} is only for joint=False (separate vocabularies)")
+        check_vocab_size(target_vocab_size, byte_fallback, flags[1])
+
+
 def train_tokenizer_from_texts(
     texts: Iterable[str],
     vocab_size: int,
@@ -111,14 +138,7 @@ def train_tokenizer_from_texts(
     ``vocab_size`` is the final size, special and byte tokens included (``len(tokenizer) <= vocab_size``; a
     small corpus may give fewer). ``model_type`` is "bpe" or "unigram".
     """
-    if model_type not in MODEL_TYPES:
-        raise ValueError(f"`model_type` must be one of {list(MODEL_TYPES)}, got {model_type!r}")
-    reserved = len(SPECIAL_TOKENS) + (len(BYTE_TOKENS) if byte_fallback else 0)
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size <= reserved:
-        raise ValueError(
-            f"`vocab_size` must be an integer > {reserved} (the special tokens"
-            f"{' and the 256 byte-fallback tokens' if byte_fallback else ''}), got {vocab_size!r}"
-        )
+    check_training_arguments(vocab_size, model_type, byte_fallback=byte_fallback)
     tokenizer = _empty_tokenizer(model_type, byte_fallback)
     trained_size = vocab_size - (len(BYTE_TOKENS) if byte_fallback else 0)
     if model_type == "bpe":
@@ -218,12 +238,11 @@ def train_translation_tokenizers(
     ``joint=True``: one vocabulary of ``vocab_size`` over source and target text. ``joint=False``: a source
     tokenizer of ``vocab_size`` and a target tokenizer of ``target_vocab_size`` (default ``vocab_size``).
     """
+    check_training_arguments(vocab_size, model_type, joint, target_vocab_size, byte_fallback)
     if hasattr(dataset, "keys"):
         if "train" not in dataset:
             raise ValueError(f"the dataset has no 'train' split to train a tokenizer on; splits: {list(dataset)}")
         dataset = dataset["train"]
-    if target_vocab_size is not None and joint:
-        raise ValueError("`target_vocab_size` is only for joint=False (separate vocabularies)")
     kwargs = dict(model_type=model_type, byte_fallback=byte_fallback, min_frequency=min_frequency)
     if joint:
 
@@ -235,7 +254,8 @@ def train_translation_tokenizers(
         shared = train_tokenizer_from_texts(both_sides(), vocab_size, **kwargs)
         return TranslationTokenizers(shared, shared)
     source = train_tokenizer_from_texts(_split_texts(dataset, source_lang), vocab_size, **kwargs)
-    target = train_tokenizer_from_texts(_split_texts(dataset, target_lang), target_vocab_size or vocab_size, **kwargs)
+    target_size = vocab_size if target_vocab_size is None else target_vocab_size
+    target = train_tokenizer_from_texts(_split_texts(dataset, target_lang), target_size, **kwargs)
     return TranslationTokenizers(source, target)
 
 
@@ -291,6 +311,32 @@ def special_token_ids(
     if target is not tokenizer:
         ids["decoder_vocab_size"] = len(target)
     return ids
+
+
+_SHOWN_TOKENS = 3  # tokens named per differing vocabulary; the count says how many differ
+
+
+def vocabulary_differences(tokenizer: PreTrainedTokenizerBase, other: PreTrainedTokenizerBase) -> list[str]:
+    """How ``tokenizer`` and ``other`` would map text to ids differently, side by side (source, target): tokens
+    at other ids or missing, and special token ids. Empty when a model trained with one can use the other."""
+    differences = []
+    joint = target_side(tokenizer) is tokenizer and target_side(other) is other
+    sides = [("", tokenizer, other)] if joint else \
+        [("source ", tokenizer, other), ("target ", target_side(tokenizer), target_side(other))]
+    for side, mine, theirs in sides:
+        vocab, their_vocab = mine.get_vocab(), theirs.get_vocab()
+        differing = sorted((token for token in vocab.keys() | their_vocab.keys()
+                            if vocab.get(token) != their_vocab.get(token)), key=lambda t: (vocab.get(t, 1 << 62), t))
+        if differing:
+            shown = ", ".join(f"{token!r} {vocab.get(token)} vs {their_vocab.get(token)}"
+                              for token in differing[:_SHOWN_TOKENS])
+            differences.append(f"{side}vocabularies of {len(vocab)} and {len(their_vocab)} tokens: {len(differing)} "
+                               f"token(s) at other ids or missing ({shown}{', ...' if len(differing) > _SHOWN_TOKENS else ''})")
+    for field in ("pad_token_id", "bos_token_id", "eos_token_id", "unk_token_id"):
+        if getattr(target_side(tokenizer), field) != getattr(target_side(other), field):
+            differences.append(f"{field} {getattr(target_side(tokenizer), field)!r} vs "
+                               f"{getattr(target_side(other), field)!r}")
+    return differences
 
 
 # Encoded to see what a tokenizer does to a sentence (its special tokens); any text would do.
@@ -381,6 +427,8 @@ __all__ = [
     "TranslationTokenizers",
     "build_normalizer",
     "check_tokenizer_fits_model",
+    "check_training_arguments",
+    "check_vocab_size",
     "load_tokenizer",
     "normalize_text",
     "special_token_ids",
@@ -388,4 +436,5 @@ __all__ = [
     "train_tokenizer",
     "train_tokenizer_from_texts",
     "train_translation_tokenizers",
+    "vocabulary_differences",
 ]

@@ -313,6 +313,36 @@ def test_check_splits_names_the_missing_split(tmp_path):
         data.check_splits(corpus, str(tmp_path), {"train": "training", "validation": "evaluation"})
 
 
+def test_corpus_splits_are_known_from_the_file_names_before_anything_is_read(tmp_path, monkeypatch):
+    """So that a job refuses a corpus without a split it needs before reading it; None where only loading tells."""
+    write_folder(tmp_path / "folder", prefixes=("train", "test_2016_flickr"), gz=True)
+    write_lines(tmp_path / "train.tsv", ["Ein Hund.\tA dog."])
+    write_lines(tmp_path / "dev.tsv", ["Ein Hund.\tA dog."])
+    assert data.corpus_splits(str(tmp_path / "folder"), "de") == ["train", "test"]
+    assert data.corpus_splits(str(tmp_path / "{split}.tsv"), "de") == ["train", "validation"]
+    assert data.corpus_splits(str(tmp_path / "train.tsv"), "de") == ["train"]
+    assert data.corpus_splits("synthetic:reversal", "src") == ["train", "validation", "test"]
+    assert data.corpus_splits("someone/corpus", "de") is None  # a Hub name: only loading tells
+    monkeypatch.chdir(tmp_path)
+    for missing in ("folder/missing", "missing.tsv", "./missing", "no/such/corpus"):
+        with pytest.raises(FileNotFoundError, match=rf"--dataset {missing} does not exist \(a local path, not a Hub "):
+            data.corpus_splits(missing, "de", flag="--dataset")
+    with pytest.raises(ValueError, match=r"a \{split\} pattern names .jsonl/.json/.tsv files"):
+        data.corpus_splits(str(tmp_path / "folder" / "{split}.de.gz"), "de")
+
+
+def test_a_missing_local_corpus_is_named_not_looked_up_on_the_hub(tmp_path, monkeypatch):
+    """"corpus.txt" or "data/corpus" beside a data/ folder said "Couldn't reach ... on the Hub"."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    for missing in ("corpus.txt", "data/corpus"):
+        with pytest.raises(FileNotFoundError, match=rf"^{missing} does not exist \(expected a corpus folder"):
+            data.load_translation_corpus(missing, "de", "en")
+    with pytest.raises(FileNotFoundError, match=r"^someone/corpus is neither a local corpus \(no such file or folder "
+                                                r"here\) nor a Hub dataset that could be loaded: "):
+        data.load_translation_corpus("someone/corpus", "de", "en")  # tests are offline
+
+
 @pytest.mark.parametrize(
     "prefixes, flags, message",
     [

@@ -2,6 +2,8 @@
 vocabularies, Unigram, and the tokenizer/model-config fit check."""
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -140,6 +142,10 @@ def test_bad_training_arguments():
         train_tokenizer_from_texts(["a b"], 100)
     with pytest.raises(ValueError, match=r"`target_vocab_size` is only for joint=False"):
         train_translation_tokenizers(text_reversal_corpus(5, 1, 1), "src", "tgt", 300, target_vocab_size=300)
+    # A target size of 0 (or too small) is refused, not replaced by vocab_size; before any text is read.
+    for size in (0, 3):
+        with pytest.raises(ValueError, match=rf"`target_vocab_size` must be an integer > 260 .*got {size}"):
+            train_translation_tokenizers(iter(()), "src", "tgt", 300, joint=False, target_vocab_size=size)
 
 
 # ------------------------------------------------------------------------------------------------ fit check
@@ -272,3 +278,33 @@ def test_train_tokenizer_script_refuses_bad_input_with_one_error_line(tmp_path, 
     assert completed.returncode != 0 and "Traceback" not in completed.stderr, completed.stderr[-3000:]
     assert message in completed.stderr
     assert not (tmp_path / "tok").exists()
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--separate_vocabs", "--target_vocab_size", "3"],
+     r"--target_vocab_size must be an integer > 260 \(the special tokens and the 256 byte-fallback tokens\), got 3"),
+    (["--separate_vocabs", "--target_vocab_size", "0"], r"--target_vocab_size must be an integer > 260 .*got 0"),
+    (["--vocab_size", "3"], r"--vocab_size must be an integer > 260 .*got 3"),
+    (["--output_dir", "{tmp}/a_file/tok"], r"--output_dir .*a_file/tok: .*a_file is a file, not a folder"),
+    (["--output_dir", "{tmp}/read_only/tok"], r"--output_dir .*read_only/tok cannot be written to \(it would be created "
+                                              r"in .*read_only\)"),
+], ids=["target-3", "target-0", "vocab-3", "under-a-file", "read-only"])
+def test_train_tokenizer_refuses_sizes_and_an_unwritable_folder_before_reading_the_corpus(tmp_path, monkeypatch,
+                                                                                          flags, message):
+    """The vocabulary sizes and the output folder are checked before the corpus is read (they were found only after
+    the corpus loaded, or after training, when the tokenizer could not be saved)."""
+    from hf_s2s.cli import run_command
+    from hf_s2s.cli import train_tokenizer as command
+
+    (tmp_path / "a_file").write_text("")
+    (tmp_path / "read_only").mkdir(mode=0o555)
+    if os.geteuid() == 0:  # root writes anywhere: what os.access reports to a user for a folder of mode 0o555
+        monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != tmp_path / "read_only")
+    monkeypatch.setattr(command, "load_translation_corpus", lambda *a, **k: pytest.fail("the corpus was read"))
+    flags = [flag.replace("{tmp}", str(tmp_path)) for flag in flags]
+    with pytest.raises(SystemExit) as refused:
+        run_command("train-tokenizer", ["--dataset", "synthetic:reversal", "--source_lang", "src", "--target_lang",
+                                        "tgt", "--output_dir", str(tmp_path / "tok"), *flags])
+    assert re.match("error: " + message, str(refused.value.code)) and "\n" not in refused.value.code, \
+        refused.value.code
+    assert not (tmp_path / "tok").exists() and not (tmp_path / "read_only" / "tok").exists()

@@ -14,9 +14,9 @@ import logging
 import sys
 
 from hf_s2s.cli import HelpFormatter
-from hf_s2s.data import load_translation_corpus
-from hf_s2s.loading import refuse_to_overwrite
-from hf_s2s.tokenization import MODEL_TYPES, train_translation_tokenizers
+from hf_s2s.data import check_splits, corpus_splits, load_translation_corpus
+from hf_s2s.loading import check_writable, refuse_to_overwrite
+from hf_s2s.tokenization import MODEL_TYPES, check_training_arguments, train_translation_tokenizers
 
 
 def parse_args(argv=None, prog=None) -> argparse.Namespace:
@@ -45,9 +45,15 @@ def main(argv=None, prog=None) -> int:
     if args.target_vocab_size is not None and not args.separate_vocabs:  # before the corpus is read
         sys.exit("error: --target_vocab_size is the target side of --separate_vocabs; pass --separate_vocabs too "
                  "(or leave it out for a joint vocabulary of --vocab_size)")
-    try:
-        if not args.overwrite_output_dir:  # before the corpus is even read
+    try:  # everything that can be checked without the corpus first: the sizes, the output folder, the splits
+        check_training_arguments(args.vocab_size, args.model_type, not args.separate_vocabs, args.target_vocab_size,
+                                 flags=("--vocab_size", "--target_vocab_size", "--model_type"))
+        if not args.overwrite_output_dir:
             refuse_to_overwrite(args.output_dir, flag="--overwrite_output_dir")
+        check_writable(args.output_dir, "--output_dir")
+        splits = corpus_splits(args.dataset, args.source_lang, args.data_dir, flag="--dataset")
+        if splits is not None:
+            check_splits(splits, args.dataset, {"train": "training the tokenizer"})
         corpus = load_translation_corpus(
             args.dataset, args.source_lang, args.target_lang, data_dir=args.data_dir,
             dataset_config=args.dataset_config, streaming=args.streaming,
@@ -56,9 +62,9 @@ def main(argv=None, prog=None) -> int:
             corpus, args.source_lang, args.target_lang, args.vocab_size, model_type=args.model_type,
             joint=not args.separate_vocabs, target_vocab_size=args.target_vocab_size,
         )
-    except (OSError, ValueError) as error:  # FileExistsError, a corpus or vocabulary error: the message says what
+        tokenizers.save_pretrained(args.output_dir)
+    except (OSError, ValueError) as error:  # a refused folder, a corpus or vocabulary error, a full disk: said
         sys.exit(f"error: {error}")
-    tokenizers.save_pretrained(args.output_dir)
     sizes = f"{len(tokenizers.source)}" if tokenizers.is_joint else f"{len(tokenizers.source)} + {len(tokenizers.target)}"
     print(f"{args.model_type} tokenizer ({'joint' if tokenizers.is_joint else 'separate'}, {sizes} tokens) "
           f"saved to {args.output_dir}")
