@@ -2,14 +2,20 @@
 
 Averaging the last few checkpoints is a cheap, reliable gain for NMT models (Vaswani et al. 2017 average the
 last 5 or 20); fairseq, Joey NMT and Marian ship it, transformers does not.
+
+Resuming from a checkpoint (:func:`check_resume_checkpoint`): every file Trainer reads back is checked first, so
+a truncated or damaged one is named, with the checkpoint to resume from instead, rather than failing inside
+``torch.load`` or safetensors with an error that names no file.
 """
 
 import json
 import re
 import shutil
+import zipfile
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from .loading import load_model, refuse_to_overwrite
@@ -111,3 +117,94 @@ def average_checkpoints(checkpoints: list[str | Path], output_dir: str | Path, o
             shutil.copy2(path, output_dir / path.name)
     save_file({k: v.contiguous() for k, v in averaged.items()}, output_dir / WEIGHTS_NAME, metadata={"format": "pt"})
     return output_dir
+
+
+# --- Resume: is every file a resumed run reads intact? ------------------------------------------------------------
+
+# Files Trainer writes with torch.save (zip archives) and reads back on resume; each is checked when present
+# (``--save_only_model`` leaves out the optimizer, scheduler and random states). rng_state_<rank>.pth: one per process.
+TORCH_FILES = ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state.pth", "rng_state_*.pth", "training_args.bin")
+TRAINER_STATE = "trainer_state.json"
+
+
+def file_problem(path: str | Path) -> str | None:
+    """What keeps a resumed run from reading ``path``, in a sentence naming it; None when it reads. By suffix:
+    .json must parse to an object; .safetensors must have a header whose tensors cover the file exactly (so a
+    truncated file fails); a torch.save file (.pt, .pth, .bin) must be a zip archive whose members all match their
+    CRC. Nothing is unpickled."""
+    path = Path(path)
+    try:
+        if path.suffix == ".json":
+            loaded = json.loads(path.read_bytes())
+            return None if isinstance(loaded, dict) else f"{path} holds a JSON {type(loaded).__name__}, not an object"
+        if path.suffix == ".safetensors":
+            with safe_open(path, framework="pt"):
+                return None
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()
+        return f"{path} is damaged (its member {damaged} fails the archive's checksum)" if damaged else None
+    except (ValueError, SafetensorError) as error:  # JSONDecodeError, UnicodeDecodeError
+        return f"{path} is truncated or corrupt ({error})"
+    except (zipfile.BadZipFile, EOFError) as error:
+        return f"{path} is truncated or not a torch.save archive ({error})"
+    except OSError as error:
+        return f"{path} cannot be read ({error})"
+
+
+def checkpoint_problem(checkpoint: str | Path, ema_folder: str | None = None) -> str | None:
+    """The first file of ``checkpoint`` that a resumed run could not read, and what is wrong with it (a sentence
+    naming the file); None when every file reads. ``ema_folder``: the EMA weights' subfolder, checked too when
+    it is there (whether it must be is :func:`hf_s2s.ema.check_ema_resume`'s question)."""
+    checkpoint = Path(checkpoint)
+    if not (checkpoint / TRAINER_STATE).is_file():
+        return f"{checkpoint / TRAINER_STATE} is missing"
+    for path in checkpoint_files(checkpoint, ema_folder):
+        problem = file_problem(path)
+        if problem:
+            return problem
+    return None
+
+
+def checkpoint_files(checkpoint: str | Path, ema_folder: str | None = None) -> list[Path]:
+    """The files of ``checkpoint`` (and of its ``ema_folder``) that a resumed run reads, as :func:`file_problem`
+    checks them: JSON, safetensors, and torch.save archives."""
+    checkpoint = Path(checkpoint)
+    folders = [checkpoint] + ([checkpoint / ema_folder] if ema_folder is not None else [])
+    paths = [path for folder in folders for suffix in ("json", "safetensors") for path in sorted(folder.glob(f"*.{suffix}"))]
+    return paths + [path for pattern in TORCH_FILES for path in sorted(checkpoint.glob(pattern))]
+
+
+def latest_intact_checkpoint(run_dir: str | Path, before: str | Path | None = None,
+                             ema_folder: str | None = None) -> Path | None:
+    """The newest checkpoint of ``run_dir`` (older than ``before`` when given) whose files all read, and that holds
+    EMA weights in ``ema_folder`` when given; None when there is none."""
+    found = list_checkpoints(run_dir)
+    if before is not None:
+        step = int(Path(before).name.split("-")[1])
+        found = [c for c in found if int(c.name.split("-")[1]) < step]
+    for candidate in reversed(found):
+        has_ema = ema_folder is None or (candidate / ema_folder / WEIGHTS_NAME).is_file()
+        if has_ema and checkpoint_problem(candidate, ema_folder) is None:
+            return candidate
+    return None
+
+
+def resume_instead(checkpoint: str | Path, ema_folder: str | None = None) -> str:
+    """What to do when ``checkpoint`` cannot be resumed from: the run's previous intact checkpoint, if any."""
+    checkpoint = Path(checkpoint)
+    previous = latest_intact_checkpoint(checkpoint.parent, before=checkpoint, ema_folder=ema_folder)
+    if previous is not None:
+        return f"resume from the previous checkpoint instead: --resume_from_checkpoint {previous}"
+    return (f"no earlier checkpoint of {checkpoint.parent} is intact: start the run again (--overwrite_output_dir "
+            f"deletes this one)")
+
+
+def check_resume_checkpoint(checkpoint: str | Path, ema_folder: str | None = None) -> None:
+    """Raise a ValueError naming the first file of ``checkpoint`` a resumed run could not read (truncated, not
+    parseable, a damaged archive; in ``ema_folder`` too) and the checkpoint to resume from instead."""
+    problem = checkpoint_problem(checkpoint, ema_folder)
+    if problem:
+        # a run that kept an EMA (the checkpoint holds one) resumes from a checkpoint that holds one too
+        kept_ema = ema_folder if ema_folder is not None and (Path(checkpoint) / ema_folder).is_dir() else None
+        raise ValueError(f"--resume_from_checkpoint {checkpoint}: {problem}; the run was probably stopped, or the "
+                         f"disk filled, while it was written; {resume_instead(checkpoint, kept_ema)}")

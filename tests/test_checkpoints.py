@@ -4,6 +4,7 @@ checkpoints of different configs or sizes (an error naming what differs), and a 
 match its config."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import hf_s2s  # noqa: F401
-from hf_s2s.checkpoints import average_checkpoints
+from hf_s2s.checkpoints import average_checkpoints, file_problem
 from hf_s2s.loading import ModelFolderError
 from tests.saved_folders import save_tiny_model_folder, tiny_tokenizer
 
@@ -110,3 +111,25 @@ def test_average_refuses_a_checkpoint_whose_weights_do_not_match_its_config(chec
     with pytest.raises(ModelFolderError, match="missing weights \\(model.decoder.layer_norm.weight\\)"):
         average_checkpoints(broken, tmp_path / "averaged")
     assert not (tmp_path / "averaged").exists()
+
+
+def test_file_problem_names_a_damaged_file_of_each_kind_without_unpickling(tmp_path):
+    """What a resumed run reads, checked cheaply: a torch.save archive member that fails its checksum, a
+    truncated archive, JSON that does not parse, safetensors whose header does not cover the file."""
+    torch.save({"state": torch.arange(1000.0)}, tmp_path / "optimizer.pt")
+    assert file_problem(tmp_path / "optimizer.pt") is None
+    data = bytearray((tmp_path / "optimizer.pt").read_bytes())
+    data[len(data) // 2] ^= 0xFF  # inside the tensor's bytes: the archive still opens
+    (tmp_path / "flipped.pt").write_bytes(bytes(data))
+    assert re.fullmatch(rf"{tmp_path / 'flipped.pt'} is damaged \(its member .*/data/0 fails the archive's "
+                        r"checksum\)", file_problem(tmp_path / "flipped.pt"))
+    (tmp_path / "cut.pt").write_bytes(bytes(data[:100]))
+    assert file_problem(tmp_path / "cut.pt").startswith(f"{tmp_path / 'cut.pt'} is truncated or not a torch.save")
+    (tmp_path / "state.json").write_text('{"global_step": 4, "log_hi')
+    assert file_problem(tmp_path / "state.json").startswith(f"{tmp_path / 'state.json'} is truncated or corrupt")
+    (tmp_path / "list.json").write_text("[]")
+    assert file_problem(tmp_path / "list.json") == f"{tmp_path / 'list.json'} holds a JSON list, not an object"
+    save_file({"w": torch.ones(100)}, tmp_path / "model.safetensors")
+    (tmp_path / "cut.safetensors").write_bytes((tmp_path / "model.safetensors").read_bytes()[:-8])
+    assert file_problem(tmp_path / "model.safetensors") is None
+    assert "incomplete metadata, file not fully covered" in file_problem(tmp_path / "cut.safetensors")
