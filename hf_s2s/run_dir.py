@@ -7,19 +7,32 @@ is reused only to resume that run (``--resume_from_checkpoint``) or, with ``--ov
 the earlier run's files are removed, so that its checkpoints cannot be rotated into or averaged with the new
 ones. A lock file keeps two runs from writing into one folder at the same time.
 
+A full disk while the run writes (a checkpoint, the final model) is a :class:`DiskFullError` that names the file
+being written and the checkpoints left intact (:func:`naming_a_full_disk`).
+
 Two folders are refused before anything is read: one that is itself a saved model (a run would write its
 results beside weights it did not train), and, with ``--overwrite_output_dir``, one that holds a path the run
 reads (its model, tokenizer, corpus or recipe would be deleted with the earlier run).
 """
 
+import errno
 import fcntl
 import json
 import os
 import re
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from .checkpoints import list_checkpoints
+from .checkpoints import (
+    TRAINER_STATE,
+    check_resume_checkpoint,
+    checkpoint_files,
+    checkpoint_problem,
+    file_problem,
+    list_checkpoints,
+)
 from .data import DATA_DIR_ENV
 
 LOCK_NAME = ".hf_s2s_train.lock"
@@ -76,7 +89,7 @@ class RunLock:
             lock_file.seek(0)
             holder = lock_file.read().strip() or "unknown"
             lock_file.close()
-            raise RuntimeError(
+            raise BlockingIOError(  # an OSError: hf-s2s train reports it in one line
                 f"--output_dir {self.path.parent} is in use by another training run (process {holder}); wait for it "
                 f"to end or choose another --output_dir"
             ) from None
@@ -92,9 +105,11 @@ class RunLock:
         self._file = None
 
 
-def check_resume(output_dir: str | Path, resume_from_checkpoint: str | None, overwrite: bool) -> None:
+def check_resume(output_dir: str | Path, resume_from_checkpoint: str | None, overwrite: bool,
+                 ema_folder: str | None = None) -> None:
     """A run resumes in its own folder, from one of its checkpoints: that is where its tokenizer (checked by
-    :func:`tokenizer_arguments_match`) and the checkpoints that rotation and averaging see are."""
+    :func:`tokenizer_arguments_match`) and the checkpoints that rotation and averaging see are. Every file of the
+    checkpoint must read (:func:`hf_s2s.checkpoints.check_resume_checkpoint`; ``ema_folder`` too, when given)."""
     if resume_from_checkpoint is None:
         return
     checkpoint = Path(resume_from_checkpoint)
@@ -107,6 +122,87 @@ def check_resume(output_dir: str | Path, resume_from_checkpoint: str | None, ove
     if overwrite:
         raise ValueError("--overwrite_output_dir would delete the checkpoint that --resume_from_checkpoint resumes "
                          "from: pass only one of them")
+    check_resume_checkpoint(checkpoint, ema_folder)
+
+
+# --- A full disk while the run writes ----------------------------------------------------------------------------
+
+# What a full disk looks like: ENOSPC (or a full quota) from Python or safetensors, or the error torch.save's zip
+# writer raises when a write comes up short ("[enforce fail at inline_container.cc:...] . unexpected pos N vs M",
+# "PytorchStreamWriter failed writing file ...: file write failed").
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+DISK_FULL_MESSAGES = ("No space left on device", "Disk quota exceeded", "unexpected pos", "file write failed")
+# The files of a checkpoint in the order Trainer writes them (rng_state_<rank>.pth with several processes); the
+# EMA's on_save writes ema/ after them.
+CHECKPOINT_WRITE_ORDER = ("model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state*.pth", TRAINER_STATE)
+
+
+class DiskFullError(OSError):
+    """The disk filled while the run wrote into its output folder; the message names the file, the checkpoints
+    left intact and what to do."""
+
+
+def is_disk_full(error: BaseException | None) -> bool:
+    """Whether ``error``, or an error it was raised from, is a full disk or quota."""
+    while error is not None:
+        if isinstance(error, OSError) and error.errno in DISK_FULL_ERRNOS:
+            return True
+        if any(text in str(error) for text in DISK_FULL_MESSAGES):  # safetensors' own error type included
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def _file_being_written(output_dir: Path, error: BaseException, ema_folder: str | None) -> Path | None:
+    """The file the run was writing when the disk filled: the one the error names (torch's writer and safetensors
+    name none); else, when the newest checkpoint is incomplete, its file that does not read, or the first one missing
+    in write order (:data:`CHECKPOINT_WRITE_ORDER`, then the EMA's); else the output folder's most recently modified
+    file (a full disk leaves the file it cut short newest)."""
+    if getattr(error, "filename", None):
+        return Path(error.filename)
+    checkpoints = list_checkpoints(output_dir)
+    if checkpoints:
+        newest = checkpoints[-1]
+        damaged = next((path for path in checkpoint_files(newest, ema_folder) if file_problem(path)), None)
+        if damaged is not None:
+            return damaged
+        if not (newest / TRAINER_STATE).is_file():
+            missing = next((name for name in CHECKPOINT_WRITE_ORDER if not any(newest.glob(name))), None)
+            return newest / missing.replace("*", "") if missing else newest
+        if ema_folder is not None and not (newest / ema_folder / "model.safetensors").is_file():
+            return newest / ema_folder / "model.safetensors"
+    files = [path for path in output_dir.rglob("*") if path.is_file() and path.name != LOCK_NAME]
+    return max(files, key=lambda path: path.stat().st_mtime_ns, default=None)
+
+
+def disk_full_message(output_dir: str | Path, error: BaseException, ema_folder: str | None = None) -> str:
+    """What :class:`DiskFullError` says: the file being written (:func:`_file_being_written`), which checkpoints are
+    intact (every file reads, and the EMA's is there when ``ema_folder``) and the one to resume from."""
+    output_dir = Path(output_dir)
+    writing = _file_being_written(output_dir, error, ema_folder)
+    intact = [checkpoint for checkpoint in list_checkpoints(output_dir)
+              if not (writing is not None and writing.is_relative_to(checkpoint))
+              and (ema_folder is None or (checkpoint / ema_folder / "model.safetensors").is_file())
+              and checkpoint_problem(checkpoint, ema_folder) is None]
+    message = f"the disk is full ({error}) while writing {writing or output_dir}"
+    if intact:
+        return (f"{message}; the checkpoints written before it are intact ({', '.join(c.name for c in intact)}): free "
+                f"space, then resume with --resume_from_checkpoint {intact[-1]}")
+    return f"{message}; no checkpoint of the run is complete: free space, then start the run again"
+
+
+@contextmanager
+def naming_a_full_disk(output_dir: str | Path, ema_folder: str | None = None) -> Iterator[None]:
+    """Turn a full disk inside the block (the run writing into ``output_dir``) into a :class:`DiskFullError` saying
+    so (:func:`disk_full_message`); other errors pass unchanged. ``ema_folder``: the run keeps an EMA there."""
+    try:
+        yield
+    except DiskFullError:
+        raise
+    except Exception as error:
+        if not is_disk_full(error):
+            raise
+        raise DiskFullError(disk_full_message(output_dir, error, ema_folder)) from error
 
 
 def run_inputs(model_args, data_args, training_args) -> dict[str, str]:

@@ -1,6 +1,7 @@
 """The main job: corpus -> tokenizer -> model -> Seq2SeqTrainer -> test-set evaluation -> Hub-ready folder.
 
-``scripts/train.py`` is a thin command line over :func:`run`. Everything runs unchanged under
+``scripts/train.py`` is a thin command line over :func:`run`; the job's arguments, and the checks run before
+anything is read, are in :mod:`hf_s2s.training_arguments`. Everything runs unchanged under
 ``accelerate launch`` (Trainer handles the processes); the test-set evaluation and the files written at the
 end happen on the main process only.
 """
@@ -10,7 +11,6 @@ import logging
 import os
 import platform
 import time
-from dataclasses import dataclass, field, fields
 from functools import partial
 from pathlib import Path
 
@@ -18,11 +18,9 @@ import torch
 import transformers
 from torch.utils.data import DataLoader
 from transformers import (
-    AutoConfig,
     AutoModelForSeq2SeqLM,
     DataCollatorForSeq2Seq,
     EarlyStoppingCallback,
-    HfArgumentParser,
     Seq2SeqTrainer,
     Seq2SeqTrainingArguments,
 )
@@ -30,24 +28,37 @@ from transformers.trainer_utils import seed_worker
 
 from . import data as data_lib
 from . import tokenization
-from .ema import EMA_FOLDER, EMACallback, check_ema_decay
-from .hub import family_defaults, write_model_card
-from .loading import load_model
+from .ema import EMA_FOLDER, EMACallback
+from .hub import write_model_card
+from .loading import load_model, load_tokenizer
 from .metrics import build_compute_metrics, compute_translation_metrics
 from .model_selection import AVERAGED_FOLDER, average_last_checkpoints, current_validation_bleu, validate_ema
 from .modeling_common import LENGTH_BOUND_FIELDS
 from .plotting import plot_alignment
 from .run_dir import (
     RunLock,
-    check_output_dir,
-    check_resume,
     hypotheses_path,
+    naming_a_full_disk,
     prepare_output_dir,
     record_tokenizer_arguments,
-    run_inputs,
     tokenizer_arguments_match,
 )
 from .sampling import LengthGroupedEpochSampler, TokenBudgetBatchSampler
+from .training_arguments import (
+    FAMILIES,
+    LENGTH_BOUND_FLAGS,
+    RECIPES_DIR,
+    DataArguments,
+    ModelArguments,
+    build_config,
+    check_arguments,
+    check_token_budget_batching,
+    default_training_arguments,
+    load_recipe,
+    needed_splits,
+    parse_args,
+    parse_test_beams,
+)
 from .translate import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_LENGTH_PENALTY,
@@ -57,191 +68,6 @@ from .translate import (
 )
 
 logger = logging.getLogger(__name__)
-
-RECIPES_DIR = Path(__file__).resolve().parent / "recipes"  # shipped inside the package (package data)
-FAMILIES = ("transformer_seq2seq", "rnn_seq2seq")
-LENGTH_BOUND_FLAGS = ("--max_len_a", "--max_len_b", "--no_length_bound")
-
-
-@dataclass
-class ModelArguments:
-    model_type: str = field(default="transformer_seq2seq", metadata={"help": f"model family: one of {FAMILIES}"})
-    model_name_or_path: str | None = field(
-        default=None, metadata={"help": "fine-tune a saved model folder (or Hub id) instead of training from scratch"}
-    )
-    model_config: str | None = field(
-        default=None, metadata={"help": "JSON object of config fields that differ from the family's defaults"}
-    )
-    tokenizer_name_or_path: str | None = field(
-        default=None, metadata={"help": "use this tokenizer instead of training one on the training split"}
-    )
-    tokenizer_type: str = field(default="bpe", metadata={"help": "tokenizer trained when none is given: bpe or unigram"})
-    vocab_size: int = field(default=8000, metadata={"help": "vocabulary size of the trained tokenizer (with "
-                                                            "--separate_vocabs: the source vocabulary's)"})
-    separate_vocabs: bool = field(
-        default=False, metadata={"help": "train one vocabulary per language instead of a joint one; the saved "
-                                         "tokenizer encodes text_target= with the target vocabulary (as MarianMT's)"}
-    )
-    target_vocab_size: int | None = field(
-        default=None, metadata={"help": "with --separate_vocabs: the target vocabulary's size (default --vocab_size)"}
-    )
-
-
-@dataclass
-class DataArguments:
-    recipe: str | None = field(
-        default=None,
-        metadata={"help": "a named recipe shipped in hf_s2s/recipes/ (or a JSON file): defaults for every argument"},
-    )
-    dataset: str = field(
-        default="multi30k",
-        metadata={"help": "multi30k, synthetic:reversal, synthetic:reordering, a corpus folder, a .jsonl/.tsv file "
-                          "pattern, or a Hub dataset name"},
-    )
-    dataset_config: str | None = field(default=None, metadata={"help": "Hub dataset config name"})
-    streaming: bool = field(
-        default=False, metadata={"help": "read the corpus lazily instead of loading it into memory (needs --max_steps)"}
-    )
-    data_dir: str | None = field(default=None, metadata={"help": "folder holding the default corpus (Multi30k)"})
-    source_lang: str = field(default="de")
-    target_lang: str = field(default="en")
-    max_source_length: int = field(default=128, metadata={"help": "longer sources are truncated (and counted)"})
-    max_target_length: int = field(default=128, metadata={"help": "longer targets are truncated (and counted)"})
-    max_train_samples: int | None = field(default=None, metadata={"help": "use only the first N training pairs"})
-    max_eval_samples: int | None = field(default=None, metadata={"help": "use only the first N validation pairs"})
-    max_test_samples: int | None = field(default=None, metadata={"help": "use only the first N test pairs"})
-    early_stopping_patience: int | None = field(
-        default=3, metadata={"help": "stop after this many evaluations without a better BLEU; 0 disables"}
-    )
-    average_last_checkpoints: int = field(
-        default=0,
-        metadata={"help": "after training, average the weights of the last N epoch checkpoints and keep the average "
-                          "if its validation BLEU beats the best single checkpoint's (0 or 1: no averaging)"},
-    )
-    ema_decay: float | None = field(
-        default=None,
-        metadata={"help": "keep an exponential moving average of the weights with this decay per step (e.g. 0.999; "
-                          "fairseq --ema-decay), saved in ema/ and in each checkpoint; the run keeps it if its "
-                          "validation BLEU beats the raw (best or averaged) model's"},
-    )
-    max_tokens_per_batch: int | None = field(
-        default=None,
-        metadata={"help": "fill each training batch to this many padded source + target tokens per process (length "
-                          "buckets, shuffled; as fairseq --max-tokens) instead of --per_device_train_batch_size "
-                          "sentences; replaces --train_sampling_strategy"},
-    )
-    test_num_beams: str = field(
-        default="1,5",
-        metadata={"help": "beam sizes for the final test evaluation; the largest becomes the saved model's default"},
-    )
-    max_len_a: float | None = field(default=None, metadata={
-        "help": "length bound of validation and test decoding, saved in the generation config: output tokens per "
-                "source token (fairseq's --max-len-a); default: the model's generation config (1.3 when new)"})
-    max_len_b: int | None = field(default=None, metadata={
-        "help": "tokens added to the length bound (--max-len-b); default: the model's generation config (5 when new)"})
-    no_length_bound: bool = field(default=False, metadata={"help": "decode without the source-relative length bound"})
-    overwrite_output_dir: bool = field(
-        default=False,
-        metadata={"help": "delete the earlier run in --output_dir (checkpoints, model/, tokenizer/, results.json, ...) "
-                          "and start again; without it such a folder is refused unless --resume_from_checkpoint. "
-                          "Refused when a path the run reads (model, tokenizer, corpus, recipe) lies inside --output_dir"},
-    )
-    num_sample_translations: int = field(default=20, metadata={"help": "test translations written to samples.txt"})
-
-
-def default_training_arguments() -> dict:
-    """Defaults of the main job that differ from Seq2SeqTrainingArguments' own."""
-    return {
-        "output_dir": "runs/transformer-multi30k-de-en",
-        "predict_with_generate": True,
-        "eval_strategy": "epoch",
-        "save_strategy": "epoch",
-        "save_total_limit": 5,
-        "load_best_model_at_end": True,
-        "metric_for_best_model": "bleu",
-        "greater_is_better": True,
-        "train_sampling_strategy": "group_by_length",
-        "lr_scheduler_type": "inverse_sqrt",
-        "warmup_steps": 400,
-        "label_smoothing_factor": 0.1,
-        "per_device_train_batch_size": 64,
-        "per_device_eval_batch_size": 128,
-        "generation_max_length": 128,
-        "report_to": ["tensorboard"],
-        # pinned memory only speeds up copies to an accelerator; without one torch warns on every epoch
-        "dataloader_pin_memory": torch.accelerator.is_available(),
-        "logging_steps": 50,
-        **mixed_precision_default(),
-    }
-
-
-def mixed_precision_default() -> dict:
-    """bf16 where the GPU supports it, else fp16 on a GPU, else full precision (CPU). Flags override it."""
-    if not torch.cuda.is_available():
-        return {}
-    return {"bf16": True} if torch.cuda.is_bf16_supported() else {"fp16": True}
-
-
-def load_recipe(name_or_path: str) -> dict:
-    """A named recipe shipped in hf_s2s/recipes/ (``transformer_small``) or a JSON file."""
-    path = Path(name_or_path)
-    if not path.is_file():
-        path = RECIPES_DIR / f"{name_or_path}.json"
-    if not path.is_file():
-        available = sorted(p.stem for p in RECIPES_DIR.glob("*.json"))
-        raise ValueError(f"unknown recipe {name_or_path!r}; available recipes: {available} (or a path to a JSON file)")
-    try:
-        recipe = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise ValueError(f"recipe {path} is not valid JSON: {error}") from None
-    if not isinstance(recipe, dict):
-        raise ValueError(f"recipe {path} must hold a JSON object of argument names and values, got {recipe!r}")
-    if isinstance(recipe.get("model_config"), dict):
-        recipe["model_config"] = json.dumps(recipe["model_config"])
-    return recipe
-
-
-def parse_args(argv: list[str] | None = None, prog: str | None = None):
-    """Parse the command line over (ModelArguments, DataArguments, Seq2SeqTrainingArguments); a ``--recipe``
-    provides defaults that explicit flags override. ``prog`` names the command in ``--help``."""
-    parser = HfArgumentParser((ModelArguments, DataArguments, Seq2SeqTrainingArguments), prog=prog)
-    defaults = default_training_arguments()
-    # add_help=False: --help must reach the full parser below, not stop at this recipe pre-parse
-    pre, _ = HfArgumentParser(DataArguments, add_help=False).parse_known_args(argv)
-    if pre.recipe:
-        recipe = load_recipe(pre.recipe)
-        known = {f.name for cls in (ModelArguments, DataArguments, Seq2SeqTrainingArguments) for f in fields(cls)}
-        unknown = sorted(set(recipe) - known)
-        if unknown:
-            raise ValueError(f"recipe {pre.recipe!r} sets unknown argument(s) {unknown}")
-        defaults.update(recipe)
-    parser.set_defaults(**defaults)
-    return parser.parse_args_into_dataclasses(args=argv)
-
-
-def build_config(model_args: ModelArguments, tokenizer=None):
-    """The model's config: a saved model's, or the family's defaults with ``--model_config`` on top, sized to
-    ``tokenizer``. Without a tokenizer (the check before one is trained) it is sized to ``--vocab_size``."""
-    if model_args.model_name_or_path:
-        return AutoConfig.from_pretrained(model_args.model_name_or_path)
-    if model_args.model_type not in FAMILIES:
-        raise ValueError(f"`model_type` must be one of {list(FAMILIES)}, got {model_args.model_type!r}")
-    try:
-        overrides = json.loads(model_args.model_config) if model_args.model_config else {}
-    except json.JSONDecodeError as error:
-        raise ValueError(f"--model_config is not valid JSON ({error}): {model_args.model_config!r}") from None
-    if not isinstance(overrides, dict):
-        raise ValueError(f"--model_config must be a JSON object of config fields, got {model_args.model_config!r}")
-    overrides.setdefault("vocab_size", len(tokenizer) if tokenizer is not None else model_args.vocab_size)
-    if tokenizer is not None:
-        target = tokenization.target_side(tokenizer)
-        overrides.update(tokenization.special_token_ids(tokenizer, target))
-        if target is not tokenizer and "share_encoder_decoder_embeddings" in family_defaults(model_args.model_type):
-            # one id means different tokens in the two vocabularies: the tables must be separate
-            if overrides.setdefault("share_encoder_decoder_embeddings", False):
-                raise ValueError("--model_config sets share_encoder_decoder_embeddings=true, but the tokenizer has "
-                                 "separate source and target vocabularies; leave it out (or false)")
-    return AutoConfig.for_model(model_args.model_type, **overrides)
 
 
 def build_model(model_args: ModelArguments, tokenizer):
@@ -254,75 +80,6 @@ def build_model(model_args: ModelArguments, tokenizer):
         model = AutoModelForSeq2SeqLM.from_config(build_config(model_args, tokenizer))
     tokenization.check_tokenizer_fits_model(tokenizer, model.config, target)
     return model
-
-
-def parse_test_beams(data_args: DataArguments) -> list[int]:
-    """The beam sizes of ``--test_num_beams`` ("1,5" -> [1, 5]); an empty value decodes no test set."""
-    sizes = [b.strip() for b in data_args.test_num_beams.split(",") if b.strip()]
-    if not all(b.isdigit() and int(b) >= 1 for b in sizes) or len(set(sizes)) != len(sizes):
-        raise ValueError(f"--test_num_beams must be distinct beam sizes of at least 1 separated by commas (e.g. 1,5), "
-                         f"got {data_args.test_num_beams!r}")
-    return [int(b) for b in sizes]
-
-
-def check_arguments(model_args: ModelArguments, data_args: DataArguments,
-                    training_args: Seq2SeqTrainingArguments) -> None:
-    """Everything about the job that can be checked before the long work (corpus, tokenizer training,
-    training, test decoding) starts, so that a bad flag costs seconds, not a run."""
-    check_output_dir(training_args.output_dir, run_inputs(model_args, data_args, training_args),
-                     data_args.overwrite_output_dir)
-    if model_args.target_vocab_size is not None and not model_args.separate_vocabs:
-        raise ValueError("--target_vocab_size is the target side of --separate_vocabs; pass --separate_vocabs too "
-                         "(or leave it out for a joint vocabulary of --vocab_size)")
-    if model_args.separate_vocabs and (model_args.tokenizer_name_or_path or model_args.model_name_or_path):
-        raise ValueError("--separate_vocabs trains new tokenizers; with --tokenizer_name_or_path or "
-                         "--model_name_or_path the given tokenizer decides the vocabularies: leave it out")
-    if data_args.streaming and training_args.max_steps <= 0:
-        raise ValueError("--streaming reads a corpus of unknown length: give the number of steps with --max_steps")
-    if data_args.max_tokens_per_batch is not None and (data_args.streaming or data_args.max_tokens_per_batch < 1):
-        raise ValueError(f"--max_tokens_per_batch must be a positive number of tokens on a corpus read into memory "
-                         f"(not --streaming), got {data_args.max_tokens_per_batch}"
-                         f"{' with --streaming' if data_args.streaming else ''}")
-    if data_args.max_tokens_per_batch is not None:
-        check_token_budget_batching(training_args)
-    for flag, length in (("--max_source_length", data_args.max_source_length),
-                         ("--max_target_length", data_args.max_target_length)):
-        if length is not None and length < 2:
-            raise ValueError(f"{flag} must be at least 2 (room for one token and </s>), got {length}")
-    last = data_args.average_last_checkpoints
-    if last > 1 and training_args.save_total_limit is not None and training_args.save_total_limit <= last:
-        raise ValueError(f"--average_last_checkpoints {last} needs --save_total_limit above {last} (the best "
-                         f"checkpoint is kept besides the newest), got {training_args.save_total_limit}")
-    if data_args.ema_decay is not None:
-        check_ema_decay(data_args.ema_decay)
-        resume = training_args.resume_from_checkpoint
-        if resume and not (Path(resume) / EMA_FOLDER / "model.safetensors").is_file():
-            raise ValueError(f"--ema_decay: {resume} holds no EMA weights ({EMA_FOLDER}/); it was saved by a run "
-                             "without --ema_decay, so the average cannot be continued")
-    for flag, limit in (("--max_train_samples", data_args.max_train_samples),
-                        ("--max_eval_samples", data_args.max_eval_samples),
-                        ("--max_test_samples", data_args.max_test_samples)):
-        if limit is not None and limit < 1:
-            raise ValueError(f"{flag} must be a positive number of pairs (or left out for all), got {limit}")
-    parse_test_beams(data_args)
-    bound = length_bound_arguments(data_args.max_len_a, data_args.max_len_b, data_args.no_length_bound,
-                                   LENGTH_BOUND_FLAGS)
-    check_resume(training_args.output_dir, training_args.resume_from_checkpoint, data_args.overwrite_output_dir)
-    if not training_args.predict_with_generate and training_args.eval_strategy != "no":
-        raise ValueError("--predict_with_generate false: the validation BLEU of each evaluation is computed on "
-                         "generated translations; keep it true, or pass --eval_strategy no (and "
-                         "--load_best_model_at_end false) to train without validation")
-    config = build_config(model_args)
-    if bound and config.model_type not in FAMILIES:
-        raise ValueError(f"{' / '.join(LENGTH_BOUND_FLAGS)} set the length bound of the {list(FAMILIES)} families; "
-                         f"a {config.model_type} model has none")
-    if getattr(config, "position_embedding_type", None) == "learned":
-        for flag, length in (("--generation_max_length", training_args.generation_max_length),
-                             ("--max_source_length", data_args.max_source_length),
-                             ("--max_target_length", data_args.max_target_length)):
-            if length is not None and length > config.max_position_embeddings:
-                raise ValueError(f"{flag} {length} is longer than the {config.max_position_embeddings} positions the "
-                                 f"model's learned position table holds (max_position_embeddings)")
 
 
 def describe_machine() -> str:
@@ -349,15 +106,6 @@ def smooth_labels_in_model(trainer: Seq2SeqTrainer) -> None:
         return
     trainer.model.config.label_smoothing = trainer.args.label_smoothing_factor
     trainer.label_smoother = None
-
-
-def check_token_budget_batching(training_args: Seq2SeqTrainingArguments) -> None:
-    """Token-budget batches give each process its own share of every batch: accelerate's ``split_batches`` or
-    ``dispatch_batches`` (process 0 cutting batches up) would cut them again."""
-    split = {name for name in ("split_batches", "dispatch_batches") if getattr(training_args.accelerator_config, name)}
-    if split:
-        raise ValueError(f"--max_tokens_per_batch gives each process its own share of every batch; it cannot be "
-                         f"combined with --accelerator_config {sorted(split)} (process 0 cutting batches up)")
 
 
 class CountingSeq2SeqTrainer(Seq2SeqTrainer):
@@ -500,17 +248,14 @@ def _train_and_evaluate(model_args: ModelArguments, data_args: DataArguments,
         data_args.dataset, source_lang=data_args.source_lang, target_lang=data_args.target_lang,
         data_dir=data_args.data_dir, dataset_config=data_args.dataset_config, streaming=data_args.streaming,
     )
-    needed = {"train": "training"}
-    if training_args.eval_strategy != "no":
-        needed["validation"] = "evaluation (--eval_strategy is not 'no')"
-    data_lib.check_splits(corpus, data_args.dataset, needed)
+    data_lib.check_splits(corpus, data_args.dataset, needed_splits(data_args, training_args))
     for split, limit in limits.items():
         if limit is not None and split in corpus:
             corpus[split] = corpus[split].take(limit) if data_args.streaming else \
                 corpus[split].select(range(min(limit, len(corpus[split]))))
 
     if model_args.tokenizer_name_or_path or model_args.model_name_or_path:
-        tokenizer = tokenization.load_tokenizer(model_args.tokenizer_name_or_path or model_args.model_name_or_path)
+        tokenizer = load_tokenizer(model_args.tokenizer_name_or_path or model_args.model_name_or_path)
     else:
         with training_args.main_process_first(desc="train tokenizer"):
             tokenizer_dir = output_dir / "tokenizer"
@@ -559,7 +304,9 @@ def _train_and_evaluate(model_args: ModelArguments, data_args: DataArguments,
     )
     smooth_labels_in_model(trainer)
     start = time.perf_counter()
-    train_result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    ema_folder = EMA_FOLDER if data_args.ema_decay is not None else None
+    with naming_a_full_disk(output_dir, ema_folder=ema_folder):  # checkpoints, ema/ at the end, logs
+        train_result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     # Validation (generation + BLEU each epoch) is timed by Trainer; training speed leaves it out.
     eval_seconds = sum(entry.get("eval_runtime", 0.0) for entry in trainer.state.log_history)
     train_seconds = time.perf_counter() - start - eval_seconds
@@ -567,7 +314,8 @@ def _train_and_evaluate(model_args: ModelArguments, data_args: DataArguments,
     # reduced on the device the count lives on (NCCL reduces no CPU tensors)
     train_tokens = int(trainer.accelerator.reduce(torch.as_tensor(trainer._train_tokens, device=trainer.args.device),
                                                   reduction="sum"))
-    averaging = average_last_checkpoints(trainer, last) if last > 1 else None
+    with naming_a_full_disk(output_dir, ema_folder):  # averaged/
+        averaging = average_last_checkpoints(trainer, last) if last > 1 else None
     ema = validate_ema(trainer, data_args.ema_decay, averaging) if data_args.ema_decay is not None else None
 
     results = {}
@@ -579,14 +327,15 @@ def _train_and_evaluate(model_args: ModelArguments, data_args: DataArguments,
             model.generation_config.max_length = training_args.generation_max_length
         model.generation_config.num_beams = max(parse_test_beams(data_args), default=1)
         tokenizer.model_max_length = data_args.max_source_length  # longer sources are truncated, as in training
-        trainer.save_model(final_dir)  # best checkpoint when load_best_model_at_end
-        tokenizer.save_pretrained(final_dir)
-        for candidate in (output_dir / AVERAGED_FOLDER, output_dir / EMA_FOLDER):  # the other weights decode alike
-            if candidate.is_dir():
-                model.generation_config.save_pretrained(candidate)
-                tokenizer.save_pretrained(candidate)
-        test_scores, samples = evaluate_test_set(model, tokenizer, corpus["test"], data_args, output_dir) \
-            if "test" in corpus else ({}, [])
+        with naming_a_full_disk(output_dir, ema_folder):
+            trainer.save_model(final_dir)  # best checkpoint when load_best_model_at_end
+            tokenizer.save_pretrained(final_dir)
+            for candidate in (output_dir / AVERAGED_FOLDER, output_dir / EMA_FOLDER):  # the other weights decode alike
+                if candidate.is_dir():
+                    model.generation_config.save_pretrained(candidate)
+                    tokenizer.save_pretrained(candidate)
+            test_scores, samples = evaluate_test_set(model, tokenizer, corpus["test"], data_args, output_dir) \
+                if "test" in corpus else ({}, [])
         best_validation = current_validation_bleu(trainer, averaging, ema)
         results = {
             "model_type": model.config.model_type,
@@ -616,15 +365,10 @@ def _train_and_evaluate(model_args: ModelArguments, data_args: DataArguments,
                                             "adam_beta2", "weight_decay")},
             "model_config": model.config.to_diff_dict(),
         }
-        results_json = json.dumps(results, indent=2, default=str)
-        (final_dir / "results.json").write_text(results_json)
-        write_model_card(final_dir)  # README.md filled from the results.json just written
-        (output_dir / "results.json").write_text(results_json)
-        if samples:
-            save_alignment_plot(model, tokenizer, samples[0]["source"], output_dir / "alignment.png")
-        with open(output_dir / "samples.txt", "w") as f:
-            for s in samples:
-                f.write(f"SRC: {s['source']}\nREF: {s['reference']}\nHYP: {s['hypothesis']}\n\n")
+        with naming_a_full_disk(output_dir, ema_folder):
+            write_results(results, samples, final_dir, output_dir)
+            if samples:
+                save_alignment_plot(model, tokenizer, samples[0]["source"], output_dir / "alignment.png")
     # Shut the process group down once every process is here: a process that exits with gloo still running
     # can abort ("terminate called without an active exception"), failing a run that had finished.
     trainer.accelerator.wait_for_everyone()
@@ -632,6 +376,17 @@ def _train_and_evaluate(model_args: ModelArguments, data_args: DataArguments,
         let_gloo_workers_finish()
     trainer.accelerator.end_training()
     return results
+
+
+def write_results(results: dict, samples: list[dict], final_dir: Path, output_dir: Path) -> None:
+    """results.json in the model folder (with the model card it fills) and the output folder, and samples.txt."""
+    results_json = json.dumps(results, indent=2, default=str)
+    (final_dir / "results.json").write_text(results_json)
+    write_model_card(final_dir)  # README.md filled from the results.json just written
+    (output_dir / "results.json").write_text(results_json)
+    with open(output_dir / "samples.txt", "w") as f:
+        for s in samples:
+            f.write(f"SRC: {s['source']}\nREF: {s['reference']}\nHYP: {s['hypothesis']}\n\n")
 
 
 def let_gloo_workers_finish(seconds: float = 1.0) -> None:
@@ -654,4 +409,6 @@ def save_alignment_plot(model, tokenizer, sentence: str, path: Path) -> Path | N
     return plot_alignment(weights, source_tokens, target_tokens, path, title=sentence)
 
 
-__all__ = ["ModelArguments", "DataArguments", "parse_args", "run", "load_recipe", "build_model"]
+# The arguments live in hf_s2s.training_arguments; the job's callers import them from here too.
+__all__ = ["ModelArguments", "DataArguments", "RECIPES_DIR", "check_arguments", "default_training_arguments",
+           "parse_args", "run", "load_recipe", "build_model"]

@@ -3,6 +3,7 @@ equals the formula applied to the weights after every step; the run keeps the EM
 a resumed run continues the same average, bit for bit."""
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -10,6 +11,7 @@ from safetensors.torch import load_file
 from transformers import TrainerCallback
 
 import hf_s2s  # noqa: F401
+from hf_s2s.ema import recorded_ema_decay
 from hf_s2s.training import run
 from tests.helpers import TINY
 from tests.test_training import CrashAt, ForceBestMetric, tiny_args
@@ -83,11 +85,39 @@ def test_a_resumed_run_continues_the_same_average(tmp_path):
     run(*tiny_args(tmp_path / "straight", "transformer_seq2seq", *common))
     with pytest.raises(KeyboardInterrupt):
         run(*tiny_args(tmp_path / "killed", "transformer_seq2seq", *common), callbacks=[CrashAt(10)])
-    run(*tiny_args(tmp_path / "killed", "transformer_seq2seq", *common,
-                   "--resume_from_checkpoint", str(tmp_path / "killed" / "checkpoint-8")))
+    checkpoint = tmp_path / "killed" / "checkpoint-8"
+    refuse_resuming_another_average(tmp_path / "killed", checkpoint, common)
+    run(*tiny_args(tmp_path / "killed", "transformer_seq2seq", *common, "--resume_from_checkpoint", str(checkpoint)))
     straight = load_file(tmp_path / "straight" / "ema" / "model.safetensors")
     resumed = load_file(tmp_path / "killed" / "ema" / "model.safetensors")
     assert straight.keys() == resumed.keys() and all(torch.equal(resumed[k], straight[k]) for k in straight)
+
+
+def refuse_resuming_another_average(output_dir, checkpoint, common):
+    """A resumed run continues the checkpoint's own average or is refused before anything is read: another decay (it
+    recorded only the new one), no decay, and a checkpoint whose ema/ was never written (the run was stopped while
+    saving it), told from one of a run without EMA by the decay trainer_state.json records."""
+    assert recorded_ema_decay(checkpoint) == DECAY
+    before = {p: p.stat().st_mtime_ns for p in output_dir.rglob("*")}
+    without_ema = [flag for flag in common if flag not in ("--ema_decay", str(DECAY))]
+    for flags, message in (
+        (["--ema_decay", "0.5"], rf"--ema_decay 0.5: {checkpoint} was saved by a run with --ema_decay {DECAY}, and the "
+                                 rf"average so far was taken with that decay; resume with --ema_decay {DECAY}"),
+        (without_ema, rf"--resume_from_checkpoint {checkpoint} continues a run that kept an EMA of the weights "
+                      rf"\(--ema_decay {DECAY}\): pass --ema_decay {DECAY}"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            run(*tiny_args(output_dir, "transformer_seq2seq", *(common if flags is not without_ema else []), *flags,
+                           "--resume_from_checkpoint", str(checkpoint)))
+    unsaved = shutil.copytree(checkpoint, output_dir / "checkpoint-9")
+    shutil.rmtree(unsaved / "ema")
+    with pytest.raises(ValueError, match=rf"--ema_decay: {unsaved} holds no EMA weights \(ema/\) although its run kept "
+                                         rf"an EMA \(--ema_decay {DECAY}\): the run was stopped while this checkpoint "
+                                         rf"was being saved, before ema/ was written; resume from the previous "
+                                         rf"checkpoint instead: --resume_from_checkpoint {checkpoint}$"):
+        run(*tiny_args(output_dir, "transformer_seq2seq", *common, "--resume_from_checkpoint", str(unsaved)))
+    shutil.rmtree(unsaved)
+    assert {p: p.stat().st_mtime_ns for p in output_dir.rglob("*")} == before  # nothing written by the refusals
 
 
 def test_bad_decay_and_a_checkpoint_without_ema_are_refused_before_training(tmp_path):

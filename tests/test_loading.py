@@ -3,6 +3,7 @@ its config, a corrupt weights file, a missing folder or tokenizer are refused wi
 library and by scripts/translate.py and push_to_hub; and writers refuse to overwrite a saved tokenizer or model."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -14,11 +15,14 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoModelForSeq2SeqLM
 
 import hf_s2s  # noqa: F401
+from hf_s2s.cli import run_command
 from hf_s2s.hub import push_to_hub
-from hf_s2s.loading import ModelFolderError, load_model, load_tokenizer
-from hf_s2s.training import parse_args, run
+from hf_s2s.loading import ModelFolderError, load_model, load_tokenizer, looks_like_local_path
+from hf_s2s.tokenization import train_tokenizer_from_texts
+from hf_s2s.training import check_arguments, parse_args, run
 from tests.helpers import TINY
-from tests.saved_folders import save_tiny_model_folder, tiny_tokenizer
+from tests.saved_folders import TEXTS, save_tiny_model_folder, tiny_tokenizer
+from tests.test_run_dir import train_args
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTRA_KEY = "model.extra_projection.weight"
@@ -158,3 +162,62 @@ def test_train_tokenizer_refuses_a_folder_holding_a_tokenizer(folders, tmp_path)
     assert (folder / "tokenizer.json").read_bytes() != before["tokenizer.json"]
     assert (folder / "model.safetensors").read_bytes() == before["model.safetensors"]
     assert json.loads((folder / "config.json").read_text()) == json.loads(before["config.json"])
+
+
+def test_a_name_that_can_only_be_a_path_is_told_from_a_hub_id(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    for path in ("./model", "~/model", "/abs/model", "runs/x/model", "corpus.tsv", "corpus.txt.gz", "data/corpus"):
+        assert looks_like_local_path(path), path
+    for hub_id in ("Helsinki-NLP/opus-mt-de-en", "wmt16", "bentrevett/multi30k", "t5-small"):
+        assert not looks_like_local_path(hub_id), hub_id
+
+
+MISSING = [  # flag, value (relative to the test's folder), what the one error line says
+    ("--model_name_or_path", "./missing/model",
+     r"--model_name_or_path \./missing/model: model folder missing/model does not exist \(a local path, not a Hub "),
+    ("--model_name_or_path", "runs/x/model", r"--model_name_or_path runs/x/model: model folder runs/x/model does not"),
+    ("--tokenizer_name_or_path", "./missing/tok", r"--tokenizer_name_or_path \./missing/tok: model folder missing/tok "
+                                                  r"does not exist"),
+    ("--dataset", "data/corpus", r"--dataset data/corpus does not exist \(a local path, not a Hub dataset name"),
+    ("--dataset", "corpus.txt", r"--dataset corpus.txt does not exist \(a local path"),
+    ("--dataset", "no/such/corpus", r"--dataset no/such/corpus does not exist \(a local path"),
+    # a name that may be a Hub id: the message says it is neither a local path nor a Hub repo (tests are offline)
+    ("--model_name_or_path", "someone/no-such-model", r"--model_name_or_path someone/no-such-model is not a local "
+                                                      r"folder \(no such folder here\) and could not be loaded as a Hub"),
+    ("--dataset", "someone/no-such-corpus", r"someone/no-such-corpus is neither a local corpus \(no such file or "
+                                            r"folder here\) nor a Hub dataset that could be loaded"),
+]
+
+
+@pytest.mark.parametrize(("flag", "value", "message"), MISSING, ids=[f"{f}={v}" for f, v, _ in MISSING])
+def test_training_names_a_missing_local_path_instead_of_a_hub_problem(tmp_path, monkeypatch, flag, value, message):
+    """They said "Repo id must be in the form ..." or "Couldn't reach ... on the Hub" for a path that does not exist."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    with pytest.raises(SystemExit) as refused:
+        run_command("train", train_args(tmp_path / "run", flag, value))
+    code = str(refused.value.code)
+    assert re.match("error: " + message, code) and "\n" not in code, code
+    assert not (tmp_path / "run" / "tokenizer").exists()
+
+
+def test_fine_tuning_with_another_vocabulary_is_refused_before_the_corpus_is_read(folders, tmp_path):
+    """A tokenizer of another language pair with as many tokens as the model's fitted its config and trained
+    without a word: the ids its embeddings learned now stand for other tokens."""
+    model_dir = folders["transformer_seq2seq"]
+    other = train_tokenizer_from_texts([text.translate(str.maketrans("abcdefghij", "klmnopqrst")) for text in TEXTS],
+                                       vocab_size=280, min_frequency=1)
+    assert len(other) == len(load_tokenizer(model_dir))  # the same size: the config check cannot tell them apart
+    other.save_pretrained(tmp_path / "other")
+    with pytest.raises(ValueError, match=rf"--tokenizer_name_or_path {tmp_path / 'other'} is not the tokenizer of "
+                                         rf"--model_name_or_path {model_dir} \(vocabularies of {len(other)} and "
+                                         rf"{len(other)} tokens: \d+ token\(s\) at other ids or missing \('k' .* vs "
+                                         r".*\): the model's embeddings belong to the ids of its own tokenizer"):
+        run(*parse_args(train_args(tmp_path / "run", "--model_name_or_path", str(model_dir),
+                                   "--tokenizer_name_or_path", str(tmp_path / "other"))))
+    assert not (tmp_path / "run").exists()
+    # the model's own tokenizer, saved elsewhere, is the same tokenizer
+    load_tokenizer(model_dir).save_pretrained(tmp_path / "same")
+    check_arguments(*parse_args(train_args(tmp_path / "run", "--model_name_or_path", str(model_dir),
+                                           "--tokenizer_name_or_path", str(tmp_path / "same"))))

@@ -112,3 +112,50 @@ def test_a_saved_model_folder_is_refused_as_output_dir(tmp_path, overwrite):
                                          r"model.safetensors\)"):
         run(*parse_args(train_args(folder, *overwrite)))
     assert snapshot(folder) == before
+
+
+# --- hf-s2s train: a user error is one `error:` line, whenever it is found ----------------------------------------
+
+
+def not_utf8_corpus(folder):
+    folder.mkdir()
+    for split in ("train", "test"):
+        (folder / f"{split}.src").write_bytes("a b c\nd \xe9 f\n".encode("latin-1"))
+        (folder / f"{split}.tgt").write_text("c b a\nf e d\n")
+    return folder
+
+
+@pytest.mark.parametrize("case", ["reused-folder", "not-utf8", "unknown-recipe"])
+def test_command_reports_a_user_error_found_while_running_in_one_line(tmp_path, case):
+    """A folder holding a run and a corpus line that is not UTF-8 are found once run() has started (under the lock,
+    and while the corpus loads); they are refused in one line as the start-up checks are, never as a traceback."""
+    out = tmp_path / "run"
+    flags, expected = {
+        "reused-folder": ([], rf"--output_dir {out} already holds a training run \("),
+        "not-utf8": (["--dataset", str(tmp_path / "corpus")], rf"{tmp_path / 'corpus' / 'train.src'}, line 2: not UTF-8"),
+        "unknown-recipe": (["--recipe", "no_such_recipe"], r"unknown recipe 'no_such_recipe'; available recipes"),
+    }[case]
+    if case == "reused-folder":
+        earlier_run(out)
+    if case == "not-utf8":
+        not_utf8_corpus(tmp_path / "corpus")
+    with pytest.raises(SystemExit) as refused:
+        run_command("train", train_args(out, *flags))
+    message = str(refused.value.code)
+    assert re.match("error: " + expected, message) and "\n" not in message, message
+
+
+def test_only_hf_s2s_own_errors_are_user_errors():
+    """What the command prints as one line: a ValueError or OSError that hf_s2s's own code raised; the same types
+    raised inside a library keep their traceback."""
+    from hf_s2s.cli.train import is_user_error
+    from hf_s2s.run_dir import check_resume
+
+    with pytest.raises(ValueError) as own:
+        check_resume("runs/x", "not-a-checkpoint", overwrite=False)
+    with pytest.raises(ValueError) as library:
+        json.loads("{")
+    with pytest.raises(KeyError) as other:
+        {}["x"]
+    assert is_user_error(own.value)
+    assert not is_user_error(library.value) and not is_user_error(other.value)

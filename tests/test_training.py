@@ -1,6 +1,8 @@
 """The main job end to end on tiny models and the synthetic reversal corpus: train.py's library entry point,
 recipes, resume after a crash, translate.py (n-best, scores, alignment heatmap) and checkpoint averaging."""
 
+import errno
+import io
 import json
 import os
 import shutil
@@ -12,12 +14,14 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 import torch
+import transformers
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, TrainerCallback
 
 import hf_s2s  # noqa: F401
 import hf_s2s.data
 from hf_s2s.checkpoints import average_checkpoints, find_checkpoints
+from hf_s2s.cli import run_command
 from hf_s2s.metrics import compute_translation_metrics
 from hf_s2s.modeling_common import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
 from hf_s2s.results import results_table
@@ -137,6 +141,95 @@ def test_resumed_run_ends_with_the_same_weights_as_an_uninterrupted_one(tmp_path
     # ...and the check has teeth: the run's own intermediate checkpoint differs from the end.
     middle = load_file(tmp_path / "killed" / "checkpoint-12" / "model.safetensors")
     assert any(not torch.equal(middle[k], straight[k]) for k in straight)
+
+
+SAVED_EVERY_2 = ("--eval_strategy", "no", "--save_strategy", "steps", "--save_steps", "2", "--max_steps", "4",
+                 "--load_best_model_at_end", "false", "--test_num_beams", "1")
+
+
+@pytest.fixture(scope="module")
+def saved_every_2(tmp_path_factory):
+    """A run with checkpoint-2 and checkpoint-4, every file Trainer reads back on resume in each."""
+    output_dir = tmp_path_factory.mktemp("saved_every_2")
+    run(*tiny_args(output_dir, "transformer_seq2seq", *SAVED_EVERY_2))
+    return output_dir
+
+
+@pytest.mark.parametrize("name", ["trainer_state.json", "optimizer.pt", "scheduler.pt", "rng_state.pth",
+                                  "model.safetensors"])
+def test_a_truncated_checkpoint_file_is_named_before_resuming(saved_every_2, tmp_path, name):
+    """A file cut short (the run killed or the disk full while it was written) gave raw errors naming no file
+    (OSError: [Errno 22], SafetensorError) once the corpus was read and the tokenizer trained."""
+    out = shutil.copytree(saved_every_2, tmp_path / "run")
+    damaged = out / "checkpoint-4" / name
+    damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])
+    args = tiny_args(out, "transformer_seq2seq", *SAVED_EVERY_2, "--resume_from_checkpoint", str(out / "checkpoint-4"))
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    with pytest.raises(ValueError, match=rf"--resume_from_checkpoint {out / 'checkpoint-4'}: {damaged} is truncated or "
+                                         rf".*; resume from the previous checkpoint instead: --resume_from_checkpoint "
+                                         rf"{out / 'checkpoint-2'}$"):
+        run(*args)
+    previous = out / "checkpoint-2" / name  # with no intact checkpoint before it, the advice is to start again
+    previous.write_bytes(previous.read_bytes()[:10])
+    with pytest.raises(ValueError, match=rf"no earlier checkpoint of {out} is intact: start the run again"):
+        run(*args)
+    del before[previous]
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p != previous} == before
+
+
+def _cut_short(path, data: bytes) -> None:
+    """What a full disk leaves of a file: its first half."""
+    Path(path).write_bytes(data[: len(data) // 2])
+
+
+@pytest.mark.parametrize("where", ["checkpoint", "model"])
+def test_a_full_disk_names_the_file_and_the_intact_checkpoint_to_resume_from(tmp_path, monkeypatch, capsys, where):
+    """A full disk ended the run with torch's "enforce fail at inline_container.cc ... unexpected pos" or a raw
+    "No space left on device". Simulated here by the writers themselves: torch.save cuts optimizer.pt of
+    checkpoint-4 short and raises what torch raises; safetensors cuts the final model's weights short and raises
+    ENOSPC. The command says so in one line, and resuming as it says finishes the run."""
+    out = tmp_path / "run"
+    if where == "checkpoint":
+        writing, intact = out / "checkpoint-4" / "optimizer.pt", ["checkpoint-2"]
+        save = torch.save
+
+        def full_disk(obj, f, *args, **kwargs):
+            if Path(f) != writing:
+                return save(obj, f, *args, **kwargs)
+            buffer = io.BytesIO()
+            save(obj, buffer, *args, **kwargs)
+            _cut_short(f, buffer.getvalue())
+            raise RuntimeError("[enforce fail at inline_container.cc:664] . unexpected pos 4032 vs 3968")
+
+        monkeypatch.setattr(torch, "save", full_disk)
+    else:
+        writing, intact = out / "model" / "model.safetensors", ["checkpoint-2", "checkpoint-4"]
+        save_file = transformers.modeling_utils.safe_save_file
+
+        def full_disk(tensors, filename, *args, **kwargs):
+            save_file(tensors, filename, *args, **kwargs)
+            if Path(filename) == writing:
+                _cut_short(filename, Path(filename).read_bytes())
+                raise OSError(errno.ENOSPC, "No space left on device")  # as safetensors' writer: no file name
+
+        monkeypatch.setattr(transformers.modeling_utils, "safe_save_file", full_disk)
+    command = ["--dataset", "synthetic:reversal", "--source_lang", "src", "--target_lang", "tgt", "--vocab_size",
+               "280", "--model_config", json.dumps(TINY["transformer_seq2seq"]), "--max_train_samples", "64",
+               "--max_test_samples", "4", *SAVED_EVERY_2, "--output_dir", str(out), "--report_to", "none",
+               "--use_cpu", "true", "--disable_tqdm", "true", "--generation_max_length", "8"]
+    with pytest.raises(SystemExit) as refused:
+        run_command("train", command)
+    resume_from = out / intact[-1]
+    raised = {"checkpoint": "[enforce fail at inline_container.cc:664] . unexpected pos 4032 vs 3968",
+              "model": "[Errno 28] No space left on device"}[where]
+    assert str(refused.value.code) == (
+        f"error: the disk is full ({raised}) while writing {writing}; the checkpoints written before it are intact "
+        f"({', '.join(intact)}): free space, then resume with --resume_from_checkpoint {resume_from}")
+    monkeypatch.undo()
+    capsys.readouterr()
+    assert run_command("train", [*command, "--resume_from_checkpoint", str(resume_from)]) == 0
+    assert "greedy" in json.loads((out / "model" / "results.json").read_text())["test"]
+    assert (out / "checkpoint-4" / "trainer_state.json").is_file()
 
 
 def test_recipes_give_defaults_that_flags_override(tmp_path):
@@ -467,9 +560,19 @@ LEARNED_POSITIONS = json.dumps({**TINY["transformer_seq2seq"], "position_embeddi
     (["--max_target_length", "1"], r"--max_target_length must be at least 2 \(room for one token and </s>\), got 1"),
     (["--max_tokens_per_batch", "500", "--accelerator_config", '{"split_batches": true}'],
      r"--max_tokens_per_batch .* cannot be combined with --accelerator_config \['split_batches'\]"),
+    (["--generation_max_length", "0"], r"--generation_max_length must be at least 2 .*got 0"),
+    (["--eval_strategy", "no", "--save_strategy", "no"],
+     r"--load_best_model_at_end \(true by default\) keeps the checkpoint of the best validation BLEU, and early "
+     r"stopping \(--early_stopping_patience\) stops on it, but --eval_strategy no never validates: pass "
+     r"--load_best_model_at_end false"),
+    (["--separate_vocabs", "true", "--target_vocab_size", "3"], r"--target_vocab_size must be an integer > 260 .*got 3"),
+    (["--separate_vocabs", "true", "--target_vocab_size", "0"], r"--target_vocab_size must be an integer > 260 .*got 0"),
+    (["--tokenizer_type", "wordpiece"], r"--tokenizer_type must be one of \['bpe', 'unigram'\], got 'wordpiece'"),
+    (["--max_len_a", "nan"], r"--max_len_a/--max_len_b: max_len_a .* must be a number >= 0 .*got nan"),
 ], ids=["json", "not-object", "config-value", "generation-length", "source-length", "beams", "beam-0",
         "predict-with-generate", "max-train-samples", "resume-not-a-checkpoint", "target-length-1",
-        "token-budget-split-batches"])
+        "token-budget-split-batches", "generation-length-0", "best-model-without-evaluation", "target-vocab-3",
+        "target-vocab-0", "tokenizer-type", "max-len-a-nan"])
 def test_bad_arguments_fail_before_anything_is_written(tmp_path, flags, message):
     out = tmp_path / "run"
     with pytest.raises(ValueError, match=message):
@@ -494,6 +597,24 @@ def test_a_corpus_without_validation_split_fails_before_the_tokenizer_is_trained
     with pytest.raises(ValueError, match=rf"the corpus {corpus} has no 'validation' split, which evaluation \(--eval_strategy is not 'no'\)"):
         run(*tiny_args(tmp_path / "run", "transformer_seq2seq", "--dataset", str(corpus)))
     assert not (tmp_path / "run" / "tokenizer").exists()
+
+
+@pytest.mark.parametrize("flag", [("--ema_decay", "0.9"), ("--average_last_checkpoints", "2")], ids=["ema", "average"])
+def test_weight_selection_without_a_validation_split_fails_before_the_corpus_is_read(tmp_path, monkeypatch, flag):
+    """The EMA and the checkpoint average are kept only if they validate better: without a validation split they
+    failed after all the training and wrote no model."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for split in ("train", "test"):
+        (corpus / f"{split}.src").write_text("a b c\nd e\n")
+        (corpus / f"{split}.tgt").write_text("c b a\ne d\n")
+    monkeypatch.setattr(hf_s2s.data, "load_translation_corpus", lambda *a, **k: pytest.fail("the corpus was read"))
+    with pytest.raises(ValueError, match=rf"the corpus {corpus} has no 'validation' split, which choosing between the "
+                                         rf"(EMA and the raw weights|checkpoint average and the last weights) after "
+                                         rf"training \({flag[0]}\) needs"):
+        run(*tiny_args(tmp_path / "run", "transformer_seq2seq", "--dataset", str(corpus), "--eval_strategy", "no",
+                       "--save_strategy", "steps", "--save_steps", "1", "--load_best_model_at_end", "false", *flag))
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_malformed_recipe_is_named_with_its_json_error(tmp_path):

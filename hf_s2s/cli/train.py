@@ -9,12 +9,26 @@ Every Seq2SeqTrainingArguments flag works too (``--help`` lists them); a recipe 
 
 import logging
 import sys
+import traceback
+from pathlib import Path
 
 import transformers
 
 import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.results import summary_line
 from hf_s2s.training import check_arguments, parse_args, run
+
+PACKAGE_DIR = Path(hf_s2s.__file__).resolve().parent
+
+
+def is_user_error(error: BaseException) -> bool:
+    """A ValueError or OSError raised by hf_s2s's own code: its checks (a refused flag, folder or corpus line, a
+    checkpoint that does not read, a full disk) say what is wrong and what to do, so the command prints them as one
+    ``error:`` line, as the other commands do. The same types raised inside a library (torch, transformers) keep
+    their traceback: there the message alone may not tell what happened."""
+    frames = traceback.extract_tb(error.__traceback__)
+    return isinstance(error, OSError | ValueError) and bool(frames) and \
+        Path(frames[-1].filename).resolve().is_relative_to(PACKAGE_DIR)
 
 
 def main(argv=None, prog=None):
@@ -23,10 +37,14 @@ def main(argv=None, prog=None):
     try:  # a refused flag or output folder is one line, before anything is read or trained (run() checks again)
         model_args, data_args, training_args = parse_args(argv, prog=prog)
         check_arguments(model_args, data_args, training_args)
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError) as error:  # argument parsing and checks only: every such error is the user's
         sys.exit(f"error: {error}")
-    results = run(model_args, data_args, training_args)
+    try:
+        results = run(model_args, data_args, training_args)
+    except (OSError, ValueError) as error:  # a corpus line, a locked folder, a full disk, ...
+        if not is_user_error(error):
+            raise
+        sys.exit(f"error: {error}")
     if results:
         print(summary_line(results))
         print(f"model, tokenizer and results.json in {training_args.output_dir}/model")
-
