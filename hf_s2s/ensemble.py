@@ -27,14 +27,21 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from transformers import GenerationMixin, PreTrainedConfig, PreTrainedModel
+from transformers import (
+    AutoConfig,
+    GenerationMixin,
+    PreTrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 from transformers.cache_utils import Cache
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 from transformers.utils import can_return_tuple
 
 from .coverage import eager_attention
-from .loading import load_model, load_tokenizer
+from .loading import ModelFolderError, load_model, load_tokenizer, local_folder
 from .modeling_common import GenerationLengthDefault
+from .tokenization import check_tokenizer_fits_model, target_side
 from .transformers_compat import cache_argument, cache_output, output_cache
 
 # What the members must agree on for their next-token distributions to be over the same tokens.
@@ -42,16 +49,16 @@ VOCABULARY_FIELDS = ("vocab_size", "target_vocab_size", "pad_token_id", "bos_tok
                      "decoder_start_token_id")
 
 
-def check_same_vocabulary(models: Sequence[nn.Module], names: Sequence[str] | None = None) -> None:
-    """Refuse models whose configs differ in :data:`VOCABULARY_FIELDS`: a ValueError naming the members (by
+def check_same_vocabulary(configs: Sequence[PreTrainedConfig], names: Sequence[str] | None = None) -> None:
+    """Refuse model configs that differ in :data:`VOCABULARY_FIELDS`: a ValueError naming the members (by
     ``names``, else their position), each differing field and both values."""
-    if not models:
+    if not configs:
         raise ValueError("an ensemble needs at least one model, got none")
-    names = list(names) if names is not None else [f"model {i}" for i in range(len(models))]
-    first = models[0].config
-    for name, model in zip(names[1:], models[1:], strict=True):
-        differences = [f"{field} {getattr(model.config, field)!r} (against {getattr(first, field)!r})"
-                       for field in VOCABULARY_FIELDS if getattr(model.config, field) != getattr(first, field)]
+    names = list(names) if names is not None else [f"model {i}" for i in range(len(configs))]
+    first = configs[0]
+    for name, config in zip(names[1:], configs[1:], strict=True):
+        differences = [f"{field} {getattr(config, field)!r} (against {getattr(first, field)!r})"
+                       for field in VOCABULARY_FIELDS if getattr(config, field) != getattr(first, field)]
         if differences:
             raise ValueError(f"{name} does not share the vocabulary of {names[0]}: " + ", ".join(differences)
                              + "; an ensemble averages next-token distributions, so every member needs the same "
@@ -126,6 +133,9 @@ class EnsembleEncoderOutput(BaseModelOutput):
     encoder output (it repeats the tensors of an encoder output, not tensors nested deeper)."""
 
     widths: tuple[int, ...] | None = None
+    # (B, S): the source mask the members attend with, the given attention_mask or one inferred from the pad id (the
+    # decoding steps of generate(input_ids) without a mask get the encoder output, not the source)
+    source_mask: torch.Tensor | None = None
 
 
 class EnsembleEncoder(nn.Module):
@@ -133,18 +143,23 @@ class EnsembleEncoder(nn.Module):
 
     main_input_name = "input_ids"
 
-    def __init__(self, members: Sequence[nn.Module]):
+    def __init__(self, members: Sequence[nn.Module], pad_token_id: int | None):
         super().__init__()
         self._members = tuple(members)  # a tuple: the ensemble registers the members' parameters, not this
+        self.pad_token_id = pad_token_id
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 **kwargs) -> EnsembleEncoderOutput:
-        """input_ids, attention_mask (B, S). The output flags generate() passes are not used: the members'
-        per-layer encoder states are not returned."""
+        """input_ids, attention_mask (B, S); without a mask, the padding is found from the pad id, as each family
+        does. The output flags generate() passes are not used: the members' per-layer encoder states are not
+        returned."""
+        if attention_mask is None and self.pad_token_id is not None:
+            attention_mask = input_ids.ne(self.pad_token_id).long()  # (B, S)
         memories = [member.get_encoder()(input_ids=input_ids, attention_mask=attention_mask,
                                          return_dict=True).last_hidden_state for member in self._members]
         return EnsembleEncoderOutput(last_hidden_state=torch.cat(memories, dim=-1),  # (B, S, sum E_m)
-                                     widths=tuple(memory.shape[-1] for memory in memories))
+                                     widths=tuple(memory.shape[-1] for memory in memories),
+                                     source_mask=attention_mask)
 
 
 class Seq2SeqEnsemble(GenerationLengthDefault, PreTrainedModel, GenerationMixin):
@@ -160,7 +175,7 @@ class Seq2SeqEnsemble(GenerationLengthDefault, PreTrainedModel, GenerationMixin)
     main_input_name = "input_ids"
 
     def __init__(self, models: Sequence[PreTrainedModel]):
-        check_same_vocabulary(models)
+        check_same_vocabulary([model.config for model in models])
         first = models[0].config
         config = PreTrainedConfig(
             is_encoder_decoder=True, vocab_size=first.target_vocab_size,
@@ -182,7 +197,7 @@ class Seq2SeqEnsemble(GenerationLengthDefault, PreTrainedModel, GenerationMixin)
         """The members come trained: nothing here is initialised."""
 
     def get_encoder(self, *args, **kwargs) -> EnsembleEncoder:
-        return EnsembleEncoder(self.members)
+        return EnsembleEncoder(self.members, self.config.pad_token_id)
 
     @contextmanager
     def tracking_coverage(self) -> Iterator[None]:
@@ -214,6 +229,8 @@ class Seq2SeqEnsemble(GenerationLengthDefault, PreTrainedModel, GenerationMixin)
         cache = cache_argument(cache, kwargs)
         if encoder_outputs is None:
             encoder_outputs = self.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
+        if attention_mask is None:
+            attention_mask = encoder_outputs.source_mask
         memories = encoder_outputs.last_hidden_state.split(list(encoder_outputs.widths), dim=-1)  # each (B, S, E_m)
         caches = cache.caches if cache is not None else [None] * len(self.members)
         log_probs, new_caches, attentions = [], [], []
@@ -255,20 +272,66 @@ class Seq2SeqEnsemble(GenerationLengthDefault, PreTrainedModel, GenerationMixin)
         self.coverage_state = cache
 
 
-def load_for_decoding(folders: Sequence[str | Path]):
-    """``(model, tokenizer)`` to decode with: one folder's model, or the :class:`Seq2SeqEnsemble` of several (the
-    tokenizer, and so the generation config, of the first). Every folder is loaded strictly
-    (:func:`hf_s2s.loading.load_model`); tokenizers and vocabularies that differ are refused, the tokenizers
-    before any model is loaded."""
+def load_config(name_or_path: str | Path):
+    """A model folder's config alone, without its weights (``AutoConfig``): what decoding checks before loading. A
+    missing folder, or one without config.json, is a :class:`hf_s2s.loading.ModelFolderError` as in ``load_model``."""
+    folder = local_folder(name_or_path)
+    if folder is not None and not (folder / "config.json").is_file():
+        raise ModelFolderError(f"{folder} holds no config.json: not a saved model folder")
+    return AutoConfig.from_pretrained(name_or_path)
+
+
+def _dtype_name(config) -> str:
+    """The dtype a folder's weights load in ("float32" where config.json records none, transformers' default)."""
+    return str(getattr(config, "dtype", None) or "float32").removeprefix("torch.")
+
+
+@dataclass
+class DecodingFolders:
+    """Model folders as decoding needs them before their weights are loaded, checked to decode together."""
+
+    names: list[str]  # the folders, as given
+    tokenizer: PreTrainedTokenizerBase  # the first folder's (the others' are the same vocabularies)
+    configs: list[PreTrainedConfig]  # one per folder
+
+
+def read_for_decoding(folders: Sequence[str | Path]) -> DecodingFolders:
+    """The tokenizers and configs of ``folders`` (no weights), refused where they cannot decode together or at all:
+    tokenizers of different vocabularies (:func:`check_same_tokenizers`) or configs of different vocabulary sizes
+    and special token ids (:func:`check_same_vocabulary`), a tokenizer that does not fit its model (more tokens
+    than its embedding table has rows: a token id past the table would be a wrong lookup; special ids that differ;
+    :func:`hf_s2s.tokenization.check_tokenizer_fits_model`), and members whose weights load in different dtypes."""
     names = [str(folder) for folder in folders]
+    if not names:
+        raise ValueError("decoding needs at least one model folder, got none")
     tokenizers = [load_tokenizer(folder) for folder in folders]
     check_same_tokenizers(tokenizers, names)
+    configs = [load_config(folder) for folder in folders]
+    for name, tokenizer, config in zip(names, tokenizers, configs, strict=True):
+        try:
+            check_tokenizer_fits_model(tokenizer, config, target_side(tokenizer))
+        except ValueError as error:
+            raise ValueError(f"{name}: {error}") from None
+    check_same_vocabulary(configs, names)
+    dtypes = [_dtype_name(config) for config in configs]
+    if len(set(dtypes)) > 1:
+        listed = ", ".join(f"{name} {dtype}" for name, dtype in zip(names, dtypes, strict=True))
+        raise ValueError(f"the folders hold weights of different dtypes ({listed}): an ensemble computes in one dtype; "
+                         "save the members in one (model.to(torch.float32).save_pretrained(folder))")
+    return DecodingFolders(names, tokenizers[0], configs)
+
+
+def load_for_decoding(folders: Sequence[str | Path], read: DecodingFolders | None = None):
+    """``(model, tokenizer)`` to decode with: one folder's model, or the :class:`Seq2SeqEnsemble` of several (the
+    tokenizer, and so the generation config, of the first). The folders are checked by :func:`read_for_decoding`
+    (``read``: its result, when the caller already has it) before any weights are loaded, and every folder is then
+    loaded strictly (:func:`hf_s2s.loading.load_model`)."""
+    read = read if read is not None else read_for_decoding(folders)
     models = [load_model(folder) for folder in folders]
     if len(models) == 1:
-        return models[0], tokenizers[0]
-    check_same_vocabulary(models, names)
-    return Seq2SeqEnsemble(models), tokenizers[0]
+        return models[0], read.tokenizer
+    return Seq2SeqEnsemble(models), read.tokenizer
 
 
-__all__ = ["EnsembleCache", "Seq2SeqEnsemble", "check_same_tokenizers", "check_same_vocabulary",
-           "load_for_decoding"]
+__all__ = ["DecodingFolders", "EnsembleCache", "Seq2SeqEnsemble", "check_same_tokenizers", "check_same_vocabulary",
+           "load_config", "load_for_decoding", "read_for_decoding"]

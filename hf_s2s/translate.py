@@ -1,9 +1,15 @@
-"""Translation with a trained model: length-batched decoding with n-best lists and scores, and alignments."""
+"""Translation with a trained model: length-batched decoding with n-best lists and scores, and alignments.
 
-import gzip
-import sys
+Every decoding option is checked before any model is loaded (:func:`check_decoding_options`,
+:func:`length_bound_arguments`), and what a model's config rules out before its weights are loaded
+(:func:`check_models_support`)."""
+
+import logging
+import math
+import unicodedata
 from contextlib import nullcontext
 from dataclasses import dataclass
+from numbers import Real
 from pathlib import Path
 
 import torch
@@ -11,15 +17,34 @@ from transformers import LogitsProcessorList
 from transformers.tokenization_utils_base import VERY_LARGE_INTEGER
 
 from .coverage import CoveragePenaltyLogitsProcessor, eager_attention
+from .data import _lines
 from .ensemble import Seq2SeqEnsemble
 from .metrics import compute_translation_metrics
-from .modeling_common import check_length_bound
+from .modeling_common import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, check_length_bound
 from .tokenization import target_side
+
+logger = logging.getLogger(__name__)
 
 # Sentences per generate() call, and beam search's length penalty (score / length ** penalty). The main job
 # decodes its test set with these too, so scripts/translate.py with its defaults reproduces results.json.
 DEFAULT_BATCH_SIZE = 64
 DEFAULT_LENGTH_PENALTY = 1.0
+
+# The largest values accepted, far above any real use: larger ones are typos (1e18 for 1.8) that would overflow or
+# decode garbage, and are refused before a model loads.
+# Output tokens per source token: subword fertility between languages stays below ~3 and a character-level target
+# against a word-level source below ~10; 100 x the longest source stays far inside int64.
+MAX_LEN_A_LIMIT = 100.0
+# Tokens added to the length bound: past the absolute limit (max_length / max_new_tokens) a bound never binds.
+MAX_LEN_B_LIMIT = 100_000
+# Beam search divides a score by length ** penalty: GNMT's alpha and fairseq's --lenpen sit in [0, 2] (negative
+# favours short outputs); within +-5, length ** penalty stays finite in float32 for any output of < 40,000 tokens.
+LENGTH_PENALTY_LIMIT = 5.0
+# GNMT's beta: Wu et al. 2016 searched [0, 1], and on the reference models 0.05 already costs 6 to 9 BLEU (README);
+# 10 leaves room to experiment while refusing typos and overflows (1e18, inf).
+COVERAGE_PENALTY_LIMIT = 10.0
+# Sentences named one by one in the warning about sources cut to the length limit; the count says how many more.
+_SHOWN_CUTS = 10
 
 
 @dataclass
@@ -31,9 +56,15 @@ class Hypothesis:
     score: float | None
 
 
+def _check_number(name: str, flag: str, value, low: float, high: float, meaning: str) -> None:
+    """A finite real number in [low, high], else a ValueError naming the option, its flag, the value and the range."""
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) or not low <= value <= high:
+        raise ValueError(f"{name} ({flag}) must be a finite number in [{low:g}, {high:g}] ({meaning}), got {value!r}")
+
+
 def check_decoding_options(*, num_beams: int | None, num_return_sequences: int = 1, batch_size: int = 1,
                            max_new_tokens: int | None = None, do_sample: bool = False,
-                           coverage_penalty: float = 0.0) -> None:
+                           coverage_penalty: float = 0.0, length_penalty: float = DEFAULT_LENGTH_PENALTY) -> None:
     """Refuse decoding options that cannot work, before any model is loaded: each error names the option (its
     command-line flag in brackets), the value and what is allowed. ``max_new_tokens`` None means the model's
     generation config decides, and so does ``num_beams`` None (checked again by ``translate`` once it is known)."""
@@ -47,8 +78,10 @@ def check_decoding_options(*, num_beams: int | None, num_return_sequences: int =
     if num_beams is not None and num_return_sequences > num_beams and not do_sample:
         raise ValueError(f"num_return_sequences ({num_return_sequences}, --nbest) must be <= num_beams "
                          f"({num_beams}, --beams): beam search returns at most one hypothesis per beam")
-    if coverage_penalty < 0:
-        raise ValueError(f"coverage_penalty (--coverage-penalty) must be >= 0 (0 = off), got {coverage_penalty}")
+    _check_number("length_penalty", "--length-penalty", length_penalty, -LENGTH_PENALTY_LIMIT, LENGTH_PENALTY_LIMIT,
+                  "beam scores are divided by length ** penalty; 1.0: the mean token log-probability")
+    _check_number("coverage_penalty", "--coverage-penalty", coverage_penalty, 0.0, COVERAGE_PENALTY_LIMIT,
+                  "GNMT's beta; 0 = off")
     if coverage_penalty and (num_beams == 1 or do_sample):
         raise ValueError(f"coverage_penalty (--coverage-penalty {coverage_penalty}) re-ranks beam search hypotheses: "
                          "it needs num_beams (--beams) > 1 and no sampling")
@@ -64,37 +97,53 @@ def length_bound_arguments(max_len_a: float | None, max_len_b: int | None, no_le
     if no_length_bound and given:
         named = " and ".join(flag for flag, name in zip(flags, ("max_len_a", "max_len_b"), strict=False) if name in given)
         raise ValueError(f"{flags[2]} turns the length bound off; it cannot be combined with {named}")
-    try:
-        check_length_bound(max_len_a, max_len_b, complete=False)
-    except ValueError as error:
-        raise ValueError(f"{flags[0]}/{flags[1]}: {error}") from None
+    check_length_bound_values(max_len_a, max_len_b, flags[:2], complete=len(given) == 2)
     return {"max_len_a": None, "max_len_b": None} if no_length_bound else given
 
 
+def check_length_bound_values(max_len_a: float | None, max_len_b: int | None,
+                              flags: tuple[str, str] = ("--max-len-a", "--max-len-b"), complete: bool = True) -> None:
+    """:func:`hf_s2s.modeling_common.check_length_bound` (``complete=False``: a value None is not given yet, so a
+    bound of 0 tokens is found only once both are known), plus the upper limits :data:`MAX_LEN_A_LIMIT` and
+    :data:`MAX_LEN_B_LIMIT`; errors name ``flags``."""
+    try:
+        check_length_bound(max_len_a, max_len_b, complete=complete)
+    except ValueError as error:
+        raise ValueError(f"{flags[0]}/{flags[1]}: {error}") from None
+    for flag, value, limit, meaning in ((flags[0], max_len_a, MAX_LEN_A_LIMIT, "output tokens per source token"),
+                                        (flags[1], max_len_b, MAX_LEN_B_LIMIT, "tokens added to the bound")):
+        if value is not None and value > limit:
+            raise ValueError(f"{flag} must be <= {limit:g} ({meaning}), got {value!r}: so large a bound never binds "
+                             "(the absolute limit, max_length or max_new_tokens, comes first); give a value up to "
+                             f"{limit:g}, or decode without the bound")
+
+
+# The input a translation reads from when no file is named; read through its path, as the corpus loader reads files.
+STDIN_PATH = Path("/dev/stdin")
+
+
 def read_sentences(path: str | Path | None = None) -> list[str]:
-    """The lines of ``path`` (stdin when None; a ``.gz`` file is decompressed), one sentence each, line ends (``\\n``
-    or ``\\r\\n``) removed and blank lines kept (they translate to blank lines, so the output stays aligned with the
-    input). An empty input, or a line that is not UTF-8, is a ValueError naming the input and the line."""
+    """The lines of ``path`` (stdin when None; a ``.gz`` file is decompressed), one sentence each, read as the corpus
+    loader reads its text files (``hf_s2s.data``): UTF-8, a line ends only at ``\\n`` (or ``\\r\\n``), a byte-order
+    mark at the start of the file is dropped, and a lone ``\\r`` stays inside its line with a warning (so a file with
+    old Mac line ends is one line, said so on stderr). Blank lines are kept (they translate to blank lines, so the
+    output stays aligned with the input). An empty input, a line that is not UTF-8 or a damaged gzip file is a
+    ValueError naming the input (and the line)."""
     name = str(path) if path else "standard input"
-    data = Path(path).read_bytes() if path else sys.stdin.buffer.read()
-    if path and str(path).endswith(".gz"):
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as error:
-            raise ValueError(f"{name} is not a readable gzip file ({error})") from error
-    if not data:
+    try:
+        sentences = [text for _, text in _lines(Path(path) if path else STDIN_PATH)]
+    except ValueError as error:  # the corpus loader names the path it opened
+        raise ValueError(str(error).replace(str(STDIN_PATH), name, 1)) from None
+    if not sentences:
         raise ValueError(f"{name} is empty: there is nothing to translate (one sentence per line expected)")
-    lines = data.split(b"\n")
-    if lines[-1] == b"":
-        lines.pop()  # the final line break ends the last line; it does not start a new one
-    sentences = []
-    for number, line in enumerate(lines, start=1):
-        try:
-            sentences.append(line.decode("utf-8").removesuffix("\r"))
-        except UnicodeDecodeError as error:
-            raise ValueError(f"{name}, line {number}, is not UTF-8 text (byte {line[error.start:error.start + 1]!r} "
-                             f"at position {error.start + 1})") from error
     return sentences
+
+
+def is_blank(sentence: str) -> bool:
+    """Whether ``sentence`` holds nothing to translate: only whitespace, control and format characters (zero-width
+    spaces and joiners, byte-order marks, soft hyphens: Unicode categories Cc and Cf), none of which a tokenizer
+    trained here turns into a word. The corpus loader skips pairs whose side is whitespace only (``str.strip``)."""
+    return all(char.isspace() or unicodedata.category(char) in ("Cc", "Cf") for char in sentence)
 
 
 def read_references(path: str | Path, count: int, input_name: str | Path | None = None) -> list[str]:
@@ -125,6 +174,77 @@ def source_length_limit(tokenizer, max_source_length: int | None = None) -> int 
     return max_source_length
 
 
+def _source_limit(tokenizer, max_source_length: int | None, configs) -> tuple[int | None, str]:
+    """Where ``translate`` cuts sources, and why: :func:`source_length_limit`, or the smallest learned position table
+    of the models when that is shorter (a longer source cannot be embedded)."""
+    limit = source_length_limit(tokenizer, max_source_length)
+    reason = "max_source_length" if max_source_length is not None else "the tokenizer's model_max_length"
+    tables = [table for table in map(position_limit, configs) if table is not None]
+    if tables and (limit is None or min(tables) < limit):
+        limit, reason = min(tables), "the model's learned position table"
+    return limit, reason
+
+
+def position_limit(config) -> int | None:
+    """The most positions a model's encoder or decoder can embed: a learned position table's rows
+    (``position_embedding_type`` "learned"), else None (sinusoidal positions and recurrent models have no limit)."""
+    if getattr(config, "position_embedding_type", None) == "learned":
+        return config.max_position_embeddings
+    return None
+
+
+def has_source_attention(config) -> bool:
+    """Whether a model's decoder attends to the source, which the coverage penalty and alignments read: every
+    Transformer, and an RNN unless its ``attention_type`` is "none" (Cho et al. 2014: the source in one vector)."""
+    return getattr(config, "attention_type", None) != "none"
+
+
+def check_models_support(configs, names=None, *, coverage_penalty: float = 0.0, alignment: bool = False,
+                         max_new_tokens: int | None = None, max_length: int | None = None) -> None:
+    """Refuse, from the models' configs (so before their weights are loaded), decoding they cannot do: a coverage
+    penalty or an alignment on a model without attention over the source, and more new tokens than a learned
+    position table holds (``max_new_tokens``, else ``max_length``, which counts the decoder start token). ``names``
+    name the models in the errors (folders; default: their model type)."""
+    for config, name in zip(configs, names or [config.model_type for config in configs], strict=True):
+        if (coverage_penalty or alignment) and not has_source_attention(config):
+            what = "the coverage penalty (--coverage-penalty)" if coverage_penalty else "an alignment (--plot-alignment)"
+            raise ValueError(f"{what} reads the decoder's attention over the source, but {name} has none "
+                             f"({config.model_type} with attention_type {config.attention_type!r})")
+        limit = position_limit(config)
+        new_tokens = max_new_tokens if max_new_tokens is not None else max_length and max_length - 1
+        if limit is not None and new_tokens is not None and new_tokens > limit:
+            given = (f"max_new_tokens (--max-new-tokens) {max_new_tokens}" if max_new_tokens is not None else
+                     f"the generation config's max_length {max_length} ({new_tokens} new tokens)")
+            raise ValueError(f"{given} is beyond {name}'s learned position table of {limit} positions (its decoder "
+                             f"embeds the start token and every generated token but the last): give at most {limit}")
+
+
+def encode_sources(tokenizer, sentences: list[str], indices: list[int], max_source_length: int | None,
+                   reason: str = "max_source_length") -> list[list[int]]:
+    """The token ids of ``sentences[i]`` for each i in ``indices``, each cut to ``max_source_length`` tokens (its
+    first ones and its ``</s>``, as the tokenizer truncates) when longer. The sentences that were cut are named in a
+    warning: their number from 1 (the input's line number) and length, and ``reason``, where the limit comes from."""
+    if not indices:
+        return []  # a fast tokenizer raises on an empty batch
+    encoded = tokenizer([sentences[i] for i in indices])["input_ids"]
+    if max_source_length is None:
+        return encoded
+    cut = [position for position, ids in enumerate(encoded) if len(ids) > max_source_length]
+    if cut:
+        lengths = [len(encoded[position]) for position in cut]
+        shortened = tokenizer([sentences[indices[position]] for position in cut], truncation=True,
+                              max_length=max_source_length)["input_ids"]
+        for position, ids in zip(cut, shortened, strict=True):
+            encoded[position] = ids
+        named = ", ".join(f"{indices[position] + 1} ({length} tokens)"
+                          for position, length in list(zip(cut, lengths, strict=True))[:_SHOWN_CUTS])
+        more = f" and {len(cut) - _SHOWN_CUTS} more" if len(cut) > _SHOWN_CUTS else ""
+        logger.warning("%d of %d sentences are longer than the %d source tokens the model reads (%s) and are "
+                       "translated cut to them: %s %s%s", len(cut), len(sentences), max_source_length, reason,
+                       "line" if len(cut) == 1 else "lines", named, more)
+    return encoded
+
+
 def _batches_by_length(lengths: list[int], batch_size: int) -> list[list[int]]:
     """Indices grouped into batches of similar length (longest first), so little compute goes to padding."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
@@ -143,6 +263,36 @@ def _greedy_scores(model, output, eos_token_id: int) -> torch.Tensor:
     return log_probs.masked_fill(after_eos, 0.0).sum(dim=1)
 
 
+def _members(model) -> list:
+    """The models an ensemble decodes with, or the model itself."""
+    return list(model.members) if isinstance(model, Seq2SeqEnsemble) else [model]
+
+
+def check_translation(model, *, num_beams: int | None = None, num_return_sequences: int = 1,
+                      batch_size: int = DEFAULT_BATCH_SIZE, max_new_tokens: int | None = None,
+                      length_penalty: float = DEFAULT_LENGTH_PENALTY, coverage_penalty: float = 0.0,
+                      **generate_kwargs) -> int:
+    """Everything :func:`translate` refuses, with the loaded ``model`` (or ensemble) and its generation config to
+    complete the options: the options themselves, the length bound as generate() would complete it, and what the
+    model cannot do (:func:`check_models_support`). A command line runs it right after loading, so nothing fails
+    once decoding has begun. Returns the beam count decoding uses (``num_beams``, else the generation config's)."""
+    if num_beams is None:
+        num_beams = model.generation_config.num_beams or 1  # None in a config that never set it: generate's 1
+    check_decoding_options(num_beams=num_beams, num_return_sequences=num_return_sequences, batch_size=batch_size,
+                           max_new_tokens=max_new_tokens, do_sample=bool(generate_kwargs.get("do_sample")),
+                           coverage_penalty=coverage_penalty, length_penalty=length_penalty)
+    if max_new_tokens is not None and generate_kwargs.get("max_length") is not None:
+        raise ValueError(f"give max_new_tokens ({max_new_tokens}) or max_length ({generate_kwargs['max_length']}), "
+                         "not both")
+    bound = [generate_kwargs.get(name, getattr(model.generation_config, name, default))  # as generate() completes it
+             for name, default in (("max_len_a", DEFAULT_MAX_LEN_A), ("max_len_b", DEFAULT_MAX_LEN_B))]
+    check_length_bound_values(*bound, flags=("max_len_a", "max_len_b"))
+    check_models_support([member.config for member in _members(model)], coverage_penalty=coverage_penalty,
+                         max_new_tokens=max_new_tokens,
+                         max_length=generate_kwargs.get("max_length") or model.generation_config.max_length)
+    return num_beams
+
+
 @torch.no_grad()
 def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAULT_BATCH_SIZE,
               num_beams: int | None = None, num_return_sequences: int = 1, max_new_tokens: int | None = None,
@@ -154,8 +304,10 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAU
     generation config decides (``num_beams``, ``max_length``), and without ``max_source_length`` the tokenizer's
     ``model_max_length`` (the main job saves its ``--max_source_length`` there); other ``generate`` arguments
     pass through, among them the source-relative length bound ``max_len_a``/``max_len_b`` (the generation config's
-    by default; None for both turns it off). A blank sentence (empty or whitespace) is not decoded: its hypotheses are empty with score 0,
-    never an invented translation.
+    by default; None for both turns it off). A blank sentence (:func:`is_blank`: nothing but whitespace, control and
+    format characters) is not decoded: its hypotheses are empty with score 0, never an invented translation, and
+    the output keeps one entry per input. Sources longer than the limit (``max_source_length``, the tokenizer's, or
+    a learned position table's) are cut to it, and named in a warning.
 
     ``scores=False`` leaves each hypothesis' score None and saves the memory the scores take: ``generate`` then
     keeps no per-step scores, which under beam search are a (batch x beams, vocabulary) tensor per step (about
@@ -163,26 +315,19 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAU
 
     ``coverage_penalty`` > 0 adds GNMT's coverage penalty with that beta to beam search (:mod:`hf_s2s.coverage`);
     ``model`` may be a :class:`hf_s2s.ensemble.Seq2SeqEnsemble`."""
-    if num_beams is None:
-        num_beams = model.generation_config.num_beams or 1  # None in a config that never set it: generate's 1
-    max_source_length = source_length_limit(tokenizer, max_source_length)
-    check_decoding_options(num_beams=num_beams, num_return_sequences=num_return_sequences, batch_size=batch_size,
-                           max_new_tokens=max_new_tokens, do_sample=bool(generate_kwargs.get("do_sample")),
-                           coverage_penalty=coverage_penalty)
-    if max_new_tokens is not None and generate_kwargs.get("max_length") is not None:
-        raise ValueError(f"give max_new_tokens ({max_new_tokens}) or max_length ({generate_kwargs['max_length']}), "
-                         "not both")
+    num_beams = check_translation(model, num_beams=num_beams, num_return_sequences=num_return_sequences,
+                                  batch_size=batch_size, max_new_tokens=max_new_tokens, length_penalty=length_penalty,
+                                  coverage_penalty=coverage_penalty, **generate_kwargs)
+    configs = [member.config for member in _members(model)]
     if max_new_tokens is not None:  # the models' generation config then drops its own max_length, without a warning
         generate_kwargs["max_new_tokens"] = max_new_tokens
+    max_source_length, reason = _source_limit(tokenizer, max_source_length, configs)
     model.eval()
     device = next(model.parameters()).device
     blank_score = 0.0 if scores else None
     results = [[Hypothesis("", blank_score) for _ in range(num_return_sequences)] for _ in sentences]
-    to_decode = [i for i, sentence in enumerate(sentences) if sentence.strip()]
-    encoded = []  # a fast tokenizer raises on an empty batch
-    if to_decode:
-        encoded = tokenizer([sentences[i] for i in to_decode], truncation=max_source_length is not None,
-                            max_length=max_source_length)["input_ids"]
+    to_decode = [i for i, sentence in enumerate(sentences) if not is_blank(sentence)]
+    encoded = encode_sources(tokenizer, sentences, to_decode, max_source_length, reason)
     eos_token_id = model.generation_config.eos_token_id
     decoder, tracking = model, nullcontext()
     if coverage_penalty:  # the coverage is kept in the decoding wrapper's cache (see hf_s2s.coverage)
@@ -235,6 +380,7 @@ def alignment(model, tokenizer, sentence: str, *, num_beams: int | None = 1, max
     averaged over heads. Other ``generate`` arguments (the length bound's) pass through. The weights come from a teacher-forced pass over the generated translation, which
     gives the same attention as the decoding steps and works for every model family. Only the eager kernel returns
     weights: a model using another is switched to eager for the pass and switched back afterwards."""
+    check_models_support([model.config], alignment=True, max_new_tokens=max_new_tokens)
     model.eval()
     device = next(model.parameters()).device
     batch = tokenizer([sentence], return_tensors="pt").to(device)

@@ -90,7 +90,7 @@ def test_the_penalty_scores_and_ranks_hypotheses_as_gnmt_eq_14(folders, family, 
 
 
 def test_the_penalty_is_refused_without_beams_or_below_zero(folders):
-    with pytest.raises(ValueError, match="coverage_penalty \\(--coverage-penalty\\) must be >= 0"):
+    with pytest.raises(ValueError, match="coverage_penalty \\(--coverage-penalty\\) must be a finite number in \\[0, 10\\]"):
         check_decoding_options(num_beams=4, coverage_penalty=-0.2)
     with pytest.raises(ValueError, match="it needs num_beams \\(--beams\\) > 1"):
         check_decoding_options(num_beams=1, coverage_penalty=0.2)

@@ -79,13 +79,26 @@ def test_a_mixed_family_ensemble_averages_probabilities_and_batched_equals_singl
     assert not torch.equal(batched.sequences, alone[0]) or not torch.equal(batched.sequences, alone[1])
 
 
+def test_without_attention_mask_an_ensemble_finds_the_padding_from_the_pad_id(folders):
+    """generate(input_ids) on a right-padded batch: the members attend with the mask the pad id gives, as each family
+    does alone, in every decoding step."""
+    ensemble = Seq2SeqEnsemble([load_model(folders[family]) for family in FAMILIES])
+    tokenizer = load_tokenizer(folders["transformer_seq2seq"])
+    batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")
+    assert (batch["attention_mask"] == 0).any()  # some padding: the test has teeth
+    with torch.no_grad():
+        masked = ensemble.generate(**batch, num_beams=3, max_new_tokens=8)
+        inferred = ensemble.generate(input_ids=batch["input_ids"], num_beams=3, max_new_tokens=8)
+    assert torch.equal(inferred, masked)
+
+
 def test_members_of_different_vocabularies_are_refused_naming_the_difference(folders, tmp_path):
     transformer = load_model(folders["transformer_seq2seq"])
     other_eos = save_tiny_model_folder(tmp_path / "eos", "rnn_seq2seq")
     rnn = load_model(other_eos)
     rnn.config.eos_token_id = 7
     with pytest.raises(ValueError, match=r"b does not share the vocabulary of a: eos_token_id 7 \(against 2\)"):
-        check_same_vocabulary([transformer, rnn], ["a", "b"])
+        check_same_vocabulary([transformer.config, rnn.config], ["a", "b"])
     with pytest.raises(ValueError, match="an ensemble needs at least one model"):
         Seq2SeqEnsemble([])
 

@@ -14,12 +14,14 @@ without them); --max-len-a/--max-len-b change them and --no-length-bound turns t
 """
 
 import argparse
+import os
 import sys
+from pathlib import Path
 
 import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.cli import HelpFormatter
 from hf_s2s.encoder_analysis import check_has_encoder_attention, encoder_attention
-from hf_s2s.ensemble import Seq2SeqEnsemble, load_for_decoding
+from hf_s2s.ensemble import Seq2SeqEnsemble, load_for_decoding, read_for_decoding
 from hf_s2s.plotting import check_layer_and_head, plot_alignment, plot_encoder_attention
 from hf_s2s.quantization import quantize_int8
 from hf_s2s.translate import (
@@ -27,12 +29,35 @@ from hf_s2s.translate import (
     DEFAULT_LENGTH_PENALTY,
     alignment,
     check_decoding_options,
+    check_models_support,
+    check_translation,
     length_bound_arguments,
     read_references,
     read_sentences,
     score_line,
     translate,
 )
+
+
+def check_image_path(flag: str, path: str) -> None:
+    """Refuse, before anything is loaded, an image path that cannot be written: a folder, a missing or read-only
+    folder, a read-only file, or a file type matplotlib cannot write (it picks the type from the suffix)."""
+    path_ = Path(path)
+    if path_.is_dir():
+        raise ValueError(f"{flag} {path} is a folder; give the path of the image to write (e.g. {path_ / 'plot.png'})")
+    folder = path_.parent
+    if not folder.is_dir():
+        raise ValueError(f"{flag} {path}: the folder {folder} does not exist; create it first or choose another path")
+    if not os.access(folder, os.W_OK) or (path_.exists() and not os.access(path_, os.W_OK)):
+        raise ValueError(f"{flag} {path} cannot be written (no write permission); choose another path")
+    suffix = path_.suffix.lower().removeprefix(".")
+    if suffix:
+        from matplotlib.backend_bases import FigureCanvasBase  # only when a plot is asked for
+
+        supported = FigureCanvasBase.get_supported_filetypes()
+        if suffix not in supported:
+            raise ValueError(f"{flag} {path}: matplotlib cannot write .{suffix} files; use one of "
+                             f"{', '.join('.' + name for name in sorted(supported))}")
 
 
 def main(argv=None, prog=None):
@@ -83,19 +108,27 @@ def main(argv=None, prog=None):
     plotting = args.plot_alignment or args.plot_encoder_attention
     try:  # everything that can be wrong is found before the model is loaded, and said in one line
         check_decoding_options(num_beams=args.beams, num_return_sequences=args.nbest, batch_size=args.batch_size,
-                               max_new_tokens=args.max_new_tokens, coverage_penalty=args.coverage_penalty)
+                               max_new_tokens=args.max_new_tokens, coverage_penalty=args.coverage_penalty,
+                               length_penalty=args.length_penalty)
         bound = length_bound_arguments(args.max_len_a, args.max_len_b, args.no_length_bound)
         if (args.layer is not None or args.head is not None) and not args.plot_encoder_attention:
             raise ValueError("--layer and --head choose what --plot-encoder-attention draws; give it a PNG path")
         if plotting and len(args.model) > 1:
             flag = "--plot-alignment" if args.plot_alignment else "--plot-encoder-attention"
             raise ValueError(f"{flag} plots one model's attention; got {len(args.model)} model folders")
+        for flag, path in (("--plot-alignment", args.plot_alignment),
+                           ("--plot-encoder-attention", args.plot_encoder_attention)):
+            if path:
+                check_image_path(flag, path)
         sentences = [args.sentence] if plotting and args.sentence else read_sentences(args.input)
         references = read_references(args.reference, len(sentences), args.input) if args.reference else None
         if references is not None and (plotting or args.nbest > 1):
             raise ValueError("--reference scores one translation per input line: it cannot be combined with "
                              + ("--nbest > 1" if args.nbest > 1 else "a plot"))
-        model, tokenizer = load_for_decoding(args.model)
+        folders = read_for_decoding(args.model)  # tokenizers and configs, checked; no weights yet
+        check_models_support(folders.configs, folders.names, coverage_penalty=args.coverage_penalty,
+                             alignment=bool(args.plot_alignment), max_new_tokens=args.max_new_tokens)
+        model, tokenizer = load_for_decoding(args.model, folders)
         if args.plot_encoder_attention:
             check_has_encoder_attention(model)
             check_layer_and_head(model.config.encoder_layers, model.config.encoder_attention_heads, args.layer,
@@ -104,15 +137,17 @@ def main(argv=None, prog=None):
             members = model.members if isinstance(model, Seq2SeqEnsemble) else [model]
             for member in members:
                 quantize_int8(member, inplace=True)
-        if args.beams is None:  # the folder's generation config decides: check --nbest against it too
-            check_decoding_options(num_beams=model.generation_config.num_beams or 1, num_return_sequences=args.nbest,
-                                   batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
-                                   coverage_penalty=args.coverage_penalty)
+        # the folder's generation config completes the options (beams, max_length, the length bound): checked now,
+        # so that nothing fails once decoding has begun
+        check_translation(model, num_beams=args.beams, num_return_sequences=args.nbest, batch_size=args.batch_size,
+                          max_new_tokens=args.max_new_tokens, length_penalty=args.length_penalty,
+                          coverage_penalty=0.0 if plotting else args.coverage_penalty, **bound)
     except (OSError, ValueError) as error:
         sys.exit(f"error: {error}")
     if args.plot_alignment:
         sentence = sentences[0]
-        weights, source_tokens, target_tokens = alignment(model, tokenizer, sentence, num_beams=args.beams, **bound)
+        weights, source_tokens, target_tokens = alignment(model, tokenizer, sentence, num_beams=args.beams,
+                                                           max_new_tokens=args.max_new_tokens, **bound)
         plot_alignment(weights, source_tokens, target_tokens, args.plot_alignment)
         print(f"alignment of {len(target_tokens)} target x {len(source_tokens)} source tokens -> {args.plot_alignment}",
               file=sys.stderr)
