@@ -8,15 +8,26 @@ import torch
 import torch.nn.functional as F
 
 from .coverage import eager_attention
-from .translate import DEFAULT_BATCH_SIZE, _batches_by_length, check_decoding_options, source_length_limit
+from .translate import (
+    DEFAULT_BATCH_SIZE,
+    _batches_by_length,
+    _source_limit,
+    check_decoding_options,
+    encode_sources,
+    is_blank,
+)
 
 
-def _source_batch(model, tokenizer, sentences: list[str], max_source_length: int | None) -> dict[str, torch.Tensor]:
-    """The sources tokenized as ``translate`` does (truncated to the tokenizer's ``model_max_length`` unless
-    ``max_source_length`` says otherwise), right-padded, on the model's device."""
-    max_source_length = source_length_limit(tokenizer, max_source_length)
-    encoded = tokenizer(sentences, truncation=max_source_length is not None, max_length=max_source_length)
-    batch = tokenizer.pad({"input_ids": encoded["input_ids"]}, return_tensors="pt")
+def _encode(model, tokenizer, sentences: list[str], max_source_length: int | None) -> list[list[int]]:
+    """The sources tokenized as ``translate`` does: cut to the tokenizer's ``model_max_length`` (or
+    ``max_source_length``, or a learned position table), the cut ones named in a warning."""
+    limit, reason = _source_limit(tokenizer, max_source_length, [model.config])
+    return encode_sources(tokenizer, sentences, list(range(len(sentences))), limit, reason)
+
+
+def _pad(model, tokenizer, encoded: list[list[int]]) -> dict[str, torch.Tensor]:
+    """Token ids right-padded into input_ids and attention_mask (N, S), on the model's device."""
+    batch = tokenizer.pad({"input_ids": encoded}, return_tensors="pt")
     return batch.to(next(model.parameters()).device)
 
 
@@ -43,7 +54,7 @@ def encoder_attention(model, tokenizer, sentences: list[str], *, max_source_leng
     (the others return no weights). A Transformer only: see :func:`check_has_encoder_attention`."""
     check_has_encoder_attention(model)
     model.eval()
-    batch = _source_batch(model, tokenizer, sentences, max_source_length)
+    batch = _pad(model, tokenizer, _encode(model, tokenizer, sentences, max_source_length))
     with eager_attention([model]):
         outputs = model.get_encoder()(**batch, output_attentions=True)
     weights = torch.stack(outputs.attentions, dim=1)  # (N, layers, heads, S, S)
@@ -63,12 +74,17 @@ def sentence_embeddings(model, tokenizer, sentences: list[str], *, batch_size: i
     check_decoding_options(num_beams=None, batch_size=batch_size)
     if not sentences:
         raise ValueError("sentence_embeddings got no sentences")
+    blank = [i for i, sentence in enumerate(sentences) if is_blank(sentence)]
+    if blank:
+        raise ValueError(f"sentence_embeddings got {len(blank)} blank sentence(s), at position(s) "
+                         f"{', '.join(map(str, blank[:10]))}{' ...' if len(blank) > 10 else ''} (from 0): a sentence "
+                         "without words has no meaning to embed (its vector would be the end-of-sentence token's)")
     model.eval()
     encoder = model.get_encoder()
     vectors = [None] * len(sentences)
-    lengths = [len(ids) for ids in tokenizer(sentences)["input_ids"]]
-    for indices in _batches_by_length(lengths, batch_size):
-        batch = _source_batch(model, tokenizer, [sentences[i] for i in indices], max_source_length)
+    encoded = _encode(model, tokenizer, sentences, max_source_length)
+    for indices in _batches_by_length([len(ids) for ids in encoded], batch_size):
+        batch = _pad(model, tokenizer, [encoded[i] for i in indices])
         memory = encoder(**batch).last_hidden_state.float()  # (B, S, E)
         real = batch["attention_mask"].to(memory.dtype)[:, :, None]  # (B, S, 1)
         means = (memory * real).sum(dim=1) / real.sum(dim=1).clamp(min=1)  # (B, E)

@@ -156,6 +156,40 @@ def test_similarity_command_prints_one_cosine_per_pair_and_names_a_bad_line(toke
     assert "pairs.tsv, line 2, holds 0 tabs: expected one sentence pair a line" in bad
 
 
+@pytest.mark.parametrize(("line", "message"), [
+    ("a b\t", "line 2: the second sentence is empty"),
+    ("\ta b", "line 2: the first sentence is empty"),
+    ("\u200b\u200b\t ", "line 2: the first and the second sentence are empty"),
+], ids=["second", "first", "both-invisible"])
+def test_similarity_command_refuses_an_empty_sentence_naming_the_line(tmp_path, line, message):
+    """An empty sentence has no meaning to compare: its vector would be </s> alone (1.0 against another empty one,
+    0.97 against a real sentence under an untrained encoder). Refused before the model loads."""
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text(f"a b\tc d\n{line}\n")
+    error = cli_error("similarity", str(tmp_path / "no-such-model"), "--input", str(pairs))
+    assert error.startswith(f"error: {pairs}, {message}; every pair needs two sentences to compare"), error
+
+
+def test_sentence_vectors_of_blank_sentences_are_refused(tokenizer):
+    model = tiny("transformer_seq2seq", tokenizer)
+    with pytest.raises(ValueError, match=r"got 2 blank sentence\(s\), at position\(s\) 1, 2 \(from 0\)"):
+        sentence_embeddings(model, tokenizer, ["a b", "", "\u200b"])
+    with pytest.raises(ValueError, match=r"got 1 blank sentence"):
+        similarity(model, tokenizer, ["a b"], [" "])
+
+
+def test_similarity_command_refuses_a_tokenizer_larger_than_the_embedding_table(tokenizer, tmp_path):
+    folder = save_tiny_model_folder(tmp_path / "model", "rnn_seq2seq", tokenizer)
+    grown = tiny_tokenizer()
+    grown.add_tokens([f"extra{i}" for i in range(20)])
+    grown.save_pretrained(folder)
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("a b\tc d\n")
+    error = cli_error("similarity", str(folder), "--input", str(pairs))
+    assert error.startswith(f"error: {folder}: tokenizer does not fit the model config: the source tokenizer has "
+                            f"{len(tokenizer) + 20} tokens but config.vocab_size is {len(tokenizer)}"), error
+
+
 # ---- a model trained on Multi30k ------------------------------------------------------------------------------
 
 

@@ -14,19 +14,26 @@ import sys
 import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.cli import HelpFormatter
 from hf_s2s.encoder_analysis import similarity
-from hf_s2s.loading import load_model, load_tokenizer
-from hf_s2s.translate import DEFAULT_BATCH_SIZE, check_decoding_options, read_sentences
+from hf_s2s.ensemble import load_for_decoding
+from hf_s2s.translate import DEFAULT_BATCH_SIZE, check_decoding_options, is_blank, read_sentences
 
 
 def read_pairs(path: str | None) -> tuple[list[str], list[str]]:
-    """The tab-separated sentence pairs of ``path`` (stdin when None); a line without exactly one tab is a
-    ValueError naming the input and the line."""
+    """The tab-separated sentence pairs of ``path`` (stdin when None), read as ``translate`` reads its input; a line
+    without exactly one tab, or with a blank sentence (:func:`hf_s2s.translate.is_blank`: an empty sentence has no
+    meaning to compare, and its vector would be the end-of-sentence token's alone), is a ValueError naming the input
+    and the line."""
     first, second = [], []
+    name = path or "standard input"
     for number, line in enumerate(read_sentences(path), start=1):
         parts = line.split("\t")
         if len(parts) != 2:
-            raise ValueError(f"{path or 'standard input'}, line {number}, holds {len(parts) - 1} tabs: expected one "
-                             "sentence pair a line, the two sentences separated by one tab")
+            raise ValueError(f"{name}, line {number}, holds {len(parts) - 1} tabs: expected one sentence pair a line, "
+                             "the two sentences separated by one tab")
+        blank = [side for side, sentence in zip(("first", "second"), parts, strict=True) if is_blank(sentence)]
+        if blank:
+            raise ValueError(f"{name}, line {number}: the {' and the '.join(blank)} sentence "
+                             f"{'is' if len(blank) == 1 else 'are'} empty; every pair needs two sentences to compare")
         first.append(parts[0])
         second.append(parts[1])
     return first, second
@@ -41,8 +48,7 @@ def main(argv=None, prog=None):
     try:  # the input is read and checked before the model is loaded
         check_decoding_options(num_beams=None, batch_size=args.batch_size)
         first, second = read_pairs(args.input)
-        tokenizer = load_tokenizer(args.model)
-        model = load_model(args.model)
+        model, tokenizer = load_for_decoding([args.model])  # the tokenizer is checked against the config first
     except (OSError, ValueError) as error:
         sys.exit(f"error: {error}")
     for cosine in similarity(model, tokenizer, first, second, batch_size=args.batch_size).tolist():
