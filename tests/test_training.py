@@ -568,11 +568,13 @@ LEARNED_POSITIONS = json.dumps({**TINY["transformer_seq2seq"], "position_embeddi
     (["--separate_vocabs", "true", "--target_vocab_size", "3"], r"--target_vocab_size must be an integer > 260 .*got 3"),
     (["--separate_vocabs", "true", "--target_vocab_size", "0"], r"--target_vocab_size must be an integer > 260 .*got 0"),
     (["--tokenizer_type", "wordpiece"], r"--tokenizer_type must be one of \['bpe', 'unigram'\], got 'wordpiece'"),
+    (["--max_len_a", "1e18"], r"--max_len_a must be <= 100 \(output tokens per source token\), got 1e\+18"),
+    (["--max_len_b", str(10 ** 19)], r"--max_len_b must be <= 100000 \(tokens added to the bound\), got 10{19}"),
     (["--max_len_a", "nan"], r"--max_len_a/--max_len_b: max_len_a .* must be a number >= 0 .*got nan"),
 ], ids=["json", "not-object", "config-value", "generation-length", "source-length", "beams", "beam-0",
         "predict-with-generate", "max-train-samples", "resume-not-a-checkpoint", "target-length-1",
         "token-budget-split-batches", "generation-length-0", "best-model-without-evaluation", "target-vocab-3",
-        "target-vocab-0", "tokenizer-type", "max-len-a-nan"])
+        "target-vocab-0", "tokenizer-type", "max-len-a-huge", "max-len-b-huge", "max-len-a-nan"])
 def test_bad_arguments_fail_before_anything_is_written(tmp_path, flags, message):
     out = tmp_path / "run"
     with pytest.raises(ValueError, match=message):
