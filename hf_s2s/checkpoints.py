@@ -17,8 +17,10 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
+from transformers import AutoConfig
 
-from .loading import load_model, refuse_to_overwrite
+from .loading import TOKENIZER_FILES, load_model, load_tokenizer, refuse_to_overwrite
+from .vocabulary import check_same_vocabulary
 
 WEIGHTS_NAME = "model.safetensors"
 # Files copied from the newest checkpoint so the averaged folder loads like any saved model.
@@ -26,6 +28,9 @@ _COPIED_SUFFIXES = (".json", ".py", ".txt", ".model", ".md")
 _SKIPPED = {"trainer_state.json", "training_args.bin", "optimizer.pt", "scheduler.pt", "rng_state.pth"}
 # Files a training run writes beside the weights to describe them: stale once the weights are replaced.
 _DESCRIBES_WEIGHTS = ("results.json", "README.md")
+# Why averaged checkpoints must share one vocabulary, as the refusal says it.
+AVERAGING_PURPOSE = ("averaging would add up the embeddings and output rows of different tokens: only checkpoints of "
+                     "one vocabulary (of one run) can be averaged")
 # config.json fields that record how a checkpoint was saved, not what the model is.
 _CONFIG_BOOKKEEPING = {"transformers_version", "_name_or_path", "dtype", "torch_dtype"}
 
@@ -40,6 +45,9 @@ def list_checkpoints(run_dir: str | Path) -> list[Path]:
 
 def find_checkpoints(run_dir: str | Path, last: int) -> list[Path]:
     """The ``last`` newest ``checkpoint-<step>`` folders of a Trainer output directory, oldest first."""
+    if not Path(run_dir).is_dir():
+        raise FileNotFoundError(f"run folder {run_dir} does not exist" if not Path(run_dir).exists() else
+                                f"{run_dir} is a file, not a run folder holding checkpoint-<step> folders")
     found = list_checkpoints(run_dir)
     if not found:
         raise FileNotFoundError(f"no checkpoint-<step> folders in {run_dir}")
@@ -52,8 +60,25 @@ def _config(checkpoint: Path) -> dict:
     path = checkpoint / "config.json"
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing: {checkpoint} is not a saved checkpoint")
-    config = json.loads(path.read_text())
+    try:
+        config = json.loads(path.read_text())
+    except ValueError as error:  # not JSON, or not UTF-8
+        raise ValueError(f"{path} is not valid JSON ({error}): {checkpoint} is not a readable checkpoint") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{path} holds a JSON {type(config).__name__}, not a config object")
     return {k: v for k, v in config.items() if k not in _CONFIG_BOOKKEEPING}
+
+
+def _check_same_vocabulary(checkpoints: list[Path]) -> None:
+    """Refuse checkpoints whose tokenizers (those that hold one) or configs differ in their vocabularies, source or
+    target, or special token ids: :func:`hf_s2s.vocabulary.check_same_vocabulary`, the check ensembles make."""
+    for ckpt in checkpoints:
+        _config(ckpt)  # a missing or unreadable config.json is named as such
+    tokenizers = [load_tokenizer(ckpt) if any((ckpt / name).is_file() for name in TOKENIZER_FILES) else None
+                  for ckpt in checkpoints]
+    configs = [AutoConfig.from_pretrained(ckpt) for ckpt in checkpoints]
+    check_same_vocabulary([str(ckpt) for ckpt in checkpoints], tokenizers=tokenizers, configs=configs,
+                          purpose=AVERAGING_PURPOSE)
 
 
 def _check_same_model(checkpoints: list[Path]) -> None:
@@ -74,8 +99,9 @@ def average_checkpoints(checkpoints: list[str | Path], output_dir: str | Path, o
     tokenizer and code files are copied from the last checkpoint. Integer tensors (none in these models)
     must agree exactly. Returns the output folder.
 
-    Everything is checked before anything is written: the checkpoints must share one config (every field) and
-    the first must load strictly (:func:`hf_s2s.loading.load_model`: its weights match its config). An
+    Everything is checked before anything is written: the checkpoints must share one vocabulary, source and target,
+    in their tokenizers and configs (as ensemble members must), one config (every field), and the first must load
+    strictly (:func:`hf_s2s.loading.load_model`: its weights match its config). An
     ``output_dir`` that already holds a model, tokenizer or run results is refused unless ``overwrite``; then
     its results.json and README.md are removed too, since they describe the weights being replaced."""
     checkpoints = [Path(c) for c in checkpoints]
@@ -87,8 +113,12 @@ def average_checkpoints(checkpoints: list[str | Path], output_dir: str | Path, o
     if not overwrite:
         refuse_to_overwrite(output_dir, flag="--overwrite_output_dir (overwrite=True)")
     for ckpt in checkpoints:
+        if not ckpt.is_dir():
+            raise FileNotFoundError(f"checkpoint folder {ckpt} does not exist" if not ckpt.exists() else
+                                    f"{ckpt} is a file, not a checkpoint folder")
         if not (ckpt / WEIGHTS_NAME).is_file():
             raise FileNotFoundError(f"{ckpt / WEIGHTS_NAME} is missing (only safetensors checkpoints are averaged)")
+    _check_same_vocabulary(checkpoints)
     _check_same_model(checkpoints)
     load_model(checkpoints[0])
     total = {k: v.double() if v.is_floating_point() else v for k, v in load_file(checkpoints[0] / WEIGHTS_NAME).items()}

@@ -15,8 +15,9 @@ distribution (its scores stay log-probabilities that beam search, ``compute_tran
 penalty read as they read one model's), and one confident member cannot veto a token the others agree on. An
 ensemble of one model, or of copies of one model, decodes exactly as that model does.
 
-Members may be of either family and may mix them: what they must share is the vocabulary (sizes and special token
-ids, checked by :func:`check_same_vocabulary`; the tokenizers' vocabularies by :func:`check_same_tokenizers`).
+Members may be of either family and may mix them: what they must share is the vocabulary, source and target, and the
+special token ids, in their tokenizers and configs (:func:`hf_s2s.vocabulary.check_same_vocabulary`, the check
+checkpoint averaging makes too).
 """
 
 import math
@@ -43,39 +44,11 @@ from .loading import ModelFolderError, load_model, load_tokenizer, local_folder
 from .modeling_common import GenerationLengthDefault
 from .tokenization import check_tokenizer_fits_model, target_side
 from .transformers_compat import cache_argument, cache_output, output_cache
+from .vocabulary import VOCABULARY_FIELDS, check_same_vocabulary
 
-# What the members must agree on for their next-token distributions to be over the same tokens.
-VOCABULARY_FIELDS = ("vocab_size", "target_vocab_size", "pad_token_id", "bos_token_id", "eos_token_id",
-                     "decoder_start_token_id")
-
-
-def check_same_vocabulary(configs: Sequence[PreTrainedConfig], names: Sequence[str] | None = None) -> None:
-    """Refuse model configs that differ in :data:`VOCABULARY_FIELDS`: a ValueError naming the members (by
-    ``names``, else their position), each differing field and both values."""
-    if not configs:
-        raise ValueError("an ensemble needs at least one model, got none")
-    names = list(names) if names is not None else [f"model {i}" for i in range(len(configs))]
-    first = configs[0]
-    for name, config in zip(names[1:], configs[1:], strict=True):
-        differences = [f"{field} {getattr(config, field)!r} (against {getattr(first, field)!r})"
-                       for field in VOCABULARY_FIELDS if getattr(config, field) != getattr(first, field)]
-        if differences:
-            raise ValueError(f"{name} does not share the vocabulary of {names[0]}: " + ", ".join(differences)
-                             + "; an ensemble averages next-token distributions, so every member needs the same "
-                             "vocabulary and special token ids")
-
-
-def check_same_tokenizers(tokenizers: Sequence, names: Sequence[str]) -> None:
-    """Refuse tokenizers whose vocabularies (token -> id) differ: models of equal vocabulary size trained with
-    different tokenizers would be averaged over unrelated tokens. The error names the folders and a few tokens."""
-    first = tokenizers[0].get_vocab()
-    for name, tokenizer in zip(names[1:], tokenizers[1:], strict=True):
-        vocab = tokenizer.get_vocab()
-        if vocab != first:
-            differing = sorted(set(vocab.items()) ^ set(first.items()))[:3]
-            raise ValueError(f"the tokenizer of {name} differs from that of {names[0]} ({len(vocab)} against "
-                             f"{len(first)} entries; e.g. {', '.join(f'{t!r}: {i}' for t, i in differing)}); "
-                             "an ensemble needs one vocabulary")
+# Why ensemble members must share one vocabulary, as the refusal says it.
+ENSEMBLE_PURPOSE = ("an ensemble averages the members' next-token distributions, so every member needs the same "
+                    "source and target vocabularies and special token ids")
 
 
 def _reorder_function(model: nn.Module) -> Callable[[Cache, torch.Tensor], None]:
@@ -175,7 +148,10 @@ class Seq2SeqEnsemble(GenerationLengthDefault, PreTrainedModel, GenerationMixin)
     main_input_name = "input_ids"
 
     def __init__(self, models: Sequence[PreTrainedModel]):
-        check_same_vocabulary([model.config for model in models])
+        if not models:
+            raise ValueError("an ensemble needs at least one model, got none")
+        check_same_vocabulary([f"model {i}" for i in range(len(models))], configs=[model.config for model in models],
+                              purpose=ENSEMBLE_PURPOSE)
         first = models[0].config
         config = PreTrainedConfig(
             is_encoder_decoder=True, vocab_size=first.target_vocab_size,
@@ -297,22 +273,21 @@ class DecodingFolders:
 
 def read_for_decoding(folders: Sequence[str | Path]) -> DecodingFolders:
     """The tokenizers and configs of ``folders`` (no weights), refused where they cannot decode together or at all:
-    tokenizers of different vocabularies (:func:`check_same_tokenizers`) or configs of different vocabulary sizes
-    and special token ids (:func:`check_same_vocabulary`), a tokenizer that does not fit its model (more tokens
+    members of different vocabularies, source or target, or special token ids, in their tokenizers or their configs
+    (:func:`hf_s2s.vocabulary.check_same_vocabulary`), a tokenizer that does not fit its model (more tokens
     than its embedding table has rows: a token id past the table would be a wrong lookup; special ids that differ;
     :func:`hf_s2s.tokenization.check_tokenizer_fits_model`), and members whose weights load in different dtypes."""
     names = [str(folder) for folder in folders]
     if not names:
         raise ValueError("decoding needs at least one model folder, got none")
     tokenizers = [load_tokenizer(folder) for folder in folders]
-    check_same_tokenizers(tokenizers, names)
     configs = [load_config(folder) for folder in folders]
+    check_same_vocabulary(names, tokenizers=tokenizers, configs=configs, purpose=ENSEMBLE_PURPOSE)
     for name, tokenizer, config in zip(names, tokenizers, configs, strict=True):
         try:
             check_tokenizer_fits_model(tokenizer, config, target_side(tokenizer))
         except ValueError as error:
             raise ValueError(f"{name}: {error}") from None
-    check_same_vocabulary(configs, names)
     dtypes = [_dtype_name(config) for config in configs]
     if len(set(dtypes)) > 1:
         listed = ", ".join(f"{name} {dtype}" for name, dtype in zip(names, dtypes, strict=True))
@@ -333,5 +308,5 @@ def load_for_decoding(folders: Sequence[str | Path], read: DecodingFolders | Non
     return Seq2SeqEnsemble(models), read.tokenizer
 
 
-__all__ = ["DecodingFolders", "EnsembleCache", "Seq2SeqEnsemble", "check_same_tokenizers", "check_same_vocabulary",
-           "load_config", "load_for_decoding", "read_for_decoding"]
+__all__ = ["DecodingFolders", "EnsembleCache", "Seq2SeqEnsemble", "load_config", "load_for_decoding",
+           "read_for_decoding"]

@@ -15,7 +15,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import hf_s2s  # noqa: F401
-from hf_s2s.checkpoints import average_checkpoints, file_problem
+from hf_s2s.checkpoints import average_checkpoints, file_problem, find_checkpoints
 from hf_s2s.loading import ModelFolderError
 from tests.saved_folders import save_tiny_model_folder, tiny_tokenizer
 
@@ -133,3 +133,27 @@ def test_file_problem_names_a_damaged_file_of_each_kind_without_unpickling(tmp_p
     (tmp_path / "cut.safetensors").write_bytes((tmp_path / "model.safetensors").read_bytes()[:-8])
     assert file_problem(tmp_path / "model.safetensors") is None
     assert "incomplete metadata, file not fully covered" in file_problem(tmp_path / "cut.safetensors")
+
+
+def test_average_refuses_checkpoints_of_different_vocabularies_as_an_ensemble_would(tmp_path):
+    """Equal configs and shapes but other tokens (a de-en and a de-fr model sharing the source vocabulary): the
+    averaged embeddings would mix rows of different tokens. The check is the ensemble's (hf_s2s.vocabulary)."""
+    from tests.test_ensemble import separate_vocabulary_folders
+
+    folders = separate_vocabulary_folders(tmp_path)
+    command = [sys.executable, str(ROOT / "scripts" / "average_checkpoints.py"), "--checkpoints",
+               str(folders["de_en"]), str(folders["de_fr"]), "--output", str(tmp_path / "averaged")]
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=180)
+    assert completed.returncode == 1 and "Traceback" not in completed.stderr
+    assert (f"error: {folders['de_fr']} does not share the vocabulary of {folders['de_en']}: target vocabularies of "
+            "280 and 280 tokens: ") in completed.stderr
+    assert "only checkpoints of one vocabulary (of one run) can be averaged" in completed.stderr
+    assert not (tmp_path / "averaged").exists()
+
+
+def test_average_names_a_missing_checkpoint_or_run_folder(checkpoints, tmp_path):
+    with pytest.raises(FileNotFoundError, match=f"checkpoint folder {tmp_path / 'nope'} does not exist"):
+        average_checkpoints([checkpoints["first"], tmp_path / "nope"], tmp_path / "averaged")
+    with pytest.raises(FileNotFoundError, match=f"run folder {tmp_path / 'no-run'} does not exist"):
+        find_checkpoints(tmp_path / "no-run", 2)
+    assert not (tmp_path / "averaged").exists()

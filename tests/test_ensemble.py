@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import hf_s2s  # noqa: F401
-from hf_s2s.ensemble import Seq2SeqEnsemble, check_same_vocabulary, load_for_decoding
+from hf_s2s.ensemble import Seq2SeqEnsemble, load_for_decoding
 from hf_s2s.loading import load_model, load_tokenizer
 from hf_s2s.tokenization import train_tokenizer_from_texts
 from hf_s2s.translate import translate
@@ -97,8 +97,9 @@ def test_members_of_different_vocabularies_are_refused_naming_the_difference(fol
     other_eos = save_tiny_model_folder(tmp_path / "eos", "rnn_seq2seq")
     rnn = load_model(other_eos)
     rnn.config.eos_token_id = 7
-    with pytest.raises(ValueError, match=r"b does not share the vocabulary of a: eos_token_id 7 \(against 2\)"):
-        check_same_vocabulary([transformer.config, rnn.config], ["a", "b"])
+    with pytest.raises(ValueError, match=r"model 1 does not share the vocabulary of model 0: eos_token_id 7 "
+                                         r"\(against 2\); an ensemble averages the members' next-token distributions"):
+        Seq2SeqEnsemble([transformer, rnn])
     with pytest.raises(ValueError, match="an ensemble needs at least one model"):
         Seq2SeqEnsemble([])
 
@@ -106,9 +107,37 @@ def test_members_of_different_vocabularies_are_refused_naming_the_difference(fol
     reversed_texts = [text[::-1].upper() for text in TEXTS]
     other = train_tokenizer_from_texts(reversed_texts, vocab_size=280, min_frequency=1)
     other_folder = save_tiny_model_folder(tmp_path / "other", "transformer_seq2seq", tokenizer=other)
-    with pytest.raises(ValueError, match=f"the tokenizer of {other_folder} differs from that of "
-                                         f"{folders['transformer_seq2seq']}"):
+    with pytest.raises(ValueError, match=f"{other_folder} does not share the vocabulary of "
+                                         f"{folders['transformer_seq2seq']}: vocabularies of 280 and 280 tokens"):
         load_for_decoding([folders["transformer_seq2seq"], other_folder])
+
+
+def separate_vocabulary_folders(base: Path) -> dict[str, Path]:
+    """A "de-en" and a "de-fr" model of the same sizes: one source vocabulary, target vocabularies of 280 tokens each
+    whose letters differ (a-j against k-t), so that every config field and the source side agree."""
+    from hf_s2s.tokenization import TranslationTokenizers
+    from tests.saved_folders import tiny_tokenizer
+
+    shifted = str.maketrans("abcdefghij", "klmnopqrst")
+    targets = {"de_en": train_tokenizer_from_texts(TEXTS, vocab_size=280, min_frequency=1),
+               "de_fr": train_tokenizer_from_texts([text.translate(shifted) for text in TEXTS], vocab_size=280,
+                                                   min_frequency=1)}
+    assert len(targets["de_en"]) == len(targets["de_fr"])
+    return {name: save_tiny_model_folder(base / name, "transformer_seq2seq", seed=3,
+                                         tokenizer=TranslationTokenizers(tiny_tokenizer(), target).as_tokenizer(),
+                                         decoder_vocab_size=len(target), share_encoder_decoder_embeddings=False)
+            for name, target in targets.items()}
+
+
+def test_members_of_one_source_but_different_target_vocabularies_are_refused(tmp_path):
+    """A de-en and a de-fr model of equal sizes: the old check compared the source vocabularies only, and the
+    ensemble averaged distributions over unrelated target tokens (garbage, exit 0)."""
+    folders = separate_vocabulary_folders(tmp_path)
+    done = run_translate(str(folders["de_en"]), str(folders["de_fr"]), stdin="a b c\n")
+    assert done.returncode == 1 and done.stdout == "" and "Traceback" not in done.stderr
+    assert (f"error: {folders['de_fr']} does not share the vocabulary of {folders['de_en']}: target vocabularies of "
+            "280 and 280 tokens: ") in done.stderr
+    assert "an ensemble averages the members' next-token distributions" in done.stderr
 
 
 def run_translate(*args: str, stdin: str) -> subprocess.CompletedProcess:
