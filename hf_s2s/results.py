@@ -1,9 +1,43 @@
 """What a finished training run reports, read from its results.json: the one-line summary the training command
-prints, and the markdown table that compares runs (``hf-s2s results-table``)."""
+prints, and the markdown table that compares runs (``hf-s2s results-table``). :func:`read_results` reads the file
+for the commands, naming it and the problem when it is not one."""
 
+import json
 import math
+from pathlib import Path
 
 from .hub import family_defaults
+
+# Where the training job writes results.json, relative to its --output_dir.
+RESULTS_FILES = ("results.json", "model/results.json")
+
+
+def read_results(path: str | Path, required: tuple[str, ...] = ("model_type",)) -> dict:
+    """The results.json dict a training run wrote, from ``path``; ``required``: the keys the caller reads, which every
+    training run writes. A folder (with the results files it holds named), a missing file, text that is not JSON, JSON
+    that is not an object, and an object without ``required`` are each a ValueError (FileNotFoundError when missing)
+    naming the file and the problem."""
+    path = Path(path)
+    written_by = "hf-s2s train writes <output_dir>/results.json and <output_dir>/model/results.json"
+    if path.is_dir():
+        inside = [str(path / name) for name in RESULTS_FILES if (path / name).is_file()]
+        suggestion = " or ".join(inside or [str(path / name) for name in RESULTS_FILES])
+        raise ValueError(f"{path} is a folder, not a results file: give {suggestion}"
+                         + ("" if inside else f" (none is there; {written_by})"))
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist ({written_by})")
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:  # not JSON (json.JSONDecodeError) or not UTF-8
+        raise ValueError(f"{path} is not valid JSON ({error}): not a training run's results.json") from None
+    if not isinstance(results, dict):
+        raise ValueError(f"{path} holds a JSON {type(results).__name__}, not the object a training run's results.json "
+                         "holds")
+    missing = [key for key in required if key not in results]
+    if missing:
+        raise ValueError(f"{path} is not a training run's results.json: it has no {', '.join(map(repr, missing))} "
+                         f"({written_by}, with these keys)")
+    return results
 
 
 def summary_line(results: dict) -> str:
@@ -51,4 +85,4 @@ def results_table(runs: list[dict]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["results_table", "summary_line"]
+__all__ = ["RESULTS_FILES", "read_results", "results_table", "summary_line"]

@@ -9,7 +9,6 @@ and never when it is the results file itself.
 """
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.cli import HelpFormatter
 from hf_s2s.hub import render_model_card
+from hf_s2s.results import read_results
 
 
 def check_card_output(results: Path, output: Path, overwrite: bool) -> None:
@@ -43,7 +43,8 @@ def main(argv=None, prog=None):
     results_path, output = Path(args.results), Path(args.output)
     try:
         check_card_output(results_path, output, args.overwrite)
-        card = render_model_card(json.loads(results_path.read_text()), repo_id=args.repo_id, license=args.license)
+        results = read_results(results_path, required=("model_type", "model_config"))
+        card = render_model_card(results, repo_id=args.repo_id, license=args.license)
         output.write_text(card)
     except (OSError, ValueError) as error:
         sys.exit(f"error: {error}")

@@ -4,22 +4,24 @@
 """
 
 import argparse
-import json
-from pathlib import Path
+import sys
 
 from hf_s2s.cli import HelpFormatter
-from hf_s2s.results import results_table
+from hf_s2s.results import read_results, results_table
+
+# What a row of the table reads from each results.json: the family, and the test scores.
+TABLE_KEYS = ("model_type", "test")
 
 
 def main(argv=None, prog=None):
     parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("results", nargs="+", help="results.json files written by scripts/train.py")
     args = parser.parse_args(argv)
-    runs = []
-    for path in args.results:
-        if not Path(path).is_file():
-            parser.error(f"{path} does not exist (scripts/train.py writes <output_dir>/results.json)")
-        runs.append(json.loads(Path(path).read_text()))
+    try:  # every file is read and checked before anything is printed
+        runs = [read_results(path, required=TABLE_KEYS) for path in args.results]
+    except (OSError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2  # a wrong argument: argparse's status for usage errors, which this was before it named the problem
     print(results_table(runs))
     return 0
 

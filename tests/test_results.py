@@ -1,0 +1,72 @@
+"""Reading a training run's results.json (hf_s2s.results.read_results) for `hf-s2s results-table` and
+`hf-s2s make-model-card`: a folder, a missing file, text that is not JSON, a JSON list and an object that is not a
+run's results are each one error line naming the file and the problem, never a traceback or a row of None."""
+
+import json
+
+import pytest
+
+import hf_s2s  # noqa: F401
+from hf_s2s.cli import run_command
+from hf_s2s.results import read_results
+
+RUN = {"model_type": "transformer_seq2seq", "model_config": {}, "recipe": "tiny", "num_parameters": 1000,
+       "test": {"greedy": {"bleu": 30.0, "bleu_lowercase": 31.0, "chrf": 50.0}}}
+
+
+@pytest.fixture
+def files(tmp_path):
+    """A run folder as training leaves it (results.json beside model/results.json), and broken results files."""
+    run = tmp_path / "run"
+    (run / "model").mkdir(parents=True)
+    for path in (run / "results.json", run / "model" / "results.json"):
+        path.write_text(json.dumps(RUN))
+    (tmp_path / "empty_folder").mkdir()
+    (tmp_path / "truncated.json").write_text(json.dumps(RUN)[:40])
+    (tmp_path / "list.json").write_text("[1, 2]")
+    (tmp_path / "empty.json").write_text("{}")
+    return tmp_path
+
+
+def test_a_run_folder_is_named_with_the_results_files_it_holds(files):
+    run = files / "run"
+    with pytest.raises(ValueError, match=f"{run} is a folder, not a results file: give {run / 'results.json'} or "
+                                         f"{run / 'model' / 'results.json'}$"):
+        read_results(run)
+    with pytest.raises(ValueError, match=f"give {files / 'empty_folder' / 'results.json'} or .*none is there"):
+        read_results(files / "empty_folder")
+    assert read_results(run / "results.json", required=("model_type", "test")) == RUN
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("truncated.json", "{path} is not valid JSON (Unterminated string"),
+    ("list.json", "{path} holds a JSON list, not the object a training run's results.json holds"),
+    ("empty.json", "{path} is not a training run's results.json: it has no 'model_type', 'test'"),
+    ("missing.json", "{path} does not exist (hf-s2s train writes <output_dir>/results.json"),
+])
+def test_results_table_names_the_file_and_the_problem_in_one_line(files, capsys, name, message):
+    path = files / name
+    assert run_command("results-table", [str(files / "run" / "results.json"), str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("error: " + message.format(path=path))
+    assert captured.err.count("\n") == 1  # one line, and no table with a row of None
+
+
+def test_results_table_of_a_folder_suggests_its_results_files(files, capsys):
+    run = files / "run"
+    assert run_command("results-table", [str(run)]) == 2
+    assert capsys.readouterr().err == (f"error: {run} is a folder, not a results file: give {run / 'results.json'} or "
+                                       f"{run / 'model' / 'results.json'}\n")
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("truncated.json", "{path} is not valid JSON (Unterminated string"),
+    ("list.json", "{path} holds a JSON list, not the object"),
+    ("empty.json", "{path} is not a training run's results.json: it has no 'model_type', 'model_config'"),
+])
+def test_make_model_card_names_the_file_and_the_problem_in_one_line(files, name, message):
+    path, output = files / name, files / "card.md"
+    with pytest.raises(SystemExit) as refused:
+        run_command("make-model-card", [str(path), "--output", str(output)])
+    assert str(refused.value.code).startswith("error: " + message.format(path=path)), refused.value.code
+    assert not output.exists()
