@@ -233,9 +233,19 @@ DEFAULT_MAX_LEN_A = 1.3
 DEFAULT_MAX_LEN_B = 5
 
 
-def check_length_bound(max_len_a, max_len_b, complete: bool = True) -> None:
-    """Raise a ValueError naming the field, the value and what is allowed for a bad ``max_len_a`` (a number >= 0)
-    or ``max_len_b`` (a whole number >= 0); None for both turns the bound off, None for one counts as 0.
+# The largest values accepted, far above any real use: larger ones are typos (1e18 for 1.8) that would overflow or
+# decode garbage. Output tokens per source token: subword fertility between languages stays below ~3 and a
+# character-level target against a word-level source below ~10; 100 x the longest source stays far inside int64.
+MAX_LEN_A_LIMIT = 100.0
+# Tokens added to the length bound: past the absolute limit (max_length / max_new_tokens) a bound never binds.
+MAX_LEN_B_LIMIT = 100_000
+
+
+def check_length_bound(max_len_a, max_len_b, complete: bool = True,
+                       names: tuple[str, str] = LENGTH_BOUND_FIELDS) -> None:
+    """Raise a ValueError naming the field, the value and what is allowed for a bad ``max_len_a`` (a number in
+    [0, MAX_LEN_A_LIMIT]) or ``max_len_b`` (a whole number in [0, MAX_LEN_B_LIMIT]); None for both turns the bound
+    off, None for one counts as 0.
     ``complete=False`` checks only the values given: None is then "not given" (a command line's flags, which the
     model's generation config completes), and a bound of 0 tokens is found once the config is known."""
     if max_len_a is not None and (isinstance(max_len_a, bool) or not isinstance(max_len_a, Real)
@@ -245,6 +255,12 @@ def check_length_bound(max_len_a, max_len_b, complete: bool = True) -> None:
     if max_len_b is not None and (isinstance(max_len_b, bool) or not isinstance(max_len_b, int) or max_len_b < 0):
         raise ValueError(f"max_len_b (output tokens added to max_len_a x source tokens) must be a whole number >= 0 "
                          f"(None: no source-relative length bound), got {max_len_b!r}")
+    for name, value, limit, meaning in ((names[0], max_len_a, MAX_LEN_A_LIMIT, "output tokens per source token"),
+                                        (names[1], max_len_b, MAX_LEN_B_LIMIT, "tokens added to the bound")):
+        if value is not None and value > limit:
+            raise ValueError(f"{name} must be <= {limit:g} ({meaning}), got {value!r}: so large a bound never binds "
+                             "(the absolute limit, max_length or max_new_tokens, comes first); give a value up to "
+                             f"{limit:g}, or decode without the bound")
     if complete and (max_len_a == 0 and max_len_b in (0, None) or max_len_a is None and max_len_b == 0):
         raise ValueError(f"max_len_a={max_len_a!r} with max_len_b={max_len_b!r} bounds every output to 0 tokens; "
                          "set max_len_a or max_len_b above 0, or both to None for no bound")

@@ -30,13 +30,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_BATCH_SIZE = 64
 DEFAULT_LENGTH_PENALTY = 1.0
 
-# The largest values accepted, far above any real use: larger ones are typos (1e18 for 1.8) that would overflow or
-# decode garbage, and are refused before a model loads.
-# Output tokens per source token: subword fertility between languages stays below ~3 and a character-level target
-# against a word-level source below ~10; 100 x the longest source stays far inside int64.
-MAX_LEN_A_LIMIT = 100.0
-# Tokens added to the length bound: past the absolute limit (max_length / max_new_tokens) a bound never binds.
-MAX_LEN_B_LIMIT = 100_000
 # Beam search divides a score by length ** penalty: GNMT's alpha and fairseq's --lenpen sit in [0, 2] (negative
 # favours short outputs); within +-5, length ** penalty stays finite in float32 for any output of < 40,000 tokens.
 LENGTH_PENALTY_LIMIT = 5.0
@@ -104,18 +97,13 @@ def length_bound_arguments(max_len_a: float | None, max_len_b: int | None, no_le
 def check_length_bound_values(max_len_a: float | None, max_len_b: int | None,
                               flags: tuple[str, str] = ("--max-len-a", "--max-len-b"), complete: bool = True) -> None:
     """:func:`hf_s2s.modeling_common.check_length_bound` (``complete=False``: a value None is not given yet, so a
-    bound of 0 tokens is found only once both are known), plus the upper limits :data:`MAX_LEN_A_LIMIT` and
-    :data:`MAX_LEN_B_LIMIT`; errors name ``flags``."""
+    bound of 0 tokens is found only once both are known), its errors naming ``flags``."""
     try:
-        check_length_bound(max_len_a, max_len_b, complete=complete)
+        check_length_bound(max_len_a, max_len_b, complete=complete, names=flags)
     except ValueError as error:
+        if str(error).startswith(flags):  # an upper limit, named by its own flag
+            raise
         raise ValueError(f"{flags[0]}/{flags[1]}: {error}") from None
-    for flag, value, limit, meaning in ((flags[0], max_len_a, MAX_LEN_A_LIMIT, "output tokens per source token"),
-                                        (flags[1], max_len_b, MAX_LEN_B_LIMIT, "tokens added to the bound")):
-        if value is not None and value > limit:
-            raise ValueError(f"{flag} must be <= {limit:g} ({meaning}), got {value!r}: so large a bound never binds "
-                             "(the absolute limit, max_length or max_new_tokens, comes first); give a value up to "
-                             f"{limit:g}, or decode without the bound")
 
 
 # The input a translation reads from when no file is named; read through its path, as the corpus loader reads files.

@@ -215,6 +215,8 @@ def test_the_bound_reads_back_once_per_generate_call_not_per_step(model_type):
     ({"max_len_b": -2}, r"max_len_b .* must be a whole number >= 0.*got -2"),
     ({"max_len_b": 2.5}, r"max_len_b .* must be a whole number >= 0.*got 2.5"),
     ({"max_len_a": 0, "max_len_b": 0}, r"max_len_a=0 with max_len_b=0 bounds every output to 0 tokens"),
+    ({"max_len_a": 1e18}, r"max_len_a must be <= 100 \(output tokens per source token\), got 1e\+18"),
+    ({"max_len_b": 10**20}, r"max_len_b must be <= 100000 \(tokens added to the bound\)"),
 ])
 @pytest.mark.parametrize("model_type", FAMILIES)
 def test_bad_values_are_refused_before_decoding(model_type, bound, message):
