@@ -10,10 +10,12 @@ Release differences handled here
 - transformers 5.24 renamed the decoder cache ``past_key_values`` to ``cache``: in ``generate()``'s model inputs,
   in the model outputs it feeds back (``_update_model_kwargs_for_generation`` reads ``outputs["cache"]``) and in
   ``transformers.masking_utils``. ``CACHE_NAME`` is the name the installed release reads; forwards accept either
-  (``cache_argument``), outputs are built with ``cache_output``, mask builders are called through
-  ``causal_mask`` / ``bidirectional_mask``.
+  (``cache_argument``), outputs are built with ``cache_output`` and read with ``output_cache``, and the causal mask
+  is built through ``causal_mask``.
 - The tested range (``MIN_TRANSFORMERS_VERSION`` up to ``TESTED_TRANSFORMERS_VERSIONS``'s newest):
   ``check_transformers_version`` refuses an older release and warns once on a newer major version.
+- transformers imports torchao whenever it is installed, which logs lines no hf_s2s user can act on: that one import
+  runs with those loggers held at ERROR.
 
 Private hooks of ``GenerationMixin`` overridden (in ``GenerationHooks``), and why
 - ``_prepare_generation_config``: takes the source-relative length bound (``max_len_a`` / ``max_len_b``) out of the
