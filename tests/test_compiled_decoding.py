@@ -13,6 +13,9 @@ from hf_s2s.benchmark.generation import compile_config_on_every_device
 from hf_s2s.transformers_compat import output_cache
 from tests.helpers import random_tiny_model
 
+# also run by CI on the oldest supported releases (constraints/oldest.txt)
+pytestmark = pytest.mark.compat
+
 VOCAB, PAD, START, EOS = 40, 0, 1, 2
 MODELS = {
     "Transformer post-LN": ("transformer_seq2seq", {}),

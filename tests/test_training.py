@@ -470,6 +470,7 @@ def test_a_second_run_into_a_locked_folder_is_refused_and_a_killed_run_leaves_no
     assert json.loads((tmp_path / "results.json").read_text())["train_tokens"] > 0
 
 
+@pytest.mark.compat  # also run by CI on the oldest supported releases
 @pytest.mark.parametrize("model_type", list(TINY))
 def test_translate_script_on_the_saved_folder_gives_the_hypotheses_behind_results_json(trained, model_type, tmp_path,
                                                                                      capsys):
