@@ -22,12 +22,10 @@ from pathlib import Path
 
 from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
 
-from . import pipeline_seq2seq
 from .code_integrity import (
     CODE_FILES,
     COMPILED_SUFFIXES,
     PICKLED_SUFFIXES,
-    PIPELINE_FILE,
     REGENERATE,
     code_diff,
     code_references,
@@ -36,17 +34,13 @@ from .code_integrity import (
     manifest_problems,
 )
 from .loading import load_model, load_tokenizer
+from .modeling_common import CUSTOM_PIPELINES
 from .version import __version__
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 CARD_TEMPLATE = PACKAGE_DIR / "model_card_template.md"  # package data: installed with hf_s2s
 
 AUTO_CLASSES = ("AutoConfig", "AutoModel", "AutoModelForSeq2SeqLM")
-CUSTOM_PIPELINES = {
-    "translation": {"impl": f"{Path(PIPELINE_FILE).stem}.Seq2SeqTranslationPipeline", "pt": ["AutoModelForSeq2SeqLM"]},
-    "text2text-generation": {"impl": f"{Path(PIPELINE_FILE).stem}.Seq2SeqText2TextPipeline",
-                             "pt": ["AutoModelForSeq2SeqLM"]},
-}
 REQUIRED_FILES = ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
                   "tokenizer_config.json", "README.md")
 ALLOW_MODIFIED_CODE_FLAG = "--allow-modified-code"
@@ -461,10 +455,8 @@ def build_hub_folder(model_dir: str | Path, output_dir: str | Path, repo_id: str
                              "model class (import hf_s2s, and load without trust_remote_code)")
     tokenizer = load_tokenizer(model_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    model.config.custom_pipelines = CUSTOM_PIPELINES
-    model.save_pretrained(output_dir)  # safetensors; writes auto_map and copies the code files
+    model.save_pretrained(output_dir)  # safetensors; auto_map, custom_pipelines and the code files, the pipeline's too
     tokenizer.save_pretrained(output_dir)
-    shutil.copyfile(pipeline_seq2seq.__file__, output_dir / PIPELINE_FILE)
     if (model_dir / "results.json").is_file():
         results = json.loads((model_dir / "results.json").read_text())
         shutil.copyfile(model_dir / "results.json", output_dir / "results.json")

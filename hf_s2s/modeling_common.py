@@ -7,7 +7,9 @@ relative imports), so it must import nothing from hf_s2s.
 """
 
 import math
+import shutil
 from numbers import Real
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -24,6 +26,13 @@ from .transformers_compat import (
 )
 
 logger = logging.get_logger(__name__)
+
+# The pipelines every saved folder ships (``Seq2SeqPreTrainedMixin.save_pretrained``): the module sits beside this one.
+PIPELINE_SOURCE = Path(__file__).with_name("pipeline_seq2seq.py")
+CUSTOM_PIPELINES = {
+    task: {"impl": f"{PIPELINE_SOURCE.stem}.{cls}", "pt": ["AutoModelForSeq2SeqLM"]}
+    for task, cls in (("translation", "Seq2SeqTranslationPipeline"), ("text2text-generation", "Seq2SeqText2TextPipeline"))
+}
 
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
@@ -186,17 +195,28 @@ class Seq2SeqPreTrainedMixin:
     (``self.base_model``) holds ``decoder.embed_tokens`` (None when the decoder reads the encoder's table)."""
 
     def save_pretrained(self, save_directory, *args, **kwargs):
-        """As transformers' save_pretrained; when the classes are registered for remote code, config.json's
-        ``auto_map`` names both auto classes (transformers writes only the saved class's own one), so
-        ``AutoModel`` and ``AutoModelForSeq2SeqLM`` both load the folder with ``trust_remote_code=True``."""
-        if getattr(self, "_auto_class", None) is not None:
+        """As transformers' save_pretrained; when the classes are registered for remote code, the folder loads where
+        hf_s2s is not installed, through every door transformers offers:
+
+        - config.json's ``auto_map`` names both auto classes (transformers writes only the saved class's own one), so
+          ``AutoModel`` and ``AutoModelForSeq2SeqLM`` both load it with ``trust_remote_code=True``;
+        - its ``custom_pipelines`` and a copy of ``pipeline_seq2seq.py`` (which sits beside this file, in hf_s2s and in
+          a loaded folder alike) make ``pipeline("translation", model=folder, trust_remote_code=True)`` work, since
+          transformers 5 removed the built-in translation task: on every folder that a save writes, the training
+          job's included, not only on the Hub's."""
+        registered = getattr(self, "_auto_class", None) is not None
+        if registered:
             module = type(self).__module__.rsplit(".", 1)[-1]
             family = type(self.config).__name__.removesuffix("Config")
             auto_map = dict(getattr(self.config, "auto_map", None) or {})
             auto_map.setdefault("AutoModel", f"{module}.{family}Model")
             auto_map.setdefault("AutoModelForSeq2SeqLM", f"{module}.{family}ForConditionalGeneration")
             self.config.auto_map = auto_map
-        return super().save_pretrained(save_directory, *args, **kwargs)
+            self.config.custom_pipelines = CUSTOM_PIPELINES
+        output = super().save_pretrained(save_directory, *args, **kwargs)
+        if registered and kwargs.get("is_main_process", True):
+            shutil.copyfile(PIPELINE_SOURCE, Path(save_directory) / PIPELINE_SOURCE.name)
+        return output
 
     def _resize_token_embeddings(self, new_num_tokens, pad_to_multiple_of=None, mean_resizing=True) -> nn.Embedding:
         """``resize_token_embeddings`` of the one vocabulary source and target share: transformers resizes the

@@ -21,8 +21,9 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_s2s
 import hf_s2s.hub as hub
+from hf_s2s import modeling_common
 from hf_s2s.cli import run_command
-from hf_s2s.code_integrity import PACKAGE_DIR, compare_with_releases
+from hf_s2s.code_integrity import PACKAGE_DIR, PIPELINE_FILE, compare_with_releases
 from hf_s2s.hub import HubFolderError, build_hub_folder, check_hub_folder, push_to_hub, render_model_card
 from hf_s2s.training import parse_args, run
 from tests.helpers import TINY, random_tiny_model, run_without_hf_s2s
@@ -433,19 +434,19 @@ def test_refused_code_is_never_uploaded_and_allowed_code_is_after_its_diff(train
             calls.append(("create_repo",))
 
         def upload_folder(self, repo_id, folder_path, **kwargs):
-            calls.append(("upload_folder", (Path(folder_path) / hub.PIPELINE_FILE).read_text()))
+            calls.append(("upload_folder", (Path(folder_path) / PIPELINE_FILE).read_text()))
             return "https://huggingface.co/someone/x/commit/abc"
 
-    changed = tmp_path / hub.PIPELINE_FILE  # the pipeline file build_hub_folder copies, with a changed line
-    changed.write_text((PACKAGE_DIR / hub.PIPELINE_FILE).read_text() + "# changed\n")
-    monkeypatch.setattr(hub.pipeline_seq2seq, "__file__", str(changed))
+    changed = tmp_path / PIPELINE_FILE  # the pipeline file every save copies, with a changed line
+    changed.write_text((PACKAGE_DIR / PIPELINE_FILE).read_text() + "# changed\n")
+    monkeypatch.setattr(modeling_common, "PIPELINE_SOURCE", changed)
     monkeypatch.setattr(hub, "HfApi", RecordingApi)
-    with pytest.raises(HubFolderError, match=f"{hub.PIPELINE_FILE} differs from hf_s2s {VERSION}'s"):
+    with pytest.raises(HubFolderError, match=f"{PIPELINE_FILE} differs from hf_s2s {VERSION}'s"):
         push_to_hub(trained["rnn_seq2seq"][0], "someone/x")
     assert calls == []
     push_to_hub(trained["rnn_seq2seq"][0], "someone/x", allow_modified_code=True)
     (_, printed), create, (_, uploaded) = calls
-    assert f"--- hf_s2s {VERSION}/{hub.PIPELINE_FILE}\n" in printed and "\n+# changed\n" in printed
+    assert f"--- hf_s2s {VERSION}/{PIPELINE_FILE}\n" in printed and "\n+# changed\n" in printed
     assert create == ("create_repo",) and uploaded.endswith("# changed\n")
 
 
@@ -569,3 +570,31 @@ def test_folder_loads_and_translates_the_same_without_hf_s2s(random_model_dirs, 
     assert result["beam"] == expected_beam
     assert result["translation"] == expected_texts
     assert result["text2text"] == expected_texts
+
+
+@pytest.mark.compat  # also run by CI on the oldest supported releases
+@pytest.mark.parametrize("model_type", list(TINY))
+def test_translation_pipeline_loads_the_folders_a_save_writes_without_hf_s2s(trained, random_model_dirs, model_type,
+                                                                             tmp_path):
+    """``pipeline("translation", model=folder, trust_remote_code=True)`` needs ``custom_pipelines`` in config.json and
+    the pipeline module in the folder (transformers 5 removed the task). Every save writes both, so the folder the
+    training job writes works as it is, not only the Hub staging folder, and gives what hf_s2s's model generates."""
+    folders = {"trained": trained[model_type][0], "saved": random_model_dirs[model_type]}
+    expected = {}
+    for name, folder in folders.items():
+        model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        expected[name] = tokenizer.batch_decode(translate_ids(model, tokenizer), skip_special_tokens=True)
+    result = run_without_hf_s2s(
+        f"""
+        import json
+        from transformers import pipeline
+        translations = {{}}
+        for name, folder in {({name: str(folder) for name, folder in folders.items()})!r}.items():
+            translator = pipeline("translation", model=folder, trust_remote_code=True)
+            translations[name] = [r["translation_text"] for r in translator({SOURCES!r}, **{GENERATE!r})]
+        print(json.dumps(translations))
+        """,
+        cwd=tmp_path,
+    )
+    assert result == expected
