@@ -21,6 +21,7 @@ import gzip
 import json
 import logging
 import os
+import unicodedata
 import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -86,8 +87,15 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
         )
 
 
+def is_blank(sentence: str) -> bool:
+    """Whether ``sentence`` holds nothing to learn from or translate: only whitespace, control and format characters
+    (zero-width spaces and joiners, byte-order marks, soft hyphens: Unicode categories Cc and Cf), none of which a
+    tokenizer trained here turns into a word. The corpus loader skips such pairs; translate keeps such lines blank."""
+    return all(char.isspace() or unicodedata.category(char) in ("Cc", "Cf") for char in sentence)
+
+
 def _is_empty(text: str | None) -> bool:
-    return text is None or not text.strip()
+    return text is None or is_blank(text)
 
 
 def _log_skipped(split: str, skipped: int, total: int, where: str) -> None:

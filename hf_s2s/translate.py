@@ -6,7 +6,6 @@ Every decoding option is checked before any model is loaded (:func:`check_decodi
 
 import logging
 import math
-import unicodedata
 from contextlib import nullcontext
 from dataclasses import dataclass
 from numbers import Real
@@ -17,7 +16,7 @@ from transformers import LogitsProcessorList
 from transformers.tokenization_utils_base import VERY_LARGE_INTEGER
 
 from .coverage import CoveragePenaltyLogitsProcessor, eager_attention
-from .data import _lines
+from .data import _lines, is_blank
 from .ensemble import Seq2SeqEnsemble
 from .metrics import compute_translation_metrics
 from .modeling_common import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, check_length_bound
@@ -125,13 +124,6 @@ def read_sentences(path: str | Path | None = None) -> list[str]:
     if not sentences:
         raise ValueError(f"{name} is empty: there is nothing to translate (one sentence per line expected)")
     return sentences
-
-
-def is_blank(sentence: str) -> bool:
-    """Whether ``sentence`` holds nothing to translate: only whitespace, control and format characters (zero-width
-    spaces and joiners, byte-order marks, soft hyphens: Unicode categories Cc and Cf), none of which a tokenizer
-    trained here turns into a word. The corpus loader skips pairs whose side is whitespace only (``str.strip``)."""
-    return all(char.isspace() or unicodedata.category(char) in ("Cc", "Cf") for char in sentence)
 
 
 def read_references(path: str | Path, count: int, input_name: str | Path | None = None) -> list[str]:

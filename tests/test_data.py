@@ -156,12 +156,14 @@ def test_line_count_mismatch_names_both_files_and_counts(tmp_path, streaming, lo
 
 
 def test_empty_pairs_are_skipped_and_counted(tmp_path, caplog):
-    write_lines(tmp_path / "train.de", ["Hallo", "", "Welt", "  ", "Ja"])
-    write_lines(tmp_path / "train.en", ["Hello", "Empty source", "", "Blank", "Yes"])
+    """Blank as translate sees it: whitespace, and invisible format characters (a line of zero-width spaces holds
+    no word, and was trained on as a source that should be translated into "Invisible")."""
+    write_lines(tmp_path / "train.de", ["Hallo", "", "Welt", "  ", "\u200b\u200b", "Ja"])
+    write_lines(tmp_path / "train.en", ["Hello", "Empty source", "", "Blank", "Invisible", "Yes"])
     with caplog.at_level(logging.WARNING, logger="hf_s2s.data"):
         corpus = data.load_text_folder(tmp_path, "de", "en")
     assert as_pairs(corpus["train"]) == [("Hallo", "Hello"), ("Ja", "Yes")]
-    assert "skipped 3 of 5 pairs in split 'train'" in caplog.text
+    assert "skipped 4 of 6 pairs in split 'train'" in caplog.text
 
     tsv = write_lines(tmp_path / "pairs.tsv", ["a\tb", "\tb", "", "c\td"])
     caplog.clear()
