@@ -32,7 +32,7 @@ _DESCRIBES_WEIGHTS = ("results.json", "README.md")
 AVERAGING_PURPOSE = ("averaging would add up the embeddings and output rows of different tokens: only checkpoints of "
                      "one vocabulary (of one run) can be averaged")
 # config.json fields that record how a checkpoint was saved, not what the model is.
-_CONFIG_BOOKKEEPING = {"transformers_version", "_name_or_path", "dtype", "torch_dtype"}
+_CONFIG_BOOKKEEPING = {"transformers_version", "hf_s2s_version", "_name_or_path", "dtype", "torch_dtype"}
 
 
 def list_checkpoints(run_dir: str | Path) -> list[Path]:

@@ -93,6 +93,17 @@ def test_average_refuses_checkpoints_of_different_configs_naming_the_fields(chec
     assert not (tmp_path / "averaged").exists()
 
 
+def test_checkpoints_saved_by_another_hf_s2s_release_average_like_one_run(checkpoints, tmp_path):
+    """config.json records the release that wrote it (hf_s2s_version), as it records transformers': a run resumed
+    after an upgrade has checkpoints of both, and they are still one model."""
+    older = shutil.copytree(checkpoints["second"], tmp_path / "older")
+    config = json.loads((older / "config.json").read_text())
+    assert "hf_s2s_version" in config
+    (older / "config.json").write_text(json.dumps({**config, "hf_s2s_version": "0.1.0"}))
+    average_checkpoints([checkpoints["first"], older], tmp_path / "averaged")
+    assert (tmp_path / "averaged" / "model.safetensors").is_file()
+
+
 def test_average_refuses_weights_of_a_different_size_under_an_equal_config(checkpoints, tmp_path):
     second = shutil.copytree(checkpoints["second"], tmp_path / "second")
     shutil.copyfile(checkpoints["wider"] / "model.safetensors", second / "model.safetensors")
