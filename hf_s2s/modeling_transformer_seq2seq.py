@@ -218,10 +218,13 @@ class TransformerSeq2SeqEncoder(nn.Module):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         packing: TokenPacking | None = None,
+        source_resolved: bool = False,
     ) -> TransformerSeq2SeqEncoderOutput:
         """input_ids: (B, T_src) source ids, or inputs_embeds: (B, T_src, D) unscaled token embeddings;
         attention_mask: (B, T_src), 1 for real tokens and 0 for padding (None: inferred from the pad id in
         input_ids); packing: its real tokens when the caller already built it (``pack_source``), else built here.
+        source_resolved: the caller (the encoder-decoder's forward) already ran ``pack_source``, so attention_mask and
+        packing are final, None meaning "no padding": finding that again would cost a second host read.
         Returns last_hidden_state (B, T_src, D) and the source_mask used."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("the encoder needs exactly one of `input_ids` and `inputs_embeds`")
@@ -232,7 +235,7 @@ class TransformerSeq2SeqEncoder(nn.Module):
         positions = self.embed_positions(seq_len, 0, inputs_embeds.device)  # (T_src, D)
         hidden_states = inputs_embeds * self.embed_scale + positions.to(inputs_embeds.dtype)
 
-        if packing is None:
+        if packing is None and not source_resolved:
             attention_mask = source_padding_mask(input_ids, attention_mask, self.config.pad_token_id)
             attention_mask, packing = pack_source(attention_mask)
         mask = create_bidirectional_mask(
@@ -484,6 +487,7 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
                 output_attentions=output_attentions,
                 output_hidden_states=output_hidden_states,
                 packing=source_packing,
+                source_resolved=True,
                 return_dict=True,
             )
         else:

@@ -113,6 +113,19 @@ def test_a_mask_inferred_from_the_pad_id_reads_no_more_than_a_given_one(model_ty
     assert inferred.counts == given.counts
 
 
+def test_an_unpadded_source_is_checked_for_padding_once():
+    """The encoder-decoder's forward finds the source padding once for the encoder and the cross-attention: a batch
+    without padding costs one host read (the packing's nonzero), not a second one in the encoder."""
+    model = random_tiny_model("transformer_seq2seq", VOCAB, pad_token_id=PAD, eos_token_id=EOS,
+                              decoder_start_token_id=START).eval()
+    input_ids = torch.tensor([[5, 6, 7, EOS], [8, 9, 10, EOS]])
+    decoder_input_ids = torch.tensor([[START, 5], [START, 8]])
+    for attention_mask in (torch.ones_like(input_ids), None):
+        with CountSyncs() as counter, torch.no_grad():
+            model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids)
+        assert counter.counts["nonzero"] == 1, (attention_mask is None, counter.counts)
+
+
 def test_the_counter_sees_syncs():
     """The counter has teeth: the reads the old forward made are counted."""
     ids = padded_batch()["input_ids"]
