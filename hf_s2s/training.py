@@ -219,15 +219,18 @@ def evaluate_test_set(model, tokenizer, test_pairs, data_args, output_dir: Path)
 
 
 def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq2SeqTrainingArguments,
-        callbacks: list | None = None) -> dict:
+        callbacks: list | None = None, arguments_checked: bool = False) -> dict:
     """Train and evaluate; returns the results written to ``results.json`` (an empty dict on processes other
     than the main one). ``callbacks`` are added to the Trainer's.
 
-    The arguments are checked first. The main process then locks ``output_dir`` for the whole run and refuses
-    a folder that holds another run (see :mod:`hf_s2s.run_dir`); the other processes of an ``accelerate
-    launch`` write only where the main process lets them (after ``main_process_first``), so one lock per
-    launch suffices, and when the main process is refused the launcher stops them."""
-    check_arguments(model_args, data_args, training_args)
+    The arguments are checked first (``check_arguments``), unless the caller did (``arguments_checked``: the command
+    line does, to report a refusal as one line; the checks read checkpoint files and tokenizers, not worth doing
+    twice). The main process then locks ``output_dir`` for the whole run and refuses a folder that holds another run
+    (see :mod:`hf_s2s.run_dir`); the other processes of an ``accelerate launch`` write only where the main process
+    lets them (after ``main_process_first``), so one lock per launch suffices, and when the main process is refused
+    the launcher stops them."""
+    if not arguments_checked:
+        check_arguments(model_args, data_args, training_args)
     if training_args.process_index != 0:
         return _train_and_evaluate(model_args, data_args, training_args, callbacks)
     with RunLock(training_args.output_dir):

@@ -34,13 +34,13 @@ def is_user_error(error: BaseException) -> bool:
 def main(argv=None, prog=None):
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     transformers.utils.logging.set_verbosity_warning()
-    try:  # a refused flag or output folder is one line, before anything is read or trained (run() checks again)
+    try:  # a refused flag or output folder is one line, before anything is read or trained
         model_args, data_args, training_args = parse_args(argv, prog=prog)
         check_arguments(model_args, data_args, training_args)
     except (OSError, ValueError) as error:  # argument parsing and checks only: every such error is the user's
         sys.exit(f"error: {error}")
     try:
-        results = run(model_args, data_args, training_args)
+        results = run(model_args, data_args, training_args, arguments_checked=True)
     except (OSError, ValueError) as error:  # a corpus line, a locked folder, a full disk, ...
         if not is_user_error(error):
             raise
