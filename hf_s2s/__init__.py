@@ -8,28 +8,28 @@ inference on the CPU.
 """
 
 # first: an unsupported transformers gets a message naming the supported versions, not a missing name
-from .transformers_compat import MIN_TRANSFORMERS_VERSION, TESTED_TRANSFORMERS_VERSIONS
+from .models.transformers_compat import MIN_TRANSFORMERS_VERSION, TESTED_TRANSFORMERS_VERSIONS
 
 # isort: split
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
 
-from .configuration_rnn_seq2seq import RNNSeq2SeqConfig
-from .configuration_transformer_seq2seq import TransformerSeq2SeqConfig
-from .encoder_analysis import encoder_attention, sentence_embeddings, similarity
-from .modeling_rnn_seq2seq import RNNSeq2SeqCache, RNNSeq2SeqForConditionalGeneration, RNNSeq2SeqModel
-from .modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration, TransformerSeq2SeqModel
-from .quantization import quantize_int8
-from .tokenization_separate_vocab import SeparateVocabTokenizer
-from .version import __version__
-
-_FAMILIES = (
-    (RNNSeq2SeqConfig, RNNSeq2SeqModel, RNNSeq2SeqForConditionalGeneration),
-    (TransformerSeq2SeqConfig, TransformerSeq2SeqModel, TransformerSeq2SeqForConditionalGeneration),
+from .inference.analysis import encoder_attention, sentence_embeddings, similarity
+from .inference.int8 import quantize_int8
+from .models.configuration_rnn_seq2seq import RNNSeq2SeqConfig
+from .models.configuration_transformer_seq2seq import TransformerSeq2SeqConfig
+from .models.families import FAMILIES
+from .models.modeling_rnn_seq2seq import RNNSeq2SeqCache, RNNSeq2SeqForConditionalGeneration, RNNSeq2SeqModel
+from .models.modeling_transformer_seq2seq import (
+    TransformerSeq2SeqForConditionalGeneration,
+    TransformerSeq2SeqModel,
 )
+from .models.tokenization_separate_vocab import SeparateVocabTokenizer
+from .models.version import __version__
 
 
 def _register() -> None:
-    for config_cls, base_cls, lm_cls in _FAMILIES:
+    for family in FAMILIES.values():
+        config_cls, base_cls, lm_cls = family.config_class, family.base_model_class, family.lm_class
         AutoConfig.register(config_cls.model_type, config_cls, exist_ok=True)
         AutoModel.register(config_cls, base_cls, exist_ok=True)
         AutoModelForSeq2SeqLM.register(config_cls, lm_cls, exist_ok=True)

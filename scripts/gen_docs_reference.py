@@ -9,7 +9,7 @@ fails while a committed page is stale.
 import argparse
 from pathlib import Path
 
-from hf_s2s.docs_reference import write_pages
+from hf_s2s.cli.reference import write_pages
 
 DOCS_DIR = Path(__file__).resolve().parent.parent / "docs"
 

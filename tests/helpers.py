@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
 
-from hf_s2s.synthetic import EOS_ID, PAD_ID, PaddingCollator, reversal_dataset
+from hf_s2s.data.synthetic import EOS_ID, PAD_ID, PaddingCollator, reversal_dataset
 
 # Tiny model configs of both families for pipeline-level tests (training runs, Hub folders).
 TINY = {

@@ -4,7 +4,7 @@ seconds and without a training run."""
 
 from pathlib import Path
 
-from hf_s2s.tokenization import train_tokenizer_from_texts
+from hf_s2s.data.tokenization import train_tokenizer_from_texts
 from tests.helpers import random_tiny_model
 
 # Words of single letters: the tokenizer learns them all, and random models give different outputs per sentence.

@@ -95,7 +95,7 @@ def test_pipeline_section_runs_the_training_jobs_path(tmp_path):
     """The pipeline section's runs are the main job's: its recipe's arguments, its trainer, label smoothing 0.1 in
     the hf_s2s model (Trainer's smoother off, so the labels reach it) and in Trainer for MarianMT."""
     from hf_s2s.benchmark.pipeline import pipeline_dataset, pipeline_trainer
-    from hf_s2s.training import CountingSeq2SeqTrainer, load_recipe
+    from hf_s2s.training.run import CountingSeq2SeqTrainer, load_recipe
 
     settings = BenchSettings.quick()
     tokenizer, train_dataset = pipeline_dataset(settings)

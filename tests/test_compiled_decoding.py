@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from hf_s2s.benchmark.generation import compile_config_on_every_device
-from hf_s2s.transformers_compat import output_cache
+from hf_s2s.models.transformers_compat import output_cache
 from tests.helpers import random_tiny_model
 
 # also run by CI on the oldest supported releases (constraints/oldest.txt)

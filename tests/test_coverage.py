@@ -1,4 +1,4 @@
-"""Coverage penalty in beam search (hf_s2s.coverage, `translate --coverage-penalty`): beta 0 decodes exactly as
+"""Coverage penalty in beam search (hf_s2s.inference.penalties, `translate --coverage-penalty`): beta 0 decodes exactly as
 today; with beta > 0 every returned hypothesis scores exactly GNMT's s(Y, X) = log P / lp + cp, recomputed here from
 a teacher-forced pass, and the penalty changes which hypothesis wins, towards the higher s(Y, X)."""
 
@@ -7,10 +7,10 @@ import torch
 from transformers import LogitsProcessorList
 
 import hf_s2s  # noqa: F401
-from hf_s2s.coverage import CoveragePenaltyLogitsProcessor, coverage_penalty
-from hf_s2s.ensemble import Seq2SeqEnsemble
-from hf_s2s.loading import load_model, load_tokenizer
-from hf_s2s.translate import check_decoding_options, translate
+from hf_s2s.inference.ensemble import Seq2SeqEnsemble
+from hf_s2s.inference.penalties import CoveragePenaltyLogitsProcessor, coverage_penalty
+from hf_s2s.inference.translate import check_decoding_options, translate
+from hf_s2s.models.loading import load_model, load_tokenizer
 from tests.saved_folders import save_tiny_model_folder
 
 SENTENCES = ["a b c d e f g", "h i j", "a c e g i b d", "f", "j i h g f e d c"]

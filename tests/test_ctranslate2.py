@@ -1,4 +1,4 @@
-"""Export of the Transformer family to CTranslate2 (hf_s2s.export_ctranslate2, `hf-s2s export-ctranslate2`).
+"""Export of the Transformer family to CTranslate2 (hf_s2s.inference.ctranslate2, `hf-s2s export-ctranslate2`).
 
 The exported model decodes the same tokens as ``generate()``: greedy on tiny models trained on the reversal task
 (so their outputs are real, varied translations, not one repeated token) and on random models of every layout
@@ -22,10 +22,10 @@ ctranslate2 = pytest.importorskip("ctranslate2")
 
 from hf_s2s import TransformerSeq2SeqConfig, TransformerSeq2SeqForConditionalGeneration  # noqa: E402
 from hf_s2s.cli import run_command  # noqa: E402
-from hf_s2s.export_ctranslate2 import export_ctranslate2, exported_translator, translate_ids  # noqa: E402
-from hf_s2s.loading import load_model, load_tokenizer  # noqa: E402
-from hf_s2s.synthetic import EOS_ID, FIRST_SYMBOL_ID, PAD_ID, reversal_dataset  # noqa: E402
-from hf_s2s.tokenization import TranslationTokenizers, train_tokenizer_from_texts  # noqa: E402
+from hf_s2s.data.synthetic import EOS_ID, FIRST_SYMBOL_ID, PAD_ID, reversal_dataset  # noqa: E402
+from hf_s2s.data.tokenization import TranslationTokenizers, train_tokenizer_from_texts  # noqa: E402
+from hf_s2s.inference.ctranslate2 import export_ctranslate2, exported_translator, translate_ids  # noqa: E402
+from hf_s2s.models.loading import load_model, load_tokenizer  # noqa: E402
 from tests.helpers import TINY, random_tiny_model, train_reversal  # noqa: E402
 from tests.saved_folders import save_tiny_model_folder, tiny_tokenizer  # noqa: E402
 

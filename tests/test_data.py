@@ -9,9 +9,9 @@ import pytest
 from datasets import DatasetDict, IterableDatasetDict
 
 import hf_s2s
-from hf_s2s import data
-from hf_s2s.synthetic import reorder_sentence, text_reversal_corpus, word_reordering_corpus
-from hf_s2s.tokenization import train_tokenizer
+from hf_s2s.data import corpus as data
+from hf_s2s.data.synthetic import reorder_sentence, text_reversal_corpus, word_reordering_corpus
+from hf_s2s.data.tokenization import train_tokenizer
 
 PAIRS = [("Ein Hund läuft.", "A dog runs."), ("Zwei Männer.", "Two men."), ("Ein Kind spielt.", "A child plays.")]
 
@@ -160,14 +160,14 @@ def test_empty_pairs_are_skipped_and_counted(tmp_path, caplog):
     no word, and was trained on as a source that should be translated into "Invisible")."""
     write_lines(tmp_path / "train.de", ["Hallo", "", "Welt", "  ", "\u200b\u200b", "Ja"])
     write_lines(tmp_path / "train.en", ["Hello", "Empty source", "", "Blank", "Invisible", "Yes"])
-    with caplog.at_level(logging.WARNING, logger="hf_s2s.data"):
+    with caplog.at_level(logging.WARNING, logger="hf_s2s.data.corpus"):
         corpus = data.load_text_folder(tmp_path, "de", "en")
     assert as_pairs(corpus["train"]) == [("Hallo", "Hello"), ("Ja", "Yes")]
     assert "skipped 4 of 6 pairs in split 'train'" in caplog.text
 
     tsv = write_lines(tmp_path / "pairs.tsv", ["a\tb", "\tb", "", "c\td"])
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="hf_s2s.data"):
+    with caplog.at_level(logging.WARNING, logger="hf_s2s.data.corpus"):
         assert as_pairs(data.load_tsv(tsv, "de", "en")["train"]) == [("a", "b"), ("c", "d")]
     assert "skipped 2 of 4 pairs" in caplog.text
 
@@ -185,7 +185,7 @@ def test_lone_carriage_return_stays_inside_its_line(tmp_path, caplog, gz, stream
     write_bytes(tmp_path / f"train.de{suffix}", b"Ein\rHund.\r\nZwei\rKatzen.\nDrei.\n")
     write_bytes(tmp_path / f"train.en{suffix}", b"A\rdog.\r\nTwo cats.\nThree.\n")
     write_bytes(tmp_path / f"pairs.tsv{suffix}", b"Ein\rHund.\tA\rdog.\r\nDrei.\tThree.\n")
-    with caplog.at_level(logging.WARNING, logger="hf_s2s.data"):
+    with caplog.at_level(logging.WARNING, logger="hf_s2s.data.corpus"):
         folder = data.load_translation_corpus(str(tmp_path), "de", "en", streaming=streaming)
         assert as_pairs(folder["train"]) == [("Ein\rHund.", "A\rdog."), ("Zwei\rKatzen.", "Two cats."),
                                              ("Drei.", "Three.")]
@@ -263,7 +263,7 @@ def test_jsonl_null_and_blank_lines_are_empty_pairs(tmp_path, caplog):
     path = tmp_path / "train.jsonl"
     rows = [{"de": "Ein Hund.", "en": "A dog."}, {"de": "Zwei.", "en": None}, {"de": "Drei.", "en": "Three."}]
     path.write_text("\n".join(jsonl_line(translation=row) for row in rows) + "\n\n", encoding="utf-8")
-    with caplog.at_level(logging.WARNING, logger="hf_s2s.data"):
+    with caplog.at_level(logging.WARNING, logger="hf_s2s.data.corpus"):
         assert as_pairs(data.load_jsonl(path, "de", "en")["train"]) == [("Ein Hund.", "A dog."), ("Drei.", "Three.")]
     assert "skipped 2 of 4 pairs in split 'train'" in caplog.text
 
@@ -356,7 +356,7 @@ def test_a_missing_local_corpus_is_named_not_looked_up_on_the_hub(tmp_path, monk
     ],
 )
 def test_training_job_refuses_a_corpus_it_cannot_use_before_training_a_tokenizer(tmp_path, prefixes, flags, message):
-    from hf_s2s.training import parse_args, run
+    from hf_s2s.training.run import parse_args, run
 
     corpus = write_folder(tmp_path / "corpus", prefixes=prefixes)
     output_dir = tmp_path / "run"
@@ -455,7 +455,7 @@ def test_tokenize_corpus_columns_and_truncation_counts(reordering, caplog):
     limit = sorted(len(ids) for ids in full)[len(full) // 2]  # the median length: about half get cut
     expected_cut = sum(len(ids) > limit for ids in full)
     assert 0 < expected_cut < len(full)
-    with caplog.at_level(logging.WARNING, logger="hf_s2s.data"):
+    with caplog.at_level(logging.WARNING, logger="hf_s2s.data.corpus"):
         tokenized, stats = data.tokenize_corpus(corpus, tokenizer, "src", "tgt", max_source_length=limit,
                                                 max_target_length=256, return_stats=True)
     train = tokenized["train"]

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from hf_s2s.configuration_rnn_seq2seq import RNNSeq2SeqConfig
-from hf_s2s.configuration_transformer_seq2seq import TransformerSeq2SeqConfig
-from hf_s2s.docs_reference import PAGES, config_fields
+from hf_s2s.cli.reference import PAGES, config_fields
+from hf_s2s.models.configuration_rnn_seq2seq import RNNSeq2SeqConfig
+from hf_s2s.models.configuration_transformer_seq2seq import TransformerSeq2SeqConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

@@ -1,4 +1,4 @@
-"""EMA of the weights in the training job (hf_s2s.ema, `--ema_decay`), on tiny real runs of the job: the saved EMA
+"""EMA of the weights in the training job (hf_s2s.training.ema, `--ema_decay`), on tiny real runs of the job: the saved EMA
 equals the formula applied to the weights after every step; the run keeps the EMA only when it validates better;
 a resumed run continues the same average, bit for bit."""
 
@@ -11,8 +11,8 @@ from safetensors.torch import load_file
 from transformers import TrainerCallback
 
 import hf_s2s  # noqa: F401
-from hf_s2s.ema import recorded_ema_decay
-from hf_s2s.training import run
+from hf_s2s.training.ema import recorded_ema_decay
+from hf_s2s.training.run import run
 from tests.helpers import TINY
 from tests.test_training import CrashAt, ForceBestMetric, tiny_args
 

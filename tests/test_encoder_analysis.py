@@ -1,4 +1,4 @@
-"""hf_s2s.encoder_analysis and its commands: the encoder self-attention maps are the encoder's own
+"""hf_s2s.inference.analysis and its commands: the encoder self-attention maps are the encoder's own
 ``output_attentions`` (rows sum to 1, padding exactly 0, batched == single) and plot from the API and from
 ``translate --plot-encoder-attention``; sentence vectors do not depend on the batch, and on a model trained on
 Multi30k a sentence is ranked closer to a one-word edit of itself than to unrelated sentences."""
@@ -15,11 +15,11 @@ import torch.nn.functional as F
 from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
 import hf_s2s  # noqa: F401
-from hf_s2s import data
 from hf_s2s.cli import main as cli_main
-from hf_s2s.encoder_analysis import encoder_attention, sentence_embeddings, similarity
-from hf_s2s.plotting import plot_encoder_attention
-from hf_s2s.tokenization import train_tokenizer_from_texts
+from hf_s2s.data import corpus as data
+from hf_s2s.data.tokenization import train_tokenizer_from_texts
+from hf_s2s.inference.analysis import encoder_attention, sentence_embeddings, similarity
+from hf_s2s.inference.plots import plot_encoder_attention
 from tests.helpers import TINY, random_tiny_model, single_thread
 from tests.saved_folders import save_tiny_model_folder, tiny_tokenizer
 

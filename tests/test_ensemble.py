@@ -1,4 +1,4 @@
-"""Checkpoint ensembles at decoding time (hf_s2s.ensemble, `hf-s2s translate A B`): an ensemble of one model or of
+"""Checkpoint ensembles at decoding time (hf_s2s.inference.ensemble, `hf-s2s translate A B`): an ensemble of one model or of
 copies of one model decodes exactly as the model does (tokens and scores, greedy and beam search, which reorders
 every member's cache); a mixed-family ensemble averages probabilities as documented and decodes a padded batch as
 each sentence alone; members of different vocabularies are refused, naming the difference."""
@@ -11,10 +11,10 @@ import pytest
 import torch
 
 import hf_s2s  # noqa: F401
-from hf_s2s.ensemble import Seq2SeqEnsemble, load_for_decoding
-from hf_s2s.loading import load_model, load_tokenizer
-from hf_s2s.tokenization import train_tokenizer_from_texts
-from hf_s2s.translate import translate
+from hf_s2s.data.tokenization import train_tokenizer_from_texts
+from hf_s2s.inference.ensemble import Seq2SeqEnsemble, load_for_decoding
+from hf_s2s.inference.translate import translate
+from hf_s2s.models.loading import load_model, load_tokenizer
 from tests.saved_folders import TEXTS, save_tiny_model_folder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -115,7 +115,7 @@ def test_members_of_different_vocabularies_are_refused_naming_the_difference(fol
 def separate_vocabulary_folders(base: Path) -> dict[str, Path]:
     """A "de-en" and a "de-fr" model of the same sizes: one source vocabulary, target vocabularies of 280 tokens each
     whose letters differ (a-j against k-t), so that every config field and the source side agree."""
-    from hf_s2s.tokenization import TranslationTokenizers
+    from hf_s2s.data.tokenization import TranslationTokenizers
     from tests.saved_folders import tiny_tokenizer
 
     shifted = str.maketrans("abcdefghij", "klmnopqrst")

@@ -20,12 +20,19 @@ from huggingface_hub.repocard_data import model_index_to_eval_results
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_s2s
-import hf_s2s.hub as hub
-from hf_s2s import modeling_common
+import hf_s2s.hub.publish as hub
 from hf_s2s.cli import run_command
-from hf_s2s.code_integrity import PACKAGE_DIR, PIPELINE_FILE, compare_with_releases
-from hf_s2s.hub import HubFolderError, build_hub_folder, check_hub_folder, push_to_hub, render_model_card
-from hf_s2s.training import parse_args, run
+from hf_s2s.hub.code_integrity import PACKAGE_DIR, compare_with_releases
+from hf_s2s.hub.publish import (
+    HubFolderError,
+    build_hub_folder,
+    check_hub_folder,
+    push_to_hub,
+    render_model_card,
+)
+from hf_s2s.models import modeling_common
+from hf_s2s.models.families import FAMILIES, PIPELINE_FILE
+from hf_s2s.training.run import parse_args, run
 from tests.helpers import TINY, random_tiny_model, run_without_hf_s2s
 from tests.saved_folders import save_tiny_model_folder
 
@@ -161,7 +168,7 @@ def test_card_metadata_parses_with_the_hub_helpers_and_multi30k_is_cited(trained
      "decoder with scaled dot-product attention (Vaswani et al. 2017, arXiv:1706.03762) with 4 heads;"),
 ])
 def test_card_describes_the_rnn_attention(config, text):
-    assert text in hub._architecture_description(config, "rnn_seq2seq")
+    assert text in FAMILIES["rnn_seq2seq"].describe(FAMILIES["rnn_seq2seq"].full_config(config))
 
 
 def test_card_refuses_results_that_are_not_a_training_run():
@@ -209,7 +216,7 @@ def test_make_model_card_never_replaces_its_results_and_other_files_only_with_ov
 def test_dry_run_folder_is_complete_safetensors_only_and_its_code_is_the_releases(hub_folders, model_type):
     folder = hub_folders[model_type]
     files = {p.name for p in folder.iterdir()}
-    expected = set(hub.REQUIRED_FILES) | set(hub.CODE_FILES[model_type]) | {"results.json"}
+    expected = set(hub.REQUIRED_FILES) | set(FAMILIES[model_type].code_files) | {"results.json"}
     assert files == expected  # nothing missing and nothing extra (no training_args.bin, no optimizer state)
     assert not [f for f in files if f.endswith((".bin", ".pt", ".pth", ".pkl", ".ckpt"))]
     config = json.loads((folder / "config.json").read_text())
@@ -270,7 +277,7 @@ def test_check_refuses_pickles_changed_code_and_incomplete_config(hub_folders, t
     # a folder that would not load without hf_s2s is refused even when its code changes are allowed
     folder = shutil.copytree(source, tmp_path / "absolute_import")
     modeling = folder / "modeling_transformer_seq2seq.py"
-    modeling.write_text(modeling.read_text().replace("from .modeling_common import", "from hf_s2s.modeling_common import"))
+    modeling.write_text(modeling.read_text().replace("from .modeling_common import", "from hf_s2s.models.modeling_common import"))
     with pytest.raises(HubFolderError, match=r"modeling_transformer_seq2seq.py:\d+ imports hf_s2s"):
         check_hub_folder(folder, allow_modified_code=True)
 
@@ -372,8 +379,8 @@ def modified_install(tmp_path: Path, payload: str) -> Path:
     """A copy of the hf_s2s package (its release manifest included) whose modeling file holds ``payload``: what
     an edited or tampered installation is. Returns the folder to put on PYTHONPATH."""
     site = tmp_path / "site"
-    shutil.copytree(PACKAGE_DIR, site / "hf_s2s", ignore=shutil.ignore_patterns("__pycache__"))
-    append(site / "hf_s2s" / PAYLOAD_FILE, "\n" + payload)
+    shutil.copytree(Path(hf_s2s.__file__).parent, site / "hf_s2s", ignore=shutil.ignore_patterns("__pycache__"))
+    append(site / "hf_s2s" / PACKAGE_DIR.name / PAYLOAD_FILE, "\n" + payload)
     return site
 
 
@@ -411,8 +418,8 @@ print(json.dumps(results))
         f"error: Hub folder {tmp_path / 'refused'} is not ready to share: its code is not hf_s2s {VERSION}'s "
         f"({PAYLOAD_FILE} differs from hf_s2s {VERSION}'s): only a release's own code, byte for byte, is shared "
         "without review; to push this code, pass --allow-modified-code, which prints its diff against the release "
-        f"first; the installed hf_s2s is not its release either: {site / 'hf_s2s' / 'code_manifest.json'} does not "
-        f"record the code of hf_s2s {VERSION} in {site / 'hf_s2s'} ({PAYLOAD_FILE} differs): regenerate it with")
+        f"first; the installed hf_s2s is not its release either: {site / 'hf_s2s' / 'hub' / 'code_manifest.json'} does not "
+        f"record the code of hf_s2s {VERSION} in {site / 'hf_s2s' / 'models'} ({PAYLOAD_FILE} differs): regenerate it with")
     assert "_payload" not in refused["stderr"]
     assert allowed["status"] == 0
     assert allowed["stdout"] == f"dry run: the folder that would be uploaded is {tmp_path / 'allowed'}\n"
@@ -518,7 +525,7 @@ def test_push_to_hub_creates_the_repo_and_uploads_the_checked_folder(trained, tm
     assert calls[0] == ("init", "t0k")
     assert calls[1] == ("create_repo", "someone/x", {"repo_type": "model", "private": True, "exist_ok": True})
     assert calls[2][:2] == ("upload_folder", "someone/x") and calls[2][3] == "model"
-    assert calls[2][2] == sorted(set(hub.REQUIRED_FILES) | set(hub.CODE_FILES["rnn_seq2seq"]) | {"results.json"})
+    assert calls[2][2] == sorted(set(hub.REQUIRED_FILES) | set(FAMILIES["rnn_seq2seq"].code_files) | {"results.json"})
     with pytest.raises(ValueError, match="namespace/name"):
         push_to_hub(trained["rnn_seq2seq"][0], "no-namespace", dry_run=True, staging_dir=tmp_path)
 

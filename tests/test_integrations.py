@@ -17,9 +17,9 @@ from transformers import (
 )
 
 import hf_s2s  # noqa: F401
-from hf_s2s.hub import build_hub_folder
-from hf_s2s.synthetic import text_reversal_corpus
-from hf_s2s.tokenization import train_tokenizer_from_texts
+from hf_s2s.data.synthetic import text_reversal_corpus
+from hf_s2s.data.tokenization import train_tokenizer_from_texts
+from hf_s2s.hub.publish import build_hub_folder
 from tests.helpers import TINY, random_tiny_model
 
 # also run by CI on the oldest supported releases (constraints/oldest.txt)

@@ -12,7 +12,7 @@ import test_syncs
 import torch
 from helpers import random_tiny_model
 
-from hf_s2s.modeling_common import (
+from hf_s2s.models.modeling_common import (
     DEFAULT_MAX_LEN_A,
     DEFAULT_MAX_LEN_B,
     GenerationLengthDefault,
@@ -252,8 +252,8 @@ def translate_lines(model_dir, capsys, *flags):
 
 
 def test_translate_command_flags_change_or_turn_off_the_folders_bound(tmp_path, capsys):
-    from hf_s2s.loading import load_model, load_tokenizer
-    from hf_s2s.translate import translate
+    from hf_s2s.inference.translate import translate
+    from hf_s2s.models.loading import load_model, load_tokenizer
     from tests.saved_folders import save_tiny_model_folder
 
     model_dir = save_tiny_model_folder(tmp_path / "model", "transformer_seq2seq", seed=3)
@@ -300,8 +300,8 @@ def test_translate_command_refuses_bad_bound_flags_before_loading(tmp_path, caps
 # --- The training job: its flags set the bound of validation, test decoding and the saved folder --------------------
 
 def test_training_job_flags_set_the_bound_its_results_and_folder_record(tmp_path):
-    from hf_s2s.loading import load_model
-    from hf_s2s.training import run
+    from hf_s2s.models.loading import load_model
+    from hf_s2s.training.run import run
     from tests.test_training import tiny_args
 
     output_dir = tmp_path / "run"
@@ -325,7 +325,7 @@ def test_training_job_flags_set_the_bound_its_results_and_folder_record(tmp_path
 def test_training_job_refuses_bad_bound_flags_before_anything_is_written(tmp_path, flags, message):
     from transformers import MarianConfig
 
-    from hf_s2s.training import run
+    from hf_s2s.training.run import run
     from tests.test_training import tiny_args
 
     MarianConfig(vocab_size=VOCAB, d_model=8, decoder_start_token_id=START).save_pretrained(tmp_path / "marian")

@@ -1,4 +1,4 @@
-"""Strict loading of saved folders (hf_s2s.loading) and the tools built on it: a folder whose weights do not match
+"""Strict loading of saved folders (hf_s2s.models.loading) and the tools built on it: a folder whose weights do not match
 its config, a corrupt weights file, a missing folder or tokenizer are refused with an error that says so, by the
 library and by scripts/translate.py and push_to_hub; and writers refuse to overwrite a saved tokenizer or model."""
 
@@ -16,10 +16,10 @@ from transformers import AutoModelForSeq2SeqLM
 
 import hf_s2s  # noqa: F401
 from hf_s2s.cli import run_command
-from hf_s2s.hub import push_to_hub
-from hf_s2s.loading import ModelFolderError, load_model, load_tokenizer, looks_like_local_path
-from hf_s2s.tokenization import train_tokenizer_from_texts
-from hf_s2s.training import check_arguments, parse_args, run
+from hf_s2s.data.tokenization import train_tokenizer_from_texts
+from hf_s2s.hub.publish import push_to_hub
+from hf_s2s.models.loading import ModelFolderError, load_model, load_tokenizer, looks_like_local_path
+from hf_s2s.training.run import check_arguments, parse_args, run
 from tests.helpers import TINY
 from tests.saved_folders import TEXTS, save_tiny_model_folder, tiny_tokenizer
 from tests.test_run_dir import train_args

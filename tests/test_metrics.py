@@ -5,14 +5,14 @@ import pytest
 import sacrebleu
 from transformers import EvalPrediction
 
+from hf_s2s.data.synthetic import text_reversal_corpus
+from hf_s2s.data.tokenization import train_tokenizer
 from hf_s2s.metrics import (
     TRANSLATION_METRIC_PATH,
     build_compute_metrics,
     compute_translation_metrics,
     load_translation_metric,
 )
-from hf_s2s.synthetic import text_reversal_corpus
-from hf_s2s.tokenization import train_tokenizer
 
 HYPOTHESES = [
     "A man in an orange hat is looking at something.",

@@ -14,10 +14,10 @@ from helpers import TINY
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, Seq2SeqTrainer, Seq2SeqTrainingArguments
 from transformers.trainer_pt_utils import LabelSmoother
 
-from hf_s2s.tokenization import train_tokenizer_from_texts
-from hf_s2s.training import smooth_labels_in_model
-from hf_s2s.transformers_compat import CACHE_NAME, CACHE_NAMES, output_cache
-from hf_s2s.translate import alignment
+from hf_s2s.data.tokenization import train_tokenizer_from_texts
+from hf_s2s.inference.translate import alignment
+from hf_s2s.models.transformers_compat import CACHE_NAME, CACHE_NAMES, output_cache
+from hf_s2s.training.run import smooth_labels_in_model
 
 # also run by CI on the oldest supported releases (constraints/oldest.txt)
 pytestmark = pytest.mark.compat
@@ -235,8 +235,8 @@ def test_training_module_and_plots_leave_the_matplotlib_backend_alone(tmp_path):
         matplotlib.use("svg")
         import matplotlib.image
         import torch
-        import hf_s2s.training
-        from hf_s2s.plotting import plot_alignment
+        import hf_s2s.training.run
+        from hf_s2s.inference.plots import plot_alignment
         plot_alignment(torch.eye(2), ["a", "b"], ["x", "y"], {str(tmp_path / "plot.png")!r})
         print(matplotlib.get_backend(), matplotlib.image.imread({str(tmp_path / "plot.png")!r}).ndim)
     """

@@ -12,9 +12,9 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoModel, AutoModelForSeq2SeqLM
 
 from hf_s2s import RNNSeq2SeqConfig, RNNSeq2SeqForConditionalGeneration, RNNSeq2SeqModel
-from hf_s2s.attention_rnn_seq2seq import LuongDotAttention, MultiHeadDotAttention, ScaledDotAttention
-from hf_s2s.modeling_rnn_seq2seq import RNNSeq2SeqCache
-from hf_s2s.transformers_compat import output_cache
+from hf_s2s.models.attention_rnn_seq2seq import LuongDotAttention, MultiHeadDotAttention, ScaledDotAttention
+from hf_s2s.models.modeling_rnn_seq2seq import RNNSeq2SeqCache
+from hf_s2s.models.transformers_compat import output_cache
 
 # also run by CI on the oldest supported releases (constraints/oldest.txt)
 pytestmark = pytest.mark.compat

@@ -13,9 +13,9 @@ from hf_s2s import (
     TransformerSeq2SeqForConditionalGeneration,
     TransformerSeq2SeqModel,
 )
-from hf_s2s.modeling_transformer_seq2seq import sinusoidal_positions
-from hf_s2s.synthetic import FIRST_SYMBOL_ID, PAD_ID
-from hf_s2s.transformers_compat import output_cache
+from hf_s2s.data.synthetic import FIRST_SYMBOL_ID, PAD_ID
+from hf_s2s.models.modeling_transformer_seq2seq import sinusoidal_positions
+from hf_s2s.models.transformers_compat import output_cache
 from tests.helpers import run_without_hf_s2s, train_reversal
 
 # also run by CI on the oldest supported releases (constraints/oldest.txt)

@@ -28,7 +28,7 @@ pytest.importorskip("onnxscript")  # the dynamo exporter builds the graph with i
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache  # noqa: E402
 
 from hf_s2s import TransformerSeq2SeqConfig, TransformerSeq2SeqForConditionalGeneration  # noqa: E402
-from hf_s2s.transformers_compat import output_cache  # noqa: E402
+from hf_s2s.models.transformers_compat import output_cache  # noqa: E402
 
 # also run by CI on the oldest supported releases (constraints/oldest.txt)
 pytestmark = pytest.mark.compat

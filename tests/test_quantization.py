@@ -13,9 +13,9 @@ from torch.ao.nn.quantized import dynamic as dynamic_int8
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, Seq2SeqTrainer, Seq2SeqTrainingArguments
 
 from hf_s2s import quantize_int8
-from hf_s2s.loading import load_model, load_tokenizer
-from hf_s2s.synthetic import EOS_ID, FIRST_SYMBOL_ID, PAD_ID, reversal_dataset
-from hf_s2s.translate import translate
+from hf_s2s.data.synthetic import EOS_ID, FIRST_SYMBOL_ID, PAD_ID, reversal_dataset
+from hf_s2s.inference.translate import translate
+from hf_s2s.models.loading import load_model, load_tokenizer
 from tests.helpers import random_tiny_model, train_reversal
 from tests.saved_folders import save_tiny_model_folder
 

@@ -1,4 +1,4 @@
-"""Reading a training run's results.json (hf_s2s.results.read_results) for `hf-s2s results-table` and
+"""Reading a training run's results.json (hf_s2s.hub.results.read_results) for `hf-s2s results-table` and
 `hf-s2s make-model-card`: a folder, a missing file, text that is not JSON, a JSON list and an object that is not a
 run's results are each one error line naming the file and the problem, never a traceback or a row of None."""
 
@@ -8,7 +8,7 @@ import pytest
 
 import hf_s2s  # noqa: F401
 from hf_s2s.cli import run_command
-from hf_s2s.results import read_results
+from hf_s2s.hub.results import read_results
 
 RUN = {"model_type": "transformer_seq2seq", "model_config": {}, "recipe": "tiny", "num_parameters": 1000,
        "test": {"greedy": {"bleu": 30.0, "bleu_lowercase": 31.0, "chrf": 50.0}}}

@@ -1,4 +1,4 @@
-"""The output folder of a training run (hf_s2s.run_dir): what the main job refuses before anything is read or
+"""The output folder of a training run (hf_s2s.training.run_dir): what the main job refuses before anything is read or
 trained, so that a run never deletes what it reads (--overwrite_output_dir with an input inside --output_dir) and
 never writes its results beside another model's weights (--output_dir a saved model folder). A refused run leaves
 the folder as it was, without even its lock file."""
@@ -11,8 +11,8 @@ import shutil
 import pytest
 
 from hf_s2s.cli import run_command
-from hf_s2s.run_dir import LOCK_NAME
-from hf_s2s.training import parse_args, run
+from hf_s2s.training.run import parse_args, run
+from hf_s2s.training.run_dir import LOCK_NAME
 from tests.helpers import TINY
 from tests.saved_folders import save_tiny_model_folder, tiny_tokenizer
 
@@ -149,7 +149,7 @@ def test_only_hf_s2s_own_errors_are_user_errors():
     """What the command prints as one line: a ValueError or OSError that hf_s2s's own code raised; the same types
     raised inside a library keep their traceback."""
     from hf_s2s.cli.train import is_user_error
-    from hf_s2s.run_dir import check_resume
+    from hf_s2s.training.run_dir import check_resume
 
     with pytest.raises(ValueError) as own:
         check_resume("runs/x", "not-a-checkpoint", overwrite=False)

@@ -1,4 +1,4 @@
-"""The training samplers of hf_s2s.sampling: orders that depend on (seed, epoch) only, and token-budget batches
+"""The training samplers of hf_s2s.data.sampling: orders that depend on (seed, epoch) only, and token-budget batches
 that cover the corpus once per epoch, shard across processes, and build the same global batches whatever the
 number of processes. Lengths come from the real tokenizer on the synthetic reversal corpus."""
 
@@ -10,16 +10,16 @@ import torch
 from safetensors.torch import load_file
 from transformers.trainer_pt_utils import get_length_grouped_indices
 
-from hf_s2s import data as data_lib
-from hf_s2s import tokenization
-from hf_s2s.sampling import (
+from hf_s2s.data import corpus as data_lib
+from hf_s2s.data import tokenization
+from hf_s2s.data.sampling import (
     LengthGroupedEpochSampler,
     TokenBudgetBatchSampler,
     epoch_generator,
     padded_tokens,
     split_balanced,
 )
-from hf_s2s.training import run
+from hf_s2s.training.run import run
 from tests.helpers import TINY
 from tests.test_training import tiny_args
 

@@ -10,6 +10,7 @@ import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_s2s  # noqa: F401  (registers the families)
+from hf_s2s.hub.code_integrity import verify_folder
 from tests.helpers import run_without_hf_s2s
 
 FIXTURES = Path(__file__).parent / "fixtures" / "saved_0.2.0"
@@ -35,6 +36,12 @@ def test_a_folder_saved_before_the_layout_change_generates_the_same_tokens(model
     model = AutoModelForSeq2SeqLM.from_pretrained(folder)
     assert type(model).__module__.startswith("hf_s2s.")  # the installed classes, not the folder's code
     assert _generate(folder, expected["sources"]) == {"greedy": expected["greedy"], "beam": expected["beam"]}
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_hf_s2s_verify_still_knows_the_code_of_a_folder_saved_by_0_2_0(model_type):
+    report, problems = verify_folder(FIXTURES / model_type)
+    assert problems == [] and "0.2.0" in report.identical_releases
 
 
 @pytest.mark.compat

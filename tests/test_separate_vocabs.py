@@ -11,13 +11,13 @@ import torch
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_s2s  # noqa: F401
-from hf_s2s.checkpoints import list_checkpoints
-from hf_s2s.data import load_translation_corpus
-from hf_s2s.hub import HubFolderError, build_hub_folder, check_hub_folder
-from hf_s2s.pipeline_seq2seq import Seq2SeqTranslationPipeline
-from hf_s2s.tokenization import load_tokenizer, train_translation_tokenizers
-from hf_s2s.training import build_model, parse_args, run
-from hf_s2s.translate import translate
+from hf_s2s.data.corpus import load_translation_corpus
+from hf_s2s.data.tokenization import load_tokenizer, train_translation_tokenizers
+from hf_s2s.hub.publish import HubFolderError, build_hub_folder, check_hub_folder
+from hf_s2s.inference.translate import translate
+from hf_s2s.models.pipeline_seq2seq import Seq2SeqTranslationPipeline
+from hf_s2s.training.checkpoints import list_checkpoints
+from hf_s2s.training.run import build_model, parse_args, run
 from tests.helpers import TINY, run_without_hf_s2s
 
 # synthetic:reordering: English-like sources, an invented target language: two vocabularies with little overlap

@@ -9,7 +9,7 @@ import pytest
 import torch
 from helpers import random_tiny_model
 
-from hf_s2s.modeling_common import DEFAULT_GENERATION_MAX_LENGTH
+from hf_s2s.models.modeling_common import DEFAULT_GENERATION_MAX_LENGTH
 
 FAMILIES = ("rnn_seq2seq", "transformer_seq2seq")
 VOCAB = 23

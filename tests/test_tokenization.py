@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 from transformers import AutoTokenizer
 
-from hf_s2s import data
-from hf_s2s.synthetic import text_reversal_corpus
-from hf_s2s.tokenization import (
+from hf_s2s.data import corpus as data
+from hf_s2s.data.synthetic import text_reversal_corpus
+from hf_s2s.data.tokenization import (
     TranslationTokenizers,
     check_tokenizer_fits_model,
     load_tokenizer,
@@ -51,7 +51,7 @@ def test_normalization():
     assert normalize_text("  Ein\u00a0 Hund\tläuft \n") == "Ein Hund läuft"
     assert normalize_text("ﬁne ①") == "fine 1"  # NFKC
     assert normalize_text("e\u0301") == "é"  # composed
-    assert normalize_text("Ein\rHund") == "Ein Hund"  # a lone \r kept inside a corpus line (hf_s2s.data)
+    assert normalize_text("Ein\rHund") == "Ein Hund"  # a lone \r kept inside a corpus line (hf_s2s.data.corpus)
 
 
 def test_joint_bpe_round_trips_the_multi30k_test_set(multi30k, joint):
@@ -205,7 +205,7 @@ def test_fit_check_refuses_a_tokenizer_that_does_not_append_eos(small, tmp_path)
 
 
 def test_training_job_refuses_a_tokenizer_without_eos_before_training(small, tmp_path):
-    from hf_s2s.training import parse_args, run
+    from hf_s2s.training.run import parse_args, run
 
     without_eos(small, tmp_path / "tokenizer")
     args = parse_args(["--dataset", "synthetic:reversal", "--source_lang", "src", "--target_lang", "tgt",

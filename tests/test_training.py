@@ -19,15 +19,15 @@ from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, TrainerCallback
 
 import hf_s2s  # noqa: F401
-import hf_s2s.data
-from hf_s2s.checkpoints import average_checkpoints, find_checkpoints
+import hf_s2s.data.corpus
 from hf_s2s.cli import run_command
+from hf_s2s.hub.results import results_table
+from hf_s2s.inference.translate import alignment, translate
 from hf_s2s.metrics import compute_translation_metrics
-from hf_s2s.modeling_common import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
-from hf_s2s.results import results_table
-from hf_s2s.run_dir import hypotheses_path
-from hf_s2s.training import RECIPES_DIR, load_recipe, parse_args, run
-from hf_s2s.translate import alignment, translate
+from hf_s2s.models.modeling_common import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
+from hf_s2s.training.checkpoints import average_checkpoints, find_checkpoints
+from hf_s2s.training.run import RECIPES_DIR, load_recipe, parse_args, run
+from hf_s2s.training.run_dir import hypotheses_path
 from tests.helpers import TINY
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,7 +74,7 @@ def test_run_writes_results_and_a_loadable_model_folder(trained, model_type):
     tokenizer = AutoTokenizer.from_pretrained(output_dir / "model")
     assert type(model).__name__.startswith({"transformer_seq2seq": "Transformer", "rnn_seq2seq": "RNN"}[model_type])
     args = tiny_args(output_dir, model_type)
-    corpus = hf_s2s.data.load_translation_corpus("synthetic:reversal", source_lang="src", target_lang="tgt")
+    corpus = hf_s2s.data.corpus.load_translation_corpus("synthetic:reversal", source_lang="src", target_lang="tgt")
     pairs = corpus["test"].select(range(16))["translation"]
     hypotheses = translate(model, tokenizer, [p["src"] for p in pairs], num_beams=1, batch_size=16,
                            max_length=args[2].generation_max_length)
@@ -85,7 +85,7 @@ def test_run_writes_results_and_a_loadable_model_folder(trained, model_type):
 def test_train_token_count_is_the_tokenized_corpus_times_the_epochs(trained):
     output_dir, results = trained["transformer_seq2seq"]
     tokenizer = AutoTokenizer.from_pretrained(output_dir / "model")
-    corpus = hf_s2s.data.load_translation_corpus("synthetic:reversal", source_lang="src", target_lang="tgt")
+    corpus = hf_s2s.data.corpus.load_translation_corpus("synthetic:reversal", source_lang="src", target_lang="tgt")
     pairs = corpus["train"].select(range(256))["translation"]
     source = tokenizer([p["src"] for p in pairs], truncation=True, max_length=8)["input_ids"]
     target = tokenizer(text_target=[p["tgt"] for p in pairs], truncation=True, max_length=128)["input_ids"]
@@ -484,7 +484,7 @@ def test_translate_script_on_the_saved_folder_gives_the_hypotheses_behind_result
     generation_config = json.loads((model_dir / "generation_config.json").read_text())
     assert (generation_config["max_length"], generation_config["num_beams"]) == (16, 2)
     assert (generation_config["max_len_a"], generation_config["max_len_b"]) == (DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B)
-    corpus = hf_s2s.data.load_translation_corpus("synthetic:reversal", source_lang="src", target_lang="tgt")
+    corpus = hf_s2s.data.corpus.load_translation_corpus("synthetic:reversal", source_lang="src", target_lang="tgt")
     pairs = corpus["test"].select(range(16))["translation"]
     lengths = [len(ids) for ids in AutoTokenizer.from_pretrained(model_dir)([p["src"] for p in pairs])["input_ids"]]
     assert max(lengths) > results["test"]["greedy"]["decoding"]["max_source_length"]  # so truncation is tested too
@@ -519,7 +519,7 @@ def test_decoding_study_script_reproduces_the_runs_test_scores_from_its_folders(
     hf-s2s translate --reference: its model/ row must give the test scores results.json reports, and its checkpoint
     ensemble row must name the run's last checkpoints by step (the tmp path holds '-', which a split on '-' misreads)."""
     output_dir, results = trained["rnn_seq2seq"]
-    corpus = hf_s2s.data.load_translation_corpus("synthetic:reversal", source_lang="src", target_lang="tgt")
+    corpus = hf_s2s.data.corpus.load_translation_corpus("synthetic:reversal", source_lang="src", target_lang="tgt")
     pairs = corpus["test"].select(range(16))["translation"]  # the run's test set (--max_test_samples 16)
     for split in ("val", "test"):
         for lang in ("src", "tgt"):
@@ -611,7 +611,7 @@ def test_weight_selection_without_a_validation_split_fails_before_the_corpus_is_
     for split in ("train", "test"):
         (corpus / f"{split}.src").write_text("a b c\nd e\n")
         (corpus / f"{split}.tgt").write_text("c b a\ne d\n")
-    monkeypatch.setattr(hf_s2s.data, "load_translation_corpus", lambda *a, **k: pytest.fail("the corpus was read"))
+    monkeypatch.setattr(hf_s2s.data.corpus, "load_translation_corpus", lambda *a, **k: pytest.fail("the corpus was read"))
     with pytest.raises(ValueError, match=rf"the corpus {corpus} has no 'validation' split, which choosing between the "
                                          rf"(EMA and the raw weights|checkpoint average and the last weights) after "
                                          rf"training \({flag[0]}\) needs"):

@@ -1,4 +1,4 @@
-"""hf_s2s inside the transformers releases it supports (hf_s2s/transformers_compat.py): the version check, where
+"""hf_s2s inside the transformers releases it supports (hf_s2s/models/transformers_compat.py): the version check, where
 hf_s2s is imported and where a saved folder is loaded without it; the release recorded in config.json; and the
 rule that transformers' private methods are reached from one module, with the few overrides elsewhere listed here
 so that a new one is a decision, not an accident."""
@@ -17,8 +17,8 @@ import transformers
 from helpers import TINY, random_tiny_model, run_without_hf_s2s
 
 import hf_s2s
-from hf_s2s import transformers_compat
-from hf_s2s.transformers_compat import (
+from hf_s2s.models import transformers_compat
+from hf_s2s.models.transformers_compat import (
     MIN_TRANSFORMERS_VERSION,
     TESTED_TRANSFORMERS_VERSIONS,
     check_transformers_version,

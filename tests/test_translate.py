@@ -1,4 +1,4 @@
-"""Translation fails fast and clearly (hf_s2s.translate and scripts/translate.py): impossible decoding options and
+"""Translation fails fast and clearly (hf_s2s.inference.translate and scripts/translate.py): impossible decoding options and
 an empty input are refused before the model is loaded, non-UTF-8 input is named by line, and blank input lines
 give blank output lines, keeping the output aligned with the input."""
 
@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import hf_s2s  # noqa: F401
-from hf_s2s.loading import load_model, load_tokenizer
-from hf_s2s.translate import Hypothesis, check_decoding_options, read_sentences, translate
+from hf_s2s.inference.translate import Hypothesis, check_decoding_options, read_sentences, translate
+from hf_s2s.models.loading import load_model, load_tokenizer
 from tests.saved_folders import save_tiny_model_folder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -190,7 +190,7 @@ def special_folders(tmp_path_factory):
     """Folders of models that cannot decode some things: no attention (RNN, attention_type none), a learned position
     table of 16 rows, bfloat16 weights; each with its weights file truncated, so that an error from its config is
     seen to come before the weights are read."""
-    from hf_s2s.loading import load_model
+    from hf_s2s.models.loading import load_model
     from tests.saved_folders import tiny_tokenizer
 
     base = tmp_path_factory.mktemp("special")
@@ -279,7 +279,7 @@ def test_input_is_read_as_the_corpus_loader_reads_it_and_cut_lines_are_named(mod
     """A byte-order mark is dropped (it changed the first translation), a lone carriage return stays inside its line
     with a warning (old Mac line ends: one line, said so), and a source longer than the folder's model_max_length is
     named on stderr with its line number and length."""
-    from hf_s2s.loading import load_tokenizer as load
+    from hf_s2s.models.loading import load_tokenizer as load
 
     folder = tmp_path / "model"
     folder.mkdir()

@@ -1,4 +1,4 @@
-"""Code integrity (hf_s2s.code_integrity) and `hf-s2s verify`: the manifest records this checkout's code for the
+"""Code integrity (hf_s2s.hub.code_integrity) and `hf-s2s verify`: the manifest records this checkout's code for the
 current release (the staleness test below fails until it is regenerated), holds every code file a saved folder can
 ship, and names the release a folder's code is byte for byte; anything else (a changed comment, an extra file,
 compiled or pickled files, code loaded from another repository) is listed, on real saved folders."""
@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 import hf_s2s
-from hf_s2s import code_integrity
 from hf_s2s.cli import run_command
-from hf_s2s.code_integrity import (
+from hf_s2s.data.tokenization import TranslationTokenizers
+from hf_s2s.hub import code_integrity
+from hf_s2s.hub.code_integrity import (
     MANIFEST_PATH,
     REGENERATE,
     SHIPPED_CODE_FILES,
@@ -26,8 +27,8 @@ from hf_s2s.code_integrity import (
     verify_folder,
     write_manifest,
 )
-from hf_s2s.hub import build_hub_folder
-from hf_s2s.tokenization import TranslationTokenizers
+from hf_s2s.hub.publish import build_hub_folder
+from hf_s2s.models.families import FAMILIES
 from tests.saved_folders import save_tiny_model_folder, tiny_tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,7 +40,7 @@ CARD = "---\nlicense: apache-2.0\nlibrary_name: transformers\ntags: [translation
 def hub_folders(tmp_path_factory):
     """The Hub folder of a random tiny model of each family, as push-to-hub --dry-run builds it."""
     folders = {}
-    for model_type in code_integrity.CODE_FILES:
+    for model_type in FAMILIES:
         root = tmp_path_factory.mktemp(model_type)
         model_dir = save_tiny_model_folder(root / "model", model_type)
         (model_dir / "README.md").write_text(CARD)
@@ -77,7 +78,7 @@ def test_manifest_holds_every_code_file_a_saved_folder_can_ship(hub_folders, tmp
     shipped |= set(code_integrity.code_files_in(tmp_path / "tokenizer"))
     assert shipped == set(SHIPPED_CODE_FILES) == set(load_manifest()[VERSION])
     for model_type, folder in hub_folders.items():
-        assert set(code_integrity.code_files_in(folder)) == set(code_integrity.CODE_FILES[model_type])
+        assert set(code_integrity.code_files_in(folder)) == set(FAMILIES[model_type].code_files)
 
 
 @pytest.fixture
@@ -96,7 +97,7 @@ def test_a_stale_manifest_fails_the_staleness_check_and_says_how_to_regenerate(p
     append(package / "modeling_common.py", "# a comment is a change too\n")
     (problem,) = manifest_problems(manifest, package)
     assert "modeling_common.py differs" in problem and f"`{REGENERATE}`" in problem
-    assert f"if {VERSION} is already released, raise the version in hf_s2s/version.py first" in problem
+    assert f"if {VERSION} is already released, raise the version in hf_s2s/models/version.py first" in problem
     (problem,) = manifest_problems(manifest, package, version="9.0.0")
     assert "it has no entry for 9.0.0" in problem and f"`{REGENERATE}`" in problem
 
@@ -109,7 +110,9 @@ def test_regenerating_records_the_current_release_and_keeps_earlier_ones(package
     append(package / "modeling_common.py", "# changed\n")
     releases = write_manifest(manifest, package)
     assert manifest_problems(manifest, package) == []
-    assert list(releases) == ["0.1.0", VERSION] and releases["0.1.0"] == {"modeling_common.py": "0" * 64}
+    assert set(releases) == set(data["releases"]) | {VERSION} and list(releases)[-1] == VERSION
+    assert releases["0.1.0"] == {"modeling_common.py": "0" * 64}
+    assert all(releases[release] == recorded for release, recorded in data["releases"].items() if release != VERSION)
     assert releases[VERSION] == package_code_hashes(package) != package_code_hashes()
     assert json.loads(manifest.read_text())["regenerate"] == REGENERATE
 
@@ -118,16 +121,17 @@ def test_the_manifest_ships_in_the_wheel():
     """What decides it: the manifest is package data (tests/test_package.py installs the wheel)."""
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    assert MANIFEST_PATH.name in package_data["hf_s2s"] and MANIFEST_PATH.parent == Path(hf_s2s.__file__).parent
+    shipped_as = MANIFEST_PATH.relative_to(Path(hf_s2s.__file__).parent).as_posix()
+    assert shipped_as in package_data["hf_s2s"]
 
 
 # ------------------------------------------------------------------------------------------- hf-s2s verify
 
 
-@pytest.mark.parametrize("model_type", list(code_integrity.CODE_FILES))
+@pytest.mark.parametrize("model_type", list(FAMILIES))
 def test_verify_names_the_release_of_an_unmodified_folder(hub_folders, model_type, capsys):
     status, out = verify(hub_folders[model_type], capsys=capsys)
-    assert (status, out) == (0, f"unmodified hf_s2s {VERSION} code: {len(code_integrity.CODE_FILES[model_type])} "
+    assert (status, out) == (0, f"unmodified hf_s2s {VERSION} code: {len(FAMILIES[model_type].code_files)} "
                                 "files\n")
 
 

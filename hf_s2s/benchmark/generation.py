@@ -2,7 +2,7 @@
 side in one process on the same source batch.
 
 Rows: the hf_s2s Transformer (eager float32, compiled, bfloat16, int8), MarianMT of the same dimensions (float32,
-bfloat16), CTranslate2 running the same hf_s2s Transformer exported with :func:`hf_s2s.export_ctranslate2`
+bfloat16), CTranslate2 running the same hf_s2s Transformer exported with :func:`hf_s2s.inference.ctranslate2`
 (float32, int8; when ctranslate2 is installed), and the RNN family (eager, compiled, int8). Each row's speed is
 also given as a ratio to MarianMT float32 and to CTranslate2 float32.
 
@@ -60,7 +60,7 @@ def generate_fn(model, inputs: dict, config: GenerationConfig) -> Callable[[], N
 def _ctranslate2_fns(model, inputs: dict, new_tokens: int, num_beams: int) -> dict[str, Callable]:
     """CTranslate2 float32 and int8 rows: the hf_s2s Transformer exported (no tokenizer: driven with token ids), on
     as many threads as torch uses here. None when ctranslate2 is not installed."""
-    from ..export_ctranslate2 import exported_translator, import_ctranslate2, translate_ids
+    from ..inference.ctranslate2 import exported_translator, import_ctranslate2, translate_ids
 
     try:
         import_ctranslate2()

@@ -21,14 +21,14 @@ from dataclasses import asdict, dataclass, field
 import torch
 from transformers import DataCollatorForSeq2Seq, MarianConfig, MarianMTModel
 
-from .. import data as data_lib
-from .. import tokenization
-from ..configuration_rnn_seq2seq import RNNSeq2SeqConfig
-from ..configuration_transformer_seq2seq import TransformerSeq2SeqConfig
-from ..modeling_rnn_seq2seq import RNNSeq2SeqForConditionalGeneration
-from ..modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
-from ..quantization import quantize_int8
-from ..sampling import LengthGroupedEpochSampler, TokenBudgetBatchSampler, padded_tokens
+from ..data import corpus as data_lib
+from ..data import tokenization
+from ..data.sampling import LengthGroupedEpochSampler, TokenBudgetBatchSampler, padded_tokens
+from ..inference.int8 import quantize_int8
+from ..models.configuration_rnn_seq2seq import RNNSeq2SeqConfig
+from ..models.configuration_transformer_seq2seq import TransformerSeq2SeqConfig
+from ..models.modeling_rnn_seq2seq import RNNSeq2SeqForConditionalGeneration
+from ..models.modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
 from .generation import EOS, PAD, START, bench_generation_rows, generate_fn, generation_config
 from .measure import (
     count_matmul_flops,
@@ -344,7 +344,7 @@ def bench_rnn_learning(settings: BenchSettings, length_pairs) -> dict:
 
 
 def bench_batching(settings: BenchSettings, length_pairs) -> dict:
-    """7: one epoch of token-budget batches (:class:`~hf_s2s.sampling.TokenBudgetBatchSampler`) against the main
+    """7: one epoch of token-budget batches (:class:`~hf_s2s.data.sampling.TokenBudgetBatchSampler`) against the main
     job's length-grouped batches of ``batch_size`` sentences (Trainer's ``group_by_length``, which sorts by source
     length only). The padding fraction is exact, over the whole epoch; tokens/s times hf_s2s Transformer training
     steps on ``batching_batches`` batches drawn at random from each epoch (real source + target tokens/s)."""

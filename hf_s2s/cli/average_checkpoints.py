@@ -7,8 +7,8 @@
 import argparse
 import sys
 
-from hf_s2s.checkpoints import average_checkpoints, find_checkpoints
 from hf_s2s.cli import HelpFormatter
+from hf_s2s.training.checkpoints import average_checkpoints, find_checkpoints
 
 
 def main(argv=None, prog=None):

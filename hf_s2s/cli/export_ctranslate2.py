@@ -12,8 +12,8 @@ import sys
 
 import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.cli import HelpFormatter
-from hf_s2s.export_ctranslate2 import check_export_options, export_ctranslate2
-from hf_s2s.loading import load_model, load_tokenizer
+from hf_s2s.inference.ctranslate2 import check_export_options, export_ctranslate2
+from hf_s2s.models.loading import load_model, load_tokenizer
 
 
 def main(argv=None, prog=None):

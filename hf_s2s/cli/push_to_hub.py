@@ -14,12 +14,12 @@ import sys
 
 import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.cli import HelpFormatter
-from hf_s2s.hub import push_to_hub
+from hf_s2s.hub.publish import push_to_hub
 
 
 def main(argv=None, prog=None):
     parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("model_dir", help="a trained model folder (hf_s2s.training writes <output_dir>/model)")
+    parser.add_argument("model_dir", help="a trained model folder (hf_s2s.training.run writes <output_dir>/model)")
     parser.add_argument("repo_id", help="the Hub repository, namespace/name")
     parser.add_argument("--dry-run", action="store_true",
                         help="build and check the folder that would be uploaded, without the network")

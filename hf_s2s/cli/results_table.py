@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from hf_s2s.cli import HelpFormatter
-from hf_s2s.results import read_results, results_table
+from hf_s2s.hub.results import read_results, results_table
 
 # What a row of the table reads from each results.json: the family, and the test scores.
 TABLE_KEYS = ("model_type", "test")

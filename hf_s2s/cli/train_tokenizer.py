@@ -14,9 +14,13 @@ import logging
 import sys
 
 from hf_s2s.cli import HelpFormatter
-from hf_s2s.data import check_splits, corpus_splits, load_translation_corpus
-from hf_s2s.loading import check_writable, refuse_to_overwrite
-from hf_s2s.tokenization import MODEL_TYPES, check_training_arguments, train_translation_tokenizers
+from hf_s2s.data.corpus import check_splits, corpus_splits, load_translation_corpus
+from hf_s2s.data.tokenization import (
+    MODEL_TYPES,
+    check_training_arguments,
+    train_translation_tokenizers,
+)
+from hf_s2s.models.loading import check_writable, refuse_to_overwrite
 
 
 def parse_args(argv=None, prog=None) -> argparse.Namespace:

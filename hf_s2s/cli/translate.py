@@ -20,11 +20,11 @@ from pathlib import Path
 
 import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.cli import HelpFormatter
-from hf_s2s.encoder_analysis import check_has_encoder_attention, encoder_attention
-from hf_s2s.ensemble import Seq2SeqEnsemble, load_for_decoding, read_for_decoding
-from hf_s2s.plotting import check_layer_and_head, plot_alignment, plot_encoder_attention
-from hf_s2s.quantization import quantize_int8
-from hf_s2s.translate import (
+from hf_s2s.inference.analysis import check_has_encoder_attention, encoder_attention
+from hf_s2s.inference.ensemble import Seq2SeqEnsemble, load_for_decoding, read_for_decoding
+from hf_s2s.inference.int8 import quantize_int8
+from hf_s2s.inference.plots import check_layer_and_head, plot_alignment, plot_encoder_attention
+from hf_s2s.inference.translate import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_LENGTH_PENALTY,
     alignment,

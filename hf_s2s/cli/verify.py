@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 from hf_s2s.cli import HelpFormatter
-from hf_s2s.code_integrity import code_diff, verify_folder
-from hf_s2s.version import __version__
+from hf_s2s.hub.code_integrity import code_diff, verify_folder
+from hf_s2s.models.version import __version__
 
 
 def main(argv=None, prog=None):

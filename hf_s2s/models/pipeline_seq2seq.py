@@ -1,7 +1,7 @@
 """The "translation" and "text2text-generation" pipelines for encoder-decoder models.
 
 transformers 5 removed both tasks from ``pipeline()``, but a model folder can still ship its own pipeline: the
-Hub folder built by ``hf_s2s.hub`` copies this file and names its classes in config.json's
+Hub folder built by ``hf_s2s.hub.publish`` copies this file and names its classes in config.json's
 ``custom_pipelines``, so ``pipeline("translation", model=folder, trust_remote_code=True)`` works where hf_s2s is
 not installed. Copied into model folders: imports only transformers and torch, never hf_s2s.
 """

@@ -2,4 +2,4 @@
 the configurations record it in every saved config.json (``hf_s2s_version``, beside transformers' own
 ``transformers_version``). Copied into saved model folders beside the configuration files."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

@@ -7,7 +7,7 @@ Shapes: N sentences, S the longest source in tokens (the tokenizer's </s> includ
 import torch
 import torch.nn.functional as F
 
-from .coverage import eager_attention
+from .penalties import eager_attention
 from .translate import (
     DEFAULT_BATCH_SIZE,
     _batches_by_length,
@@ -39,7 +39,7 @@ def check_has_encoder_attention(model) -> None:
             f"{type(model).__name__} ({config.model_type}) has no encoder self-attention: its encoder is a "
             f"{str(getattr(config, 'cell_type', 'recurrent')).upper()} network; encoder attention needs a Transformer "
             "(model_type 'transformer_seq2seq'). Its decoder's attention over the source is the alignment "
-            "(hf_s2s.translate.alignment, translate --plot-alignment)"
+            "(hf_s2s.inference.translate.alignment, translate --plot-alignment)"
         )
 
 

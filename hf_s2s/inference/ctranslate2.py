@@ -35,9 +35,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .modeling_common import DEFAULT_GENERATION_MAX_LENGTH
-from .modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
-from .tokenization import target_side
+from ..data.tokenization import target_side
+from ..models.modeling_common import DEFAULT_GENERATION_MAX_LENGTH
+from ..models.modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
 
 # Positions a sinusoidal model's exported table holds at least (max_position_embeddings if more), source and target
 # alike: CTranslate2 truncates inputs to 1024 tokens by default, so every input it accepts by default has them.

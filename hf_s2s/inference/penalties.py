@@ -16,7 +16,7 @@ makes that finished score exactly ``log P / lp + cp``.
 spread their attention so far: on the main job's model it cost 3.9 and 9.0 validation BLEU at beta 0.1 and 0.2.)
 
 A processor sees only the token ids and the scores, not the attention, and beam search reorders hypotheses every
-step. So the coverage lives in the decoding cache of :class:`hf_s2s.ensemble.Seq2SeqEnsemble` (an ensemble of one
+step. So the coverage lives in the decoding cache of :class:`hf_s2s.inference.ensemble.Seq2SeqEnsemble` (an ensemble of one
 model for a single model), which ``generate()`` reorders with the beams; the wrapper asks its members for the
 cross-attention of each step (eager kernel) only while a :class:`CoveragePenaltyLogitsProcessor` is attached.
 """
@@ -27,7 +27,7 @@ from contextlib import contextmanager
 import torch
 from transformers import LogitsProcessor
 
-from .transformers_compat import attention_implementation
+from ..models.transformers_compat import attention_implementation
 
 
 @contextmanager

@@ -15,12 +15,12 @@ import torch
 from transformers import LogitsProcessorList
 from transformers.tokenization_utils_base import VERY_LARGE_INTEGER
 
-from .coverage import CoveragePenaltyLogitsProcessor, eager_attention
-from .data import _lines, is_blank
+from ..data.corpus import _lines, is_blank
+from ..data.tokenization import target_side
+from ..metrics import compute_translation_metrics
+from ..models.modeling_common import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, check_length_bound
 from .ensemble import Seq2SeqEnsemble
-from .metrics import compute_translation_metrics
-from .modeling_common import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, check_length_bound
-from .tokenization import target_side
+from .penalties import CoveragePenaltyLogitsProcessor, eager_attention
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ def length_bound_arguments(max_len_a: float | None, max_len_b: int | None, no_le
 
 def check_length_bound_values(max_len_a: float | None, max_len_b: int | None,
                               flags: tuple[str, str] = ("--max-len-a", "--max-len-b"), complete: bool = True) -> None:
-    """:func:`hf_s2s.modeling_common.check_length_bound` (``complete=False``: a value None is not given yet, so a
+    """:func:`hf_s2s.models.modeling_common.check_length_bound` (``complete=False``: a value None is not given yet, so a
     bound of 0 tokens is found only once both are known), its errors naming ``flags``."""
     try:
         check_length_bound(max_len_a, max_len_b, complete=complete, names=flags)
@@ -111,7 +111,7 @@ STDIN_PATH = Path("/dev/stdin")
 
 def read_sentences(path: str | Path | None = None) -> list[str]:
     """The lines of ``path`` (stdin when None; a ``.gz`` file is decompressed), one sentence each, read as the corpus
-    loader reads its text files (``hf_s2s.data``): UTF-8, a line ends only at ``\\n`` (or ``\\r\\n``), a byte-order
+    loader reads its text files (``hf_s2s.data.corpus``): UTF-8, a line ends only at ``\\n`` (or ``\\r\\n``), a byte-order
     mark at the start of the file is dropped, and a lone ``\\r`` stays inside its line with a warning (so a file with
     old Mac line ends is one line, said so on stderr). Blank lines are kept (they translate to blank lines, so the
     output stays aligned with the input). An empty input, a line that is not UTF-8 or a damaged gzip file is a
@@ -293,8 +293,8 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAU
     keeps no per-step scores, which under beam search are a (batch x beams, vocabulary) tensor per step (about
     1.6 GB for 128 sentences, 5 beams, 80 steps and 8,000 entries).
 
-    ``coverage_penalty`` > 0 adds GNMT's coverage penalty with that beta to beam search (:mod:`hf_s2s.coverage`);
-    ``model`` may be a :class:`hf_s2s.ensemble.Seq2SeqEnsemble`."""
+    ``coverage_penalty`` > 0 adds GNMT's coverage penalty with that beta to beam search (:mod:`hf_s2s.inference.penalties`);
+    ``model`` may be a :class:`hf_s2s.inference.ensemble.Seq2SeqEnsemble`."""
     num_beams = check_translation(model, num_beams=num_beams, num_return_sequences=num_return_sequences,
                                   batch_size=batch_size, max_new_tokens=max_new_tokens, length_penalty=length_penalty,
                                   coverage_penalty=coverage_penalty, **generate_kwargs)
@@ -310,7 +310,7 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAU
     encoded = encode_sources(tokenizer, sentences, to_decode, max_source_length, reason)
     eos_token_id = model.generation_config.eos_token_id
     decoder, tracking = model, nullcontext()
-    if coverage_penalty:  # the coverage is kept in the decoding wrapper's cache (see hf_s2s.coverage)
+    if coverage_penalty:  # the coverage is kept in the decoding wrapper's cache (see hf_s2s.inference.penalties)
         decoder = model if isinstance(model, Seq2SeqEnsemble) else Seq2SeqEnsemble([model])
         max_length = (1 + max_new_tokens if max_new_tokens is not None
                       else generate_kwargs.get("max_length") or model.generation_config.max_length)

@@ -29,7 +29,7 @@ def check_same_vocabulary(names: Sequence[str], *, purpose: str,
                           tokenizers: Sequence[PreTrainedTokenizerBase | None] | None = None,
                           configs: Sequence[PreTrainedConfig] | None = None) -> None:
     """Refuse members that do not share one vocabulary: tokenizers whose source or target vocabularies or special
-    token ids differ (:func:`hf_s2s.tokenization.vocabulary_differences`; a None tokenizer is a member without one,
+    token ids differ (:func:`hf_s2s.data.tokenization.vocabulary_differences`; a None tokenizer is a member without one,
     not compared), and configs that differ in :data:`VOCABULARY_FIELDS`. The ValueError names the member (by
     ``names``), each difference with both values (the member's first, then the first member's), and ``purpose``:
     why the members must agree."""

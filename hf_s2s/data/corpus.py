@@ -30,7 +30,7 @@ from typing import Any
 
 from datasets import Dataset, DatasetDict, IterableDataset, IterableDatasetDict, load_dataset
 
-from .loading import looks_like_local_path
+from ..models.loading import looks_like_local_path
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ DATA_DIR_ENV = "HF_S2S_DATA_DIR"
 MULTI30K_HUB_NAME = "bentrevett/multi30k"
 # The shared corpora sit beside the project's root: <root>/../shared/data/multi30k.
 SHARED_MULTI30K = Path("..") / "shared" / "data" / "multi30k"
-_PROJECT_ROOT = Path(__file__).resolve().parents[1]
+_PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 AnyDatasetDict = DatasetDict | IterableDatasetDict
 PathLike = str | os.PathLike
@@ -547,7 +547,7 @@ def load_translation_corpus(
     """One entry point for scripts, dispatching on ``dataset``:
 
     - ``"multi30k"``: :func:`load_multi30k` (``data_dir``, ``$HF_S2S_DATA_DIR``, shared copy, Hub);
-    - ``"synthetic:reversal"`` / ``"synthetic:reordering"``: the text tasks of :mod:`hf_s2s.synthetic`,
+    - ``"synthetic:reversal"`` / ``"synthetic:reordering"``: the text tasks of :mod:`hf_s2s.data.synthetic`,
       with ``source_lang`` / ``target_lang`` as their language codes;
     - a folder: :func:`load_text_folder` (with ``split_prefixes``);
     - a ``.jsonl``/``.json`` or ``.tsv`` file (the train split), or a pattern with ``{split}`` such as

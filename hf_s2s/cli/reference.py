@@ -30,9 +30,9 @@ from unittest import mock
 
 import torch
 
-from .cli import COMMANDS
-from .configuration_rnn_seq2seq import RNNSeq2SeqConfig
-from .configuration_transformer_seq2seq import TransformerSeq2SeqConfig
+from ..models.configuration_rnn_seq2seq import RNNSeq2SeqConfig
+from ..models.configuration_transformer_seq2seq import TransformerSeq2SeqConfig
+from . import COMMANDS
 
 CONFIG_CLASSES = (RNNSeq2SeqConfig, TransformerSeq2SeqConfig)
 REGENERATE = "python scripts/gen_docs_reference.py"

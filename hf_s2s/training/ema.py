@@ -7,7 +7,7 @@
 better than the raw weights late in training, at no cost in steps. The training job (``--ema_decay``) saves it
 beside the raw weights: ``checkpoint-N/ema/`` in every checkpoint (so a resumed run continues the same average) and
 ``<output_dir>/ema/`` at the end, each a model folder that loads like any other; then it validates the EMA and
-keeps it as the run's model only when it scores better (``hf_s2s.model_selection``, as with averaging).
+keeps it as the run's model only when it scores better (``hf_s2s.training.selection``, as with averaging).
 """
 
 import copy
@@ -98,7 +98,7 @@ def check_ema_resume(checkpoint: str | Path, decay: float | None) -> None:
     """Refuse to resume from ``checkpoint`` with ``decay`` (``--ema_decay``, None: no EMA) unless that continues
     the checkpoint's own average: the same decay, and its ``ema/`` weights there. A run resumed with another decay
     (or none) would report one decay for an average taken with two. Call it once the checkpoint's files are known
-    to read (:func:`hf_s2s.checkpoints.check_resume_checkpoint`)."""
+    to read (:func:`hf_s2s.training.checkpoints.check_resume_checkpoint`)."""
     checkpoint = Path(checkpoint)
     recorded = recorded_ema_decay(checkpoint)
     saved = (checkpoint / EMA_FOLDER / "model.safetensors").is_file()

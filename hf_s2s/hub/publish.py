@@ -5,7 +5,7 @@ names ``AutoConfig``, ``AutoModel`` and ``AutoModelForSeq2SeqLM``, the model cod
 modeling files plus the single-dot siblings they import), the translation pipeline named in
 ``custom_pipelines``, the tokenizer files, generation_config.json and a README.md model card filled from the
 training run's results.json. :func:`check_hub_folder` refuses a folder that lacks any of it, holds a pickled or
-compiled file, or whose code is not byte for byte the installed hf_s2s release's (:mod:`hf_s2s.code_integrity`).
+compiled file, or whose code is not byte for byte the installed hf_s2s release's (:mod:`hf_s2s.hub.code_integrity`).
 
 ``hf-s2s push-to-hub`` is the command line over :func:`push_to_hub`; ``--dry-run`` builds the folder without the
 network. ``hf-s2s make-model-card`` regenerates a card from a results.json; ``hf-s2s verify`` tells which release a
@@ -22,8 +22,11 @@ from pathlib import Path
 
 from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
 
+from ..models.families import FAMILIES, get_family
+from ..models.loading import load_model, load_tokenizer
+from ..models.modeling_common import CUSTOM_PIPELINES
+from ..models.version import __version__
 from .code_integrity import (
-    CODE_FILES,
     COMPILED_SUFFIXES,
     PICKLED_SUFFIXES,
     REGENERATE,
@@ -33,12 +36,8 @@ from .code_integrity import (
     foreign_code_references,
     manifest_problems,
 )
-from .loading import load_model, load_tokenizer
-from .modeling_common import CUSTOM_PIPELINES
-from .version import __version__
 
-PACKAGE_DIR = Path(__file__).resolve().parent
-CARD_TEMPLATE = PACKAGE_DIR / "model_card_template.md"  # package data: installed with hf_s2s
+CARD_TEMPLATE = Path(__file__).resolve().with_name("model_card_template.md")  # package data: installed with hf_s2s
 
 AUTO_CLASSES = ("AutoConfig", "AutoModel", "AutoModelForSeq2SeqLM")
 REQUIRED_FILES = ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
@@ -57,43 +56,6 @@ MULTI30K_CITATION = """@inproceedings{elliott-etal-2016-multi30k,
     doi = "10.18653/v1/W16-3210",
     pages = "70--74",
 }"""
-FAMILY_CITATIONS = {
-    "transformer_seq2seq": """@inproceedings{vaswani2017attention,
-    title = {Attention Is All You Need},
-    author = {Vaswani, Ashish and Shazeer, Noam and Parmar, Niki and Uszkoreit, Jakob and Jones, Llion and
-              Gomez, Aidan N. and Kaiser, Lukasz and Polosukhin, Illia},
-    booktitle = {Advances in Neural Information Processing Systems},
-    year = {2017},
-    eprint = {1706.03762},
-    archivePrefix = {arXiv},
-}""",
-    "rnn_seq2seq": """@inproceedings{bahdanau2015neural,
-    title = {Neural Machine Translation by Jointly Learning to Align and Translate},
-    author = {Bahdanau, Dzmitry and Cho, Kyunghyun and Bengio, Yoshua},
-    booktitle = {International Conference on Learning Representations},
-    year = {2015},
-    eprint = {1409.0473},
-    archivePrefix = {arXiv},
-}
-@inproceedings{luong2015effective,
-    title = {Effective Approaches to Attention-based Neural Machine Translation},
-    author = {Luong, Thang and Pham, Hieu and Manning, Christopher D.},
-    booktitle = {Proceedings of EMNLP},
-    year = {2015},
-    eprint = {1508.04025},
-    archivePrefix = {arXiv},
-}""",
-}
-# Config fields the architecture table shows, per family (the rest is in config.json).
-ARCHITECTURE_FIELDS = {
-    "transformer_seq2seq": ("vocab_size", "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
-                            "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "norm_position",
-                            "position_embedding_type", "activation_function", "dropout",
-                            "share_encoder_decoder_embeddings", "tie_word_embeddings"),
-    "rnn_seq2seq": ("vocab_size", "cell_type", "attention_type", "bidirectional", "encoder_layers", "decoder_layers",
-                    "encoder_embedding_size", "decoder_embedding_size", "encoder_hidden_size", "decoder_hidden_size",
-                    "attention_size", "input_feeding", "decoder_init", "dropout", "tie_word_embeddings"),
-}
 PLACEHOLDER_REPO_ID = "<namespace>/<model-name>"
 
 
@@ -121,7 +83,7 @@ def _dataset_info(results: dict) -> tuple[str, str, str | None, str]:
         )
         return MULTI30K_HUB_DATASET, f"Multi30k {src}-{tgt}", MULTI30K_CITATION, description
     if dataset.startswith("synthetic:"):
-        description = (f"The synthetic `{dataset}` task built into hf_s2s (`hf_s2s.synthetic`), {src}→{tgt}: a "
+        description = (f"The synthetic `{dataset}` task built into hf_s2s (`hf_s2s.data.synthetic`), {src}→{tgt}: a "
                        "smoke-test model, not a translation system.")
         return dataset, f"hf_s2s {dataset}", None, description
     return dataset, f"{dataset} {src}-{tgt}", None, f"`{dataset}`, {src}→{tgt}."
@@ -177,37 +139,19 @@ def model_card_data(results: dict, repo_id: str | None = None, license: str = "a
     )
 
 
-def _architecture_description(config: dict, model_type: str) -> str:
-    if model_type == "transformer_seq2seq":
-        return ("A Transformer encoder-decoder (Vaswani et al. 2017, arXiv:1706.03762) with "
-                f"{'pre' if config.get('norm_position', 'pre') == 'pre' else 'post'}-LayerNorm residual blocks, "
-                f"{config.get('position_embedding_type', 'sinusoidal')} position embeddings and a decoder "
-                "key/value cache for `generate()`.")
-    attention = config.get("attention_type", "bahdanau")
-    attention_text = {
-        "bahdanau": "Bahdanau additive attention (arXiv:1409.0473)",
-        "none": "no attention: the final encoder state is the context of every step (Cho et al. 2014)",
-        "scaled_dot": "scaled dot-product attention (Vaswani et al. 2017, arXiv:1706.03762)",
-    }.get(attention, f"Luong {attention.removeprefix('luong_')} attention (arXiv:1508.04025)")
-    if config.get("attention_heads", 1) > 1:
-        attention_text += f" with {config['attention_heads']} heads"
-    return (f"An RNN encoder-decoder: a {'bidirectional ' if config.get('bidirectional', True) else ''}"
-            f"{config.get('cell_type', 'gru').upper()} encoder and a {config.get('cell_type', 'gru').upper()} "
-            f"decoder with {attention_text}; `generate()` carries the recurrent state in a cache.")
-
-
 def render_model_card(results: dict, repo_id: str | None = None, license: str = "apache-2.0",
                       template_path: str | Path = CARD_TEMPLATE) -> str:
     """The filled model card (README.md text) for the run described by ``results`` (a results.json dict)."""
     for key in ("model_type", "model_config"):
         if key not in results:
-            raise ValueError(f"results has no {key!r}: pass the results.json that hf_s2s.training.run writes")
+            raise ValueError(f"results has no {key!r}: pass the results.json that hf_s2s.training.run.run writes")
     model_type, config = results["model_type"], results["model_config"]
-    if model_type not in CODE_FILES:
-        raise ValueError(f"results['model_type'] must be one of {sorted(CODE_FILES)}, got {model_type!r}")
+    if model_type not in FAMILIES:
+        raise ValueError(f"results['model_type'] must be one of {sorted(FAMILIES)}, got {model_type!r}")
+    family = get_family(model_type)
     _, _, dataset_citation, data_description = _dataset_info(results)
-    defaults = family_defaults(model_type)
-    architecture_rows = [(name, config.get(name, defaults.get(name))) for name in ARCHITECTURE_FIELDS[model_type]]
+    full_config = family.full_config(config)
+    architecture_rows = [(name, full_config.get(name)) for name in family.card_fields]
     training = results.get("training_arguments", {})
     training_rows = [(name, value) for name, value in training.items()]
     training_rows += [
@@ -249,9 +193,9 @@ def render_model_card(results: dict, repo_id: str | None = None, license: str = 
         model_card_data(results, repo_id, license),
         template_path=str(template_path),
         model_name=_model_name(results, repo_id),
-        summary=f"A {src}→{tgt} translation model: {_architecture_description(config, model_type)[0].lower()}"
-                f"{_architecture_description(config, model_type)[1:]}",
-        architecture_description=_architecture_description(config, model_type),
+        summary=f"A {src}→{tgt} translation model: {family.describe(full_config)[0].lower()}"
+                f"{family.describe(full_config)[1:]}",
+        architecture_description=family.describe(full_config),
         architecture_rows=architecture_rows,
         num_parameters=f"{results.get('num_parameters', 0):,}",
         intended_use=f"translating {src} sentences into {tgt} in the domain of the training data, and as a "
@@ -273,20 +217,13 @@ def render_model_card(results: dict, repo_id: str | None = None, license: str = 
         evaluation_rows=evaluation_rows,
         repo_id=repo_id or PLACEHOLDER_REPO_ID,
         example_source="Ein Mann fährt Fahrrad." if src == "de" else "a b c",
-        citations=[c for c in (dataset_citation, FAMILY_CITATIONS[model_type]) if c],
+        citations=[c for c in (dataset_citation, family.citation) if c],
     )
     return str(card)
 
 
 def _fmt(value, digits: int):
     return round(float(value), digits) if isinstance(value, int | float) else value
-
-
-def family_defaults(model_type: str) -> dict:
-    """Every config field of a model family at its default value (results.json stores only what differs)."""
-    from transformers import AutoConfig  # the families are registered: importing hf_s2s.hub imports hf_s2s
-
-    return AutoConfig.for_model(model_type).to_dict()
 
 
 def write_model_card(model_dir: str | Path, results: dict | None = None, repo_id: str | None = None,
@@ -352,7 +289,7 @@ def check_hub_folder(folder: str | Path, allow_modified_code: bool = False) -> l
     AutoModelForSeq2SeqLM, each pointing at a code file present, none at another repository's) and
     ``custom_pipelines``; the family's code files and every single-dot import they make; no pickled or compiled
     files; a card whose YAML metadata parses; and code integrity: every .py file, at any depth, is byte for byte
-    the installed hf_s2s release's file of that name (:mod:`hf_s2s.code_integrity`). With ``allow_modified_code``
+    the installed hf_s2s release's file of that name (:mod:`hf_s2s.hub.code_integrity`). With ``allow_modified_code``
     other code passes, and the unified diff against the release (unknown files in full) is printed to stderr once
     everything else has passed: the person pushing it vouches for it, having seen it.
     """
@@ -369,9 +306,9 @@ def check_hub_folder(folder: str | Path, allow_modified_code: bool = False) -> l
 
     config = json.loads((folder / "config.json").read_text()) if "config.json" in files else {}
     model_type = config.get("model_type")
-    if config and model_type not in CODE_FILES:
-        problems.append(f"config.json model_type {model_type!r} is not one of {sorted(CODE_FILES)}")
-    code_files = set(CODE_FILES.get(model_type, ()))
+    if config and model_type not in FAMILIES:
+        problems.append(f"config.json model_type {model_type!r} is not one of {sorted(FAMILIES)}")
+    code_files = set(FAMILIES[model_type].code_files) if model_type in FAMILIES else set()
     auto_map = config.get("auto_map") or {}
     problems += [f"config.json auto_map lacks {auto_class}" for auto_class in AUTO_CLASSES
                  if config and auto_class not in auto_map]
@@ -429,10 +366,10 @@ def _check_staging_folder(model_dir: Path, output_dir: Path) -> None:
 def build_hub_folder(model_dir: str | Path, output_dir: str | Path, repo_id: str | None = None,
                      license: str = "apache-2.0", allow_modified_code: bool = False) -> Path:
     """Build in ``output_dir`` (new or empty, outside ``model_dir``) the exact folder :func:`push_to_hub` uploads
-    for the trained model in ``model_dir`` (a folder written by ``hf_s2s.training.run`` or ``save_pretrained`` +
+    for the trained model in ``model_dir`` (a folder written by ``hf_s2s.training.run.run`` or ``save_pretrained`` +
     tokenizer), check it, and return it.
 
-    The model is loaded strictly (:func:`hf_s2s.loading.load_model`: weights that do not match the config are
+    The model is loaded strictly (:func:`hf_s2s.models.loading.load_model`: weights that do not match the config are
     refused) and saved again (safetensors only, ``auto_map`` for the three auto classes, code files copied by
     ``save_pretrained`` from the installed hf_s2s), so nothing else from ``model_dir`` (optimizer state,
     training_args.bin, its own copies of the code) can slip in. The code is then the installed hf_s2s's: refused

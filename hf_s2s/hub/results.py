@@ -6,7 +6,7 @@ import json
 import math
 from pathlib import Path
 
-from .hub import family_defaults
+from ..models.families import FAMILIES
 
 # Where the training job writes results.json, relative to its --output_dir.
 RESULTS_FILES = ("results.json", "model/results.json")
@@ -50,17 +50,11 @@ def summary_line(results: dict) -> str:
 
 
 def _family_label(results: dict) -> str:
-    """"Transformer", or the RNN's cell and attention ("GRU + Bahdanau"), from a results.json dict."""
-    model_type = results.get("model_type")
-    if model_type != "rnn_seq2seq":
-        return {"transformer_seq2seq": "Transformer"}.get(model_type, str(model_type))
-    config = {**family_defaults(model_type), **results.get("model_config", {})}
-    attention = config["attention_type"]
-    label = {"bahdanau": "Bahdanau", "none": "no attention", "scaled_dot": "scaled dot"}.get(
-        attention, f"Luong {attention.removeprefix('luong_')}")
-    if config.get("attention_heads", 1) > 1:
-        label += f", {config['attention_heads']} heads"
-    return f"{config['cell_type'].upper()} + {label}"
+    """The family's short name in the results table ("Transformer", "GRU + Bahdanau"), from a results.json dict."""
+    family = FAMILIES.get(results.get("model_type"))
+    if family is None:
+        return str(results.get("model_type"))
+    return family.label(family.full_config(results.get("model_config")))
 
 
 def results_table(runs: list[dict]) -> str:

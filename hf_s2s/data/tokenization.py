@@ -3,7 +3,7 @@
 ``tokenizer(text, text_target=...)`` work), and check a tokenizer against a model config before training.
 
 Conventions every tokenizer trained here follows:
-- special tokens ``<pad>``, ``<s>``, ``</s>``, ``<unk>`` at ids 0, 1, 2, 3 (as in :mod:`hf_s2s.synthetic`);
+- special tokens ``<pad>``, ``<s>``, ``</s>``, ``<unk>`` at ids 0, 1, 2, 3 (as in :mod:`hf_s2s.data.synthetic`);
 - every encoded sequence ends with ``</s>`` (post-processor ``$A </s>``); no ``<s>`` is prepended, the
   decoder start token is the model config's business;
 - text is normalized by the tokenizer itself (:func:`normalize_text`: NFKC, every run of whitespace to one
@@ -31,8 +31,8 @@ from typing import Any
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
+from ..models.tokenization_separate_vocab import SeparateVocabTokenizer
 from .synthetic import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from .tokenization_separate_vocab import SeparateVocabTokenizer
 
 logger = logging.getLogger(__name__)
 

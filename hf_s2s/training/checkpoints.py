@@ -19,8 +19,8 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 from transformers import AutoConfig
 
-from .loading import TOKENIZER_FILES, load_model, load_tokenizer, refuse_to_overwrite
-from .vocabulary import check_same_vocabulary
+from ..data.vocabulary import check_same_vocabulary
+from ..models.loading import TOKENIZER_FILES, load_model, load_tokenizer, refuse_to_overwrite
 
 WEIGHTS_NAME = "model.safetensors"
 # Files copied from the newest checkpoint so the averaged folder loads like any saved model.
@@ -71,7 +71,7 @@ def _config(checkpoint: Path) -> dict:
 
 def _check_same_vocabulary(checkpoints: list[Path]) -> None:
     """Refuse checkpoints whose tokenizers (those that hold one) or configs differ in their vocabularies, source or
-    target, or special token ids: :func:`hf_s2s.vocabulary.check_same_vocabulary`, the check ensembles make."""
+    target, or special token ids: :func:`hf_s2s.data.vocabulary.check_same_vocabulary`, the check ensembles make."""
     for ckpt in checkpoints:
         _config(ckpt)  # a missing or unreadable config.json is named as such
     tokenizers = [load_tokenizer(ckpt) if any((ckpt / name).is_file() for name in TOKENIZER_FILES) else None
@@ -101,7 +101,7 @@ def average_checkpoints(checkpoints: list[str | Path], output_dir: str | Path, o
 
     Everything is checked before anything is written: the checkpoints must share one vocabulary, source and target,
     in their tokenizers and configs (as ensemble members must), one config (every field), and the first must load
-    strictly (:func:`hf_s2s.loading.load_model`: its weights match its config). An
+    strictly (:func:`hf_s2s.models.loading.load_model`: its weights match its config). An
     ``output_dir`` that already holds a model, tokenizer or run results is refused unless ``overwrite``; then
     its results.json and README.md are removed too, since they describe the weights being replaced."""
     checkpoints = [Path(c) for c in checkpoints]
@@ -184,7 +184,7 @@ def file_problem(path: str | Path) -> str | None:
 def checkpoint_problem(checkpoint: str | Path, ema_folder: str | None = None) -> str | None:
     """The first file of ``checkpoint`` that a resumed run could not read, and what is wrong with it (a sentence
     naming the file); None when every file reads. ``ema_folder``: the EMA weights' subfolder, checked too when
-    it is there (whether it must be is :func:`hf_s2s.ema.check_ema_resume`'s question)."""
+    it is there (whether it must be is :func:`hf_s2s.training.ema.check_ema_resume`'s question)."""
     checkpoint = Path(checkpoint)
     if not (checkpoint / TRAINER_STATE).is_file():
         return f"{checkpoint / TRAINER_STATE} is missing"

@@ -1,7 +1,7 @@
 """The main job: corpus -> tokenizer -> model -> Seq2SeqTrainer -> test-set evaluation -> Hub-ready folder.
 
 ``scripts/train.py`` is a thin command line over :func:`run`; the job's arguments, and the checks run before
-anything is read, are in :mod:`hf_s2s.training_arguments`. Everything runs unchanged under
+anything is read, are in :mod:`hf_s2s.training.arguments`. Everything runs unchanged under
 ``accelerate launch`` (Trainer handles the processes); the test-set evaluation and the files written at the
 end happen on the main process only.
 """
@@ -26,25 +26,22 @@ from transformers import (
 )
 from transformers.trainer_utils import seed_worker
 
-from . import data as data_lib
-from . import tokenization
-from .ema import EMA_FOLDER, EMACallback
-from .hub import write_model_card
-from .loading import load_model, load_tokenizer
-from .metrics import build_compute_metrics, compute_translation_metrics
-from .model_selection import AVERAGED_FOLDER, average_last_checkpoints, current_validation_bleu, validate_ema
-from .modeling_common import LENGTH_BOUND_FIELDS
-from .plotting import plot_alignment
-from .run_dir import (
-    RunLock,
-    hypotheses_path,
-    naming_a_full_disk,
-    prepare_output_dir,
-    record_tokenizer_arguments,
-    tokenizer_arguments_match,
+from ..data import corpus as data_lib
+from ..data import tokenization
+from ..data.sampling import LengthGroupedEpochSampler, TokenBudgetBatchSampler
+from ..hub.publish import write_model_card
+from ..inference.plots import plot_alignment
+from ..inference.translate import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_LENGTH_PENALTY,
+    alignment,
+    length_bound_arguments,
+    translate,
 )
-from .sampling import LengthGroupedEpochSampler, TokenBudgetBatchSampler
-from .training_arguments import (
+from ..metrics import build_compute_metrics, compute_translation_metrics
+from ..models.loading import load_model, load_tokenizer
+from ..models.modeling_common import LENGTH_BOUND_FIELDS
+from .arguments import (
     FAMILIES,
     LENGTH_BOUND_FLAGS,
     RECIPES_DIR,
@@ -59,13 +56,16 @@ from .training_arguments import (
     parse_args,
     parse_test_beams,
 )
-from .translate import (
-    DEFAULT_BATCH_SIZE,
-    DEFAULT_LENGTH_PENALTY,
-    alignment,
-    length_bound_arguments,
-    translate,
+from .ema import EMA_FOLDER, EMACallback
+from .run_dir import (
+    RunLock,
+    hypotheses_path,
+    naming_a_full_disk,
+    prepare_output_dir,
+    record_tokenizer_arguments,
+    tokenizer_arguments_match,
 )
+from .selection import AVERAGED_FOLDER, average_last_checkpoints, current_validation_bleu, validate_ema
 
 logger = logging.getLogger(__name__)
 
@@ -112,9 +112,9 @@ class CountingSeq2SeqTrainer(Seq2SeqTrainer):
     """Seq2SeqTrainer that counts the source + target tokens (padding excluded) of the batches it trains on, so
     training speed is measured on what was trained: streamed corpora and resumed runs included.
 
-    Its training order is a pure function of (seed, epoch) (:mod:`hf_s2s.sampling`), so a run resumed in any
+    Its training order is a pure function of (seed, epoch) (:mod:`hf_s2s.data.sampling`), so a run resumed in any
     epoch trains on the same batches as the uninterrupted run; with ``max_tokens_per_batch`` the batches are
-    token-budget batches (:class:`~hf_s2s.sampling.TokenBudgetBatchSampler`)."""
+    token-budget batches (:class:`~hf_s2s.data.sampling.TokenBudgetBatchSampler`)."""
 
     def __init__(self, *args, max_tokens_per_batch: int | None = None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -226,7 +226,7 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Seq
     The arguments are checked first (``check_arguments``), unless the caller did (``arguments_checked``: the command
     line does, to report a refusal as one line; the checks read checkpoint files and tokenizers, not worth doing
     twice). The main process then locks ``output_dir`` for the whole run and refuses a folder that holds another run
-    (see :mod:`hf_s2s.run_dir`); the other processes of an ``accelerate launch`` write only where the main process
+    (see :mod:`hf_s2s.training.run_dir`); the other processes of an ``accelerate launch`` write only where the main process
     lets them (after ``main_process_first``), so one lock per launch suffices, and when the main process is refused
     the launcher stops them."""
     if not arguments_checked:
@@ -412,6 +412,6 @@ def save_alignment_plot(model, tokenizer, sentence: str, path: Path) -> Path | N
     return plot_alignment(weights, source_tokens, target_tokens, path, title=sentence)
 
 
-# The arguments live in hf_s2s.training_arguments; the job's callers import them from here too.
+# The arguments live in hf_s2s.training.arguments; the job's callers import them from here too.
 __all__ = ["ModelArguments", "DataArguments", "RECIPES_DIR", "check_arguments", "default_training_arguments",
            "parse_args", "run", "load_recipe", "build_model"]

@@ -17,7 +17,7 @@ from pathlib import Path
 from safetensors import SafetensorError, safe_open
 from transformers import AutoModelForSeq2SeqLM
 
-from .tokenization import load_tokenizer as _load_tokenizer
+from ..data.tokenization import load_tokenizer as _load_tokenizer
 
 # Files that make a folder a saved model, tokenizer or training run's model: writing over any of them destroys
 # what another command produced.
@@ -114,7 +114,7 @@ def load_model(name_or_path: str | Path, model_class=AutoModelForSeq2SeqLM, **kw
 
 
 def load_tokenizer(name_or_path: str | Path, **kwargs):
-    """The model's tokenizer (:func:`hf_s2s.tokenization.load_tokenizer`); a local folder without tokenizer files
+    """The model's tokenizer (:func:`hf_s2s.data.tokenization.load_tokenizer`); a local folder without tokenizer files
     is a :class:`ModelFolderError` saying so (transformers would ask for sentencepiece instead)."""
     folder = local_folder(name_or_path)
     if folder is not None and not any((folder / name).is_file() for name in TOKENIZER_FILES) \

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..data.corpus import DATA_DIR_ENV
 from .checkpoints import (
     TRAINER_STATE,
     check_resume_checkpoint,
@@ -33,7 +34,6 @@ from .checkpoints import (
     file_problem,
     list_checkpoints,
 )
-from .data import DATA_DIR_ENV
 
 LOCK_NAME = ".hf_s2s_train.lock"
 # What a training run writes into its output folder besides checkpoint-<step>/ folders. (TensorBoard logs go
@@ -109,7 +109,7 @@ def check_resume(output_dir: str | Path, resume_from_checkpoint: str | None, ove
                  ema_folder: str | None = None) -> None:
     """A run resumes in its own folder, from one of its checkpoints: that is where its tokenizer (checked by
     :func:`tokenizer_arguments_match`) and the checkpoints that rotation and averaging see are. Every file of the
-    checkpoint must read (:func:`hf_s2s.checkpoints.check_resume_checkpoint`; ``ema_folder`` too, when given)."""
+    checkpoint must read (:func:`hf_s2s.training.checkpoints.check_resume_checkpoint`; ``ema_folder`` too, when given)."""
     if resume_from_checkpoint is None:
         return
     checkpoint = Path(resume_from_checkpoint)

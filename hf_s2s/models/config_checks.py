@@ -30,7 +30,7 @@ TRANSFORMERS_CONFIG_KWARGS = frozenset(
         "num_labels",
         "quantization_config",  # written by transformers' quantizers into the loaded config, and saved with it
         "tokenizer_class",
-        "custom_pipelines",  # the pipeline classes a Hub folder ships (hf_s2s.hub writes it)
+        "custom_pipelines",  # the pipeline classes a Hub folder ships (hf_s2s.hub.publish writes it)
         "hf_s2s_version",  # the hf_s2s release that wrote a config.json (to_dict records it)
     }
 )

@@ -16,7 +16,7 @@ penalty read as they read one model's), and one confident member cannot veto a t
 ensemble of one model, or of copies of one model, decodes exactly as that model does.
 
 Members may be of either family and may mix them: what they must share is the vocabulary, source and target, and the
-special token ids, in their tokenizers and configs (:func:`hf_s2s.vocabulary.check_same_vocabulary`, the check
+special token ids, in their tokenizers and configs (:func:`hf_s2s.data.vocabulary.check_same_vocabulary`, the check
 checkpoint averaging makes too).
 """
 
@@ -39,12 +39,12 @@ from transformers.cache_utils import Cache
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 from transformers.utils import can_return_tuple
 
-from .coverage import eager_attention
-from .loading import ModelFolderError, load_model, load_tokenizer, local_folder
-from .modeling_common import GenerationLengthDefault
-from .tokenization import check_tokenizer_fits_model, target_side
-from .transformers_compat import cache_argument, cache_output, output_cache
-from .vocabulary import VOCABULARY_FIELDS, check_same_vocabulary
+from ..data.tokenization import check_tokenizer_fits_model, target_side
+from ..data.vocabulary import VOCABULARY_FIELDS, check_same_vocabulary
+from ..models.loading import ModelFolderError, load_model, load_tokenizer, local_folder
+from ..models.modeling_common import GenerationLengthDefault
+from ..models.transformers_compat import cache_argument, cache_output, output_cache
+from .penalties import eager_attention
 
 # Why ensemble members must share one vocabulary, as the refusal says it.
 ENSEMBLE_PURPOSE = ("an ensemble averages the members' next-token distributions, so every member needs the same "
@@ -69,7 +69,7 @@ class EnsembleCache(Cache):
         super().__init__(layers=[])
         self.caches = caches
         self.reorders = reorders
-        # While a coverage penalty is attached (hf_s2s.coverage): the cross-attention summed over the steps so far
+        # While a coverage penalty is attached (hf_s2s.inference.penalties): the cross-attention summed over the steps so far
         # (N, S), and the real source tokens (N, S) bool.
         self.coverage = self.source_mask = None
 
@@ -178,7 +178,7 @@ class Seq2SeqEnsemble(GenerationLengthDefault, PreTrainedModel, GenerationMixin)
     @contextmanager
     def tracking_coverage(self) -> Iterator[None]:
         """Inside the block, each step also sums the members' cross-attention into the cache (the last decoder
-        layer's, averaged over heads and members), for :class:`hf_s2s.coverage.CoveragePenaltyLogitsProcessor`;
+        layer's, averaged over heads and members), for :class:`hf_s2s.inference.penalties.CoveragePenaltyLogitsProcessor`;
         the members run on the eager attention kernel, the only one that returns the weights."""
         self.tracks_coverage = True
         try:
@@ -250,7 +250,7 @@ class Seq2SeqEnsemble(GenerationLengthDefault, PreTrainedModel, GenerationMixin)
 
 def load_config(name_or_path: str | Path):
     """A model folder's config alone, without its weights (``AutoConfig``): what decoding checks before loading. A
-    missing folder, or one without config.json, is a :class:`hf_s2s.loading.ModelFolderError` as in ``load_model``."""
+    missing folder, or one without config.json, is a :class:`hf_s2s.models.loading.ModelFolderError` as in ``load_model``."""
     folder = local_folder(name_or_path)
     if folder is not None and not (folder / "config.json").is_file():
         raise ModelFolderError(f"{folder} holds no config.json: not a saved model folder")
@@ -274,9 +274,9 @@ class DecodingFolders:
 def read_for_decoding(folders: Sequence[str | Path]) -> DecodingFolders:
     """The tokenizers and configs of ``folders`` (no weights), refused where they cannot decode together or at all:
     members of different vocabularies, source or target, or special token ids, in their tokenizers or their configs
-    (:func:`hf_s2s.vocabulary.check_same_vocabulary`), a tokenizer that does not fit its model (more tokens
+    (:func:`hf_s2s.data.vocabulary.check_same_vocabulary`), a tokenizer that does not fit its model (more tokens
     than its embedding table has rows: a token id past the table would be a wrong lookup; special ids that differ;
-    :func:`hf_s2s.tokenization.check_tokenizer_fits_model`), and members whose weights load in different dtypes."""
+    :func:`hf_s2s.data.tokenization.check_tokenizer_fits_model`), and members whose weights load in different dtypes."""
     names = [str(folder) for folder in folders]
     if not names:
         raise ValueError("decoding needs at least one model folder, got none")
@@ -300,7 +300,7 @@ def load_for_decoding(folders: Sequence[str | Path], read: DecodingFolders | Non
     """``(model, tokenizer)`` to decode with: one folder's model, or the :class:`Seq2SeqEnsemble` of several (the
     tokenizer, and so the generation config, of the first). The folders are checked by :func:`read_for_decoding`
     (``read``: its result, when the caller already has it) before any weights are loaded, and every folder is then
-    loaded strictly (:func:`hf_s2s.loading.load_model`)."""
+    loaded strictly (:func:`hf_s2s.models.loading.load_model`)."""
     read = read if read is not None else read_for_decoding(folders)
     models = [load_model(folder) for folder in folders]
     if len(models) == 1:

@@ -58,7 +58,7 @@ class PaddingCollator:
 
 
 # ------------------------------------------------------------------------------------------- text-level tasks
-# The same tasks as text, in the ``translation`` column layout of hf_s2s.data, so a smoke run goes through the
+# The same tasks as text, in the ``translation`` column layout of hf_s2s.data.corpus, so a smoke run goes through the
 # real tokenizer training, tokenization and training pipeline. Language codes default to "src" and "tgt".
 
 SYMBOLS = "abcdefghijklmnopqrstuvwxyz"

@@ -12,16 +12,17 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, HfArgumentParser, Seq2SeqTrainingArguments
 
-from . import data as data_lib
-from . import tokenization
+from ..data import corpus as data_lib
+from ..data import tokenization
+from ..inference.translate import length_bound_arguments
+from ..models.families import FAMILIES as _FAMILY_REGISTRY
+from ..models.families import get_family
+from ..models.loading import TOKENIZER_FILES, ModelFolderError, load_tokenizer, local_folder
 from .ema import EMA_FOLDER, check_ema_decay, check_ema_resume
-from .hub import family_defaults
-from .loading import TOKENIZER_FILES, ModelFolderError, load_tokenizer, local_folder
 from .run_dir import check_output_dir, check_resume, run_inputs
-from .translate import length_bound_arguments
 
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"  # shipped inside the package (package data)
-FAMILIES = ("transformer_seq2seq", "rnn_seq2seq")
+FAMILIES = tuple(_FAMILY_REGISTRY)  # the model_type of each family
 LENGTH_BOUND_FLAGS = ("--max_len_a", "--max_len_b", "--no_length_bound")
 
 
@@ -53,7 +54,7 @@ class ModelArguments:
 class DataArguments:
     recipe: str | None = field(
         default=None,
-        metadata={"help": "a named recipe shipped in hf_s2s/recipes/ (or a JSON file): defaults for every argument"},
+        metadata={"help": "a named recipe shipped in hf_s2s/training/recipes/ (or a JSON file): defaults for every argument"},
     )
     dataset: str = field(
         default="multi30k",
@@ -145,7 +146,7 @@ def mixed_precision_default() -> dict:
 
 
 def load_recipe(name_or_path: str) -> dict:
-    """A named recipe shipped in hf_s2s/recipes/ (``transformer_small``) or a JSON file."""
+    """A named recipe shipped in hf_s2s/training/recipes/ (``transformer_small``) or a JSON file."""
     path = Path(name_or_path)
     if not path.is_file():
         path = RECIPES_DIR / f"{name_or_path}.json"
@@ -198,7 +199,7 @@ def build_config(model_args: ModelArguments, tokenizer=None):
     if tokenizer is not None:
         target = tokenization.target_side(tokenizer)
         overrides.update(tokenization.special_token_ids(tokenizer, target))
-        if target is not tokenizer and "share_encoder_decoder_embeddings" in family_defaults(model_args.model_type):
+        if target is not tokenizer and "share_encoder_decoder_embeddings" in get_family(model_args.model_type).defaults():
             # one id means different tokens in the two vocabularies: the tables must be separate
             if overrides.setdefault("share_encoder_decoder_embeddings", False):
                 raise ValueError("--model_config sets share_encoder_decoder_embeddings=true, but the tokenizer has "
@@ -327,7 +328,7 @@ def check_fine_tuning_tokenizer(model_args: ModelArguments) -> None:
 
 
 def needed_splits(data_args: DataArguments, training_args: Seq2SeqTrainingArguments) -> dict[str, str]:
-    """The corpus splits the run cannot do without, each with what needs it (for :func:`hf_s2s.data.check_splits`)."""
+    """The corpus splits the run cannot do without, each with what needs it (for :func:`hf_s2s.data.corpus.check_splits`)."""
     needed = {"train": "training"}
     if training_args.eval_strategy != "no":
         needed["validation"] = "evaluation (--eval_strategy is not 'no')"

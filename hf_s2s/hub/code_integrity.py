@@ -11,7 +11,7 @@ it after printing :func:`code_diff`), and ``hf-s2s verify`` tells a downloader w
 Every .py file anywhere in the folder counts, imported or not: the Hub serves them all, and transformers runs some
 that nothing imports (``custom_generate/generate.py`` replaces ``generate`` under ``trust_remote_code``).
 
-The entry of the current release (``hf_s2s/version.py``) follows the working tree until that release is out:
+The entry of the current release (``hf_s2s/models/version.py``) follows the working tree until that release is out:
 :data:`REGENERATE` rewrites it and keeps every earlier release's entry, and tests/test_verify.py fails while it is
 stale. Once a release is out, raise the version before changing a code file, or its entry would be overwritten.
 """
@@ -25,30 +25,13 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from .version import __version__
+from ..models.families import SHIPPED_CODE_FILES
+from ..models.version import __version__
 
-PACKAGE_DIR = Path(__file__).resolve().parent
-MANIFEST_PATH = PACKAGE_DIR / "code_manifest.json"  # package data: installed with hf_s2s
-REGENERATE = "python -m hf_s2s.code_integrity --write-manifest"
+PACKAGE_DIR = Path(__file__).resolve().parents[1] / "models"  # the code a saved folder ships
+MANIFEST_PATH = Path(__file__).resolve().parent / "code_manifest.json"  # package data: installed with hf_s2s
+REGENERATE = "python -m hf_s2s.hub.code_integrity --write-manifest"
 
-# The code files each family's model folder ships: what save_pretrained copies (the configuration and modeling
-# files and every single-dot relative import they make) plus the translation pipeline.
-PIPELINE_FILE = "pipeline_seq2seq.py"
-CODE_FILES = {
-    "transformer_seq2seq": (
-        "configuration_transformer_seq2seq.py", "modeling_transformer_seq2seq.py",
-        "attention_transformer_seq2seq.py", "config_checks.py", "modeling_common.py", "transformers_compat.py",
-        "version.py", PIPELINE_FILE,
-    ),
-    "rnn_seq2seq": (
-        "configuration_rnn_seq2seq.py", "modeling_rnn_seq2seq.py", "attention_rnn_seq2seq.py", "config_checks.py",
-        "modeling_common.py", "transformers_compat.py", "version.py", PIPELINE_FILE,
-    ),
-}
-# The separate-vocabulary tokenizer's code, which tokenizer.save_pretrained copies beside either family's files.
-TOKENIZER_CODE_FILE = "tokenization_separate_vocab.py"
-# Every code file a saved folder can hold: what the manifest records per release.
-SHIPPED_CODE_FILES = tuple(sorted({name for names in CODE_FILES.values() for name in names} | {TOKENIZER_CODE_FILE}))
 # Pickle-based or otherwise executable weight formats: loading them can run code.
 PICKLED_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".npy", ".npz", ".joblib")
 # Compiled code cannot be compared with a release.
@@ -80,7 +63,7 @@ def write_manifest(path: Path = MANIFEST_PATH, package_dir: Path = PACKAGE_DIR,
     releases[version] = package_code_hashes(package_dir)
     releases = dict(sorted(releases.items(), key=lambda item: Version(item[0])))
     path.write_text(json.dumps({
-        "about": "sha256 of the code files each hf_s2s release ships in a saved model folder (hf_s2s/code_integrity.py)",
+        "about": "sha256 of the code files each hf_s2s release ships in a saved model folder (hf_s2s/hub/code_integrity.py)",
         "regenerate": REGENERATE,
         "releases": releases,
     }, indent=2) + "\n")
@@ -103,7 +86,7 @@ def manifest_problems(path: Path = MANIFEST_PATH, package_dir: Path = PACKAGE_DI
         return []
     return [f"{path} does not record the code of hf_s2s {version} in {package_dir} ({'; '.join(differences)}): "
             f"regenerate it with `{REGENERATE}` and commit it (if {version} is already released, raise the version "
-            "in hf_s2s/version.py first, so that its entry stays)"]
+            "in hf_s2s/models/version.py first, so that its entry stays)"]
 
 
 def code_files_in(folder: Path) -> list[str]:
@@ -242,7 +225,7 @@ def code_diff(report: CodeReport, package_dir: Path = PACKAGE_DIR, manifest_path
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hf_s2s.code_integrity", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m hf_s2s.hub.code_integrity", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--write-manifest", action="store_true",
                         help=f"record this checkout's code files as hf_s2s {__version__}'s in {MANIFEST_PATH.name}")
@@ -256,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["CODE_FILES", "SHIPPED_CODE_FILES", "CodeReport", "code_diff", "compare_with_releases",
+__all__ = ["CodeReport", "code_diff", "compare_with_releases",
            "foreign_code_references", "manifest_problems", "verify_folder", "write_manifest"]
 
 
