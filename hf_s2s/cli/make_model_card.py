@@ -33,7 +33,7 @@ def check_card_output(results: Path, output: Path, overwrite: bool) -> None:
 
 def main(argv=None, prog=None):
     parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("results", help="results.json written by hf_s2s.training.run.run")
+    parser.add_argument("results", help="results.json written by the training job (hf-s2s train)")
     parser.add_argument("--repo-id", help="the Hub repository the card is for (used in the loading example)")
     parser.add_argument("--license", default="apache-2.0", help="license in the card metadata")
     parser.add_argument("--output", required=True, help="where the card is written")

@@ -16,7 +16,7 @@ import transformers
 
 import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.hub.results import summary_line
-from hf_s2s.training.run.run import check_arguments, parse_args, run
+from hf_s2s.training.run import check_arguments, parse_args, run
 
 PACKAGE_DIR = Path(hf_s2s.__file__).resolve().parent
 

@@ -144,7 +144,7 @@ def render_model_card(results: dict, repo_id: str | None = None, license: str = 
     """The filled model card (README.md text) for the run described by ``results`` (a results.json dict)."""
     for key in ("model_type", "model_config"):
         if key not in results:
-            raise ValueError(f"results has no {key!r}: pass the results.json that hf_s2s.training.run.run writes")
+            raise ValueError(f"results has no {key!r}: pass the results.json that the training job (hf-s2s train) writes")
     model_type, config = results["model_type"], results["model_config"]
     if model_type not in FAMILIES:
         raise ValueError(f"results['model_type'] must be one of {sorted(FAMILIES)}, got {model_type!r}")
@@ -366,7 +366,7 @@ def _check_staging_folder(model_dir: Path, output_dir: Path) -> None:
 def build_hub_folder(model_dir: str | Path, output_dir: str | Path, repo_id: str | None = None,
                      license: str = "apache-2.0", allow_modified_code: bool = False) -> Path:
     """Build in ``output_dir`` (new or empty, outside ``model_dir``) the exact folder :func:`push_to_hub` uploads
-    for the trained model in ``model_dir`` (a folder written by ``hf_s2s.training.run.run`` or ``save_pretrained`` +
+    for the trained model in ``model_dir`` (a folder written by the training job (``hf-s2s train``) or ``save_pretrained`` +
     tokenizer), check it, and return it.
 
     The model is loaded strictly (:func:`hf_s2s.models.loading.load_model`: weights that do not match the config are
