@@ -4,7 +4,7 @@ seconds and without a training run."""
 
 from pathlib import Path
 
-from hf_s2s.data.tokenization import train_tokenizer_from_texts
+from hf_s2s.data.tokenization import TranslationTokenizers, train_tokenizer_from_texts
 from tests.helpers import random_tiny_model
 
 # Words of single letters: the tokenizer learns them all, and random models give different outputs per sentence.
@@ -25,3 +25,17 @@ def save_tiny_model_folder(folder: str | Path, model_type: str, tokenizer=None, 
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return Path(folder)
+
+
+def separate_vocabulary_folders(base: Path) -> dict[str, Path]:
+    """A "de-en" and a "de-fr" model of the same sizes: one source vocabulary, target vocabularies of 280 tokens each
+    whose letters differ (a-j against k-t), so that every config field and the source side agree."""
+    shifted = str.maketrans("abcdefghij", "klmnopqrst")
+    targets = {"de_en": train_tokenizer_from_texts(TEXTS, vocab_size=280, min_frequency=1),
+               "de_fr": train_tokenizer_from_texts([text.translate(shifted) for text in TEXTS], vocab_size=280,
+                                                   min_frequency=1)}
+    assert len(targets["de_en"]) == len(targets["de_fr"])
+    return {name: save_tiny_model_folder(base / name, "transformer_seq2seq", seed=3,
+                                         tokenizer=TranslationTokenizers(tiny_tokenizer(), target).as_tokenizer(),
+                                         decoder_vocab_size=len(target), share_encoder_decoder_embeddings=False)
+            for name, target in targets.items()}

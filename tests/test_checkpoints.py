@@ -17,7 +17,7 @@ from safetensors.torch import load_file, save_file
 import hf_s2s  # noqa: F401
 from hf_s2s.models.loading import ModelFolderError
 from hf_s2s.training.checkpoints import average_checkpoints, file_problem, find_checkpoints
-from tests.saved_folders import save_tiny_model_folder, tiny_tokenizer
+from tests.saved_folders import save_tiny_model_folder, separate_vocabulary_folders, tiny_tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL_TYPE = "transformer_seq2seq"
@@ -149,7 +149,6 @@ def test_file_problem_names_a_damaged_file_of_each_kind_without_unpickling(tmp_p
 def test_average_refuses_checkpoints_of_different_vocabularies_as_an_ensemble_would(tmp_path):
     """Equal configs and shapes but other tokens (a de-en and a de-fr model sharing the source vocabulary): the
     averaged embeddings would mix rows of different tokens. The check is the ensemble's (hf_s2s.data.vocabulary)."""
-    from tests.test_ensemble import separate_vocabulary_folders
 
     folders = separate_vocabulary_folders(tmp_path)
     command = [sys.executable, str(ROOT / "scripts" / "average_checkpoints.py"), "--checkpoints",

@@ -14,7 +14,7 @@ import hf_s2s  # noqa: F401
 from hf_s2s.training.ema import recorded_ema_decay
 from hf_s2s.training.run import run
 from tests.helpers import TINY
-from tests.test_training import CrashAt, ForceBestMetric, tiny_args
+from tests.runs import CrashAt, ForceBestMetric, tiny_args
 
 DECAY = 0.8
 

@@ -15,7 +15,7 @@ from hf_s2s.data.tokenization import train_tokenizer_from_texts
 from hf_s2s.inference.ensemble import Seq2SeqEnsemble, load_for_decoding
 from hf_s2s.inference.translate import translate
 from hf_s2s.models.loading import load_model, load_tokenizer
-from tests.saved_folders import TEXTS, save_tiny_model_folder
+from tests.saved_folders import TEXTS, save_tiny_model_folder, separate_vocabulary_folders
 
 ROOT = Path(__file__).resolve().parent.parent
 SENTENCES = ["a b c d e", "f g", "h i j a b c", "d"]
@@ -110,23 +110,6 @@ def test_members_of_different_vocabularies_are_refused_naming_the_difference(fol
     with pytest.raises(ValueError, match=f"{other_folder} does not share the vocabulary of "
                                          f"{folders['transformer_seq2seq']}: vocabularies of 280 and 280 tokens"):
         load_for_decoding([folders["transformer_seq2seq"], other_folder])
-
-
-def separate_vocabulary_folders(base: Path) -> dict[str, Path]:
-    """A "de-en" and a "de-fr" model of the same sizes: one source vocabulary, target vocabularies of 280 tokens each
-    whose letters differ (a-j against k-t), so that every config field and the source side agree."""
-    from hf_s2s.data.tokenization import TranslationTokenizers
-    from tests.saved_folders import tiny_tokenizer
-
-    shifted = str.maketrans("abcdefghij", "klmnopqrst")
-    targets = {"de_en": train_tokenizer_from_texts(TEXTS, vocab_size=280, min_frequency=1),
-               "de_fr": train_tokenizer_from_texts([text.translate(shifted) for text in TEXTS], vocab_size=280,
-                                                   min_frequency=1)}
-    assert len(targets["de_en"]) == len(targets["de_fr"])
-    return {name: save_tiny_model_folder(base / name, "transformer_seq2seq", seed=3,
-                                         tokenizer=TranslationTokenizers(tiny_tokenizer(), target).as_tokenizer(),
-                                         decoder_vocab_size=len(target), share_encoder_decoder_embeddings=False)
-            for name, target in targets.items()}
 
 
 def test_members_of_one_source_but_different_target_vocabularies_are_refused(tmp_path):

@@ -8,9 +8,7 @@ import json
 import math
 
 import pytest
-import test_syncs
 import torch
-from helpers import random_tiny_model
 
 from hf_s2s.models.modeling_common import (
     DEFAULT_MAX_LEN_A,
@@ -19,6 +17,9 @@ from hf_s2s.models.modeling_common import (
     SourceLengthBoundLogitsProcessor,
     source_length_bound,
 )
+from tests import syncs
+from tests.helpers import random_tiny_model
+from tests.runs import tiny_args
 
 FAMILIES = ("rnn_seq2seq", "transformer_seq2seq")
 VOCAB, PAD, START, EOS = 23, 0, 1, 22
@@ -200,11 +201,11 @@ def test_the_processor_leaves_scores_alone_before_the_first_bound():
 def test_the_bound_reads_back_once_per_generate_call_not_per_step(model_type):
     """Rows are forced only from the first row's bound on, read back once (a GPU stalls on each read); before it
     the processor does no work at all."""
-    model = random_tiny_model(model_type, test_syncs.VOCAB, pad_token_id=test_syncs.PAD, eos_token_id=test_syncs.EOS,
-                              decoder_start_token_id=test_syncs.START)
+    model = random_tiny_model(model_type, syncs.VOCAB, pad_token_id=syncs.PAD, eos_token_id=syncs.EOS,
+                              decoder_start_token_id=syncs.START)
     for steps in (6, 12):
-        off = test_syncs.greedy_decode_syncs(model, steps, **OFF).total
-        assert test_syncs.greedy_decode_syncs(model, steps, max_len_a=2.0, max_len_b=1).total == off + 1
+        off = syncs.greedy_decode_syncs(model, steps, **OFF).total
+        assert syncs.greedy_decode_syncs(model, steps, max_len_a=2.0, max_len_b=1).total == off + 1
 
 
 @pytest.mark.parametrize(("bound", "message"), [
@@ -302,7 +303,6 @@ def test_translate_command_refuses_bad_bound_flags_before_loading(tmp_path, caps
 def test_training_job_flags_set_the_bound_its_results_and_folder_record(tmp_path):
     from hf_s2s.models.loading import load_model
     from hf_s2s.training.run import run
-    from tests.test_training import tiny_args
 
     output_dir = tmp_path / "run"
     results = run(*tiny_args(output_dir, "transformer_seq2seq", "--max_len_a", "0.5", "--max_len_b", "2",
@@ -326,7 +326,6 @@ def test_training_job_refuses_bad_bound_flags_before_anything_is_written(tmp_pat
     from transformers import MarianConfig
 
     from hf_s2s.training.run import run
-    from tests.test_training import tiny_args
 
     MarianConfig(vocab_size=VOCAB, d_model=8, decoder_start_token_id=START).save_pretrained(tmp_path / "marian")
     flags = [str(tmp_path / "marian") if flag == "MARIAN" else flag for flag in flags]

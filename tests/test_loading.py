@@ -21,8 +21,8 @@ from hf_s2s.hub.publish import push_to_hub
 from hf_s2s.models.loading import ModelFolderError, load_model, load_tokenizer, looks_like_local_path
 from hf_s2s.training.run import check_arguments, parse_args, run
 from tests.helpers import TINY
+from tests.runs import train_args
 from tests.saved_folders import TEXTS, save_tiny_model_folder, tiny_tokenizer
-from tests.test_run_dir import train_args
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTRA_KEY = "model.extra_projection.weight"

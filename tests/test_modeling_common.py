@@ -10,7 +10,6 @@ import textwrap
 
 import pytest
 import torch
-from helpers import TINY
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, Seq2SeqTrainer, Seq2SeqTrainingArguments
 from transformers.trainer_pt_utils import LabelSmoother
 
@@ -18,6 +17,7 @@ from hf_s2s.data.tokenization import train_tokenizer_from_texts
 from hf_s2s.inference.translate import alignment
 from hf_s2s.models.transformers_compat import CACHE_NAME, CACHE_NAMES, output_cache
 from hf_s2s.training.run import smooth_labels_in_model
+from tests.helpers import TINY
 
 # also run by CI on the oldest supported releases (constraints/oldest.txt)
 pytestmark = pytest.mark.compat

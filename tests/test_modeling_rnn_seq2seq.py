@@ -7,7 +7,6 @@ import json
 
 import pytest
 import torch
-from helpers import run_without_hf_s2s, single_thread, train_reversal
 from safetensors.torch import load_file, save_file
 from transformers import AutoModel, AutoModelForSeq2SeqLM
 
@@ -15,6 +14,7 @@ from hf_s2s import RNNSeq2SeqConfig, RNNSeq2SeqForConditionalGeneration, RNNSeq2
 from hf_s2s.models.attention_rnn_seq2seq import LuongDotAttention, MultiHeadDotAttention, ScaledDotAttention
 from hf_s2s.models.modeling_rnn_seq2seq import RNNSeq2SeqCache
 from hf_s2s.models.transformers_compat import output_cache
+from tests.helpers import run_without_hf_s2s, single_thread, train_reversal
 
 # also run by CI on the oldest supported releases (constraints/oldest.txt)
 pytestmark = pytest.mark.compat
@@ -493,7 +493,7 @@ def test_half_precision_gives_no_nan(dtype, attention_type):
 def test_decoder_attention_mask_is_accepted_as_transformers_models_accept_it():
     """transformers' seq2seq inputs include decoder_attention_mask (its common model tests pass one): the RNN takes
     it, and right-padded targets give the same loss and the same logits at real positions with or without it."""
-    from helpers import random_tiny_model
+    from tests.helpers import random_tiny_model
 
     model = random_tiny_model("rnn_seq2seq", vocab_size=30)
     input_ids = torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0]])

@@ -13,18 +13,8 @@ import pytest
 from hf_s2s.cli import run_command
 from hf_s2s.training.run import parse_args, run
 from hf_s2s.training.run_dir import LOCK_NAME
-from tests.helpers import TINY
+from tests.runs import train_args
 from tests.saved_folders import save_tiny_model_folder, tiny_tokenizer
-
-
-def train_args(output_dir, *extra):
-    return [
-        "--dataset", "synthetic:reversal", "--source_lang", "src", "--target_lang", "tgt", "--vocab_size", "280",
-        "--model_config", json.dumps(TINY["transformer_seq2seq"]), "--max_train_samples", "16",
-        "--max_test_samples", "2", "--max_steps", "1", "--eval_strategy", "no", "--save_strategy", "no",
-        "--load_best_model_at_end", "false", "--test_num_beams", "1", "--generation_max_length", "8",
-        "--output_dir", str(output_dir), "--report_to", "none", "--use_cpu", "true", "--disable_tqdm", "true", *extra,
-    ]
 
 
 def earlier_run(folder):

@@ -21,7 +21,7 @@ from hf_s2s.data.sampling import (
 )
 from hf_s2s.training.run import run
 from tests.helpers import TINY
-from tests.test_training import tiny_args
+from tests.runs import tiny_args
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,9 @@ import warnings
 
 import pytest
 import torch
-from helpers import random_tiny_model
 
 from hf_s2s.models.modeling_common import DEFAULT_GENERATION_MAX_LENGTH
+from tests.helpers import random_tiny_model
 
 FAMILIES = ("rnn_seq2seq", "transformer_seq2seq")
 VOCAB = 23

@@ -16,7 +16,7 @@ import pytest
 import torch
 import transformers
 from safetensors.torch import load_file
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, TrainerCallback
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_s2s  # noqa: F401
 import hf_s2s.data.corpus
@@ -29,20 +29,9 @@ from hf_s2s.training.checkpoints import average_checkpoints, find_checkpoints
 from hf_s2s.training.run import RECIPES_DIR, load_recipe, parse_args, run
 from hf_s2s.training.run_dir import hypotheses_path
 from tests.helpers import TINY
+from tests.runs import CrashAt, ForceBestMetric, tiny_args
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def tiny_args(output_dir, model_type="transformer_seq2seq", *extra):
-    return parse_args([
-        "--dataset", "synthetic:reversal", "--source_lang", "src", "--target_lang", "tgt", "--vocab_size", "280",
-        "--model_type", model_type, "--model_config", json.dumps(TINY[model_type]),
-        "--max_train_samples", "256", "--max_eval_samples", "32", "--max_test_samples", "16",
-        "--output_dir", str(output_dir), "--report_to", "none", "--use_cpu", "true", "--disable_tqdm", "true",
-        "--per_device_train_batch_size", "32", "--per_device_eval_batch_size", "16", "--learning_rate", "3e-3",
-        "--warmup_steps", "4", "--num_train_epochs", "2", "--generation_max_length", "16",
-        "--test_num_beams", "1,2", "--num_sample_translations", "3", "--logging_steps", "1", *extra,
-    ])
 
 
 @pytest.fixture(scope="module")
@@ -106,15 +95,6 @@ def test_training_loss_decreases(trained):
     state = json.loads((output_dir / "checkpoint-16" / "trainer_state.json").read_text())
     losses = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
     assert len(losses) == 16 and losses[-1] < losses[0] * 0.8
-
-
-class CrashAt(TrainerCallback):
-    def __init__(self, step):
-        self.step = step
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step == self.step:
-            raise KeyboardInterrupt(f"simulated kill at step {self.step}")
 
 
 @pytest.mark.parametrize("batching", [(), ("--max_tokens_per_batch", "400")], ids=["group_by_length", "tokens"])
@@ -325,16 +305,6 @@ def test_early_stopping_ends_the_run_when_validation_bleu_stops_improving(tmp_pa
                              "--early_stopping_patience", "1", "--test_num_beams", "1"))
     assert results["epochs"] == 2
     assert json.loads((tmp_path / "checkpoint-16" / "trainer_state.json").read_text())["best_global_step"] == 8
-
-
-class ForceBestMetric(TrainerCallback):
-    """Pretends the best single checkpoint scored ``value`` on validation, so the averaging decision is forced."""
-
-    def __init__(self, value):
-        self.value = value
-
-    def on_train_end(self, args, state, control, **kwargs):
-        state.best_metric = self.value
 
 
 @pytest.mark.parametrize("best_single", [-1.0, 1e9], ids=["average-wins", "best-single-wins"])

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import transformers
-from helpers import TINY, random_tiny_model, run_without_hf_s2s
 
 import hf_s2s
 from hf_s2s.models import transformers_compat
@@ -24,6 +23,7 @@ from hf_s2s.models.transformers_compat import (
     check_transformers_version,
     release,
 )
+from tests.helpers import TINY, random_tiny_model, run_without_hf_s2s
 
 pytestmark = pytest.mark.compat
 

@@ -1,0 +1,49 @@
+"""Arguments and callbacks for tiny runs of the training job (tests of training, resuming, EMA, run folders)."""
+
+import json
+
+from transformers import TrainerCallback
+
+from hf_s2s.training.run import parse_args
+from tests.helpers import TINY
+
+
+def tiny_args(output_dir, model_type="transformer_seq2seq", *extra):
+    return parse_args([
+        "--dataset", "synthetic:reversal", "--source_lang", "src", "--target_lang", "tgt", "--vocab_size", "280",
+        "--model_type", model_type, "--model_config", json.dumps(TINY[model_type]),
+        "--max_train_samples", "256", "--max_eval_samples", "32", "--max_test_samples", "16",
+        "--output_dir", str(output_dir), "--report_to", "none", "--use_cpu", "true", "--disable_tqdm", "true",
+        "--per_device_train_batch_size", "32", "--per_device_eval_batch_size", "16", "--learning_rate", "3e-3",
+        "--warmup_steps", "4", "--num_train_epochs", "2", "--generation_max_length", "16",
+        "--test_num_beams", "1,2", "--num_sample_translations", "3", "--logging_steps", "1", *extra,
+    ])
+
+
+def train_args(output_dir, *extra):
+    return [
+        "--dataset", "synthetic:reversal", "--source_lang", "src", "--target_lang", "tgt", "--vocab_size", "280",
+        "--model_config", json.dumps(TINY["transformer_seq2seq"]), "--max_train_samples", "16",
+        "--max_test_samples", "2", "--max_steps", "1", "--eval_strategy", "no", "--save_strategy", "no",
+        "--load_best_model_at_end", "false", "--test_num_beams", "1", "--generation_max_length", "8",
+        "--output_dir", str(output_dir), "--report_to", "none", "--use_cpu", "true", "--disable_tqdm", "true", *extra,
+    ]
+
+
+class CrashAt(TrainerCallback):
+    def __init__(self, step):
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            raise KeyboardInterrupt(f"simulated kill at step {self.step}")
+
+
+class ForceBestMetric(TrainerCallback):
+    """Pretends the best single checkpoint scored ``value`` on validation, so the averaging decision is forced."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def on_train_end(self, args, state, control, **kwargs):
+        state.best_metric = self.value
