@@ -7,7 +7,10 @@ Kept so that `python scripts/bench.py ...` works from a checkout; the command is
 
 import sys
 
+from checkout import use_shared_corpus  # scripts/checkout.py
+
 from hf_s2s.cli import run_command
 
 if __name__ == "__main__":
+    use_shared_corpus(sys.argv[1:])
     sys.exit(run_command("bench", sys.argv[1:]))

@@ -3,6 +3,7 @@
 import gzip
 import json
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -379,10 +380,10 @@ def no_env(monkeypatch):
 def test_resolution_order(tmp_path, no_env):
     explicit, from_env = write_folder(tmp_path / "explicit"), write_folder(tmp_path / "env")
     no_env.setenv(data.DATA_DIR_ENV, str(from_env))
-    assert data.resolve_data_dir(explicit, search_shared=False) == explicit
-    assert data.resolve_data_dir(None, search_shared=False) == from_env
+    assert data.resolve_data_dir(explicit) == explicit
+    assert data.resolve_data_dir(None) == from_env
     no_env.delenv(data.DATA_DIR_ENV)
-    assert data.resolve_data_dir(None, search_shared=False) is None
+    assert data.resolve_data_dir(None) is None
 
 
 def test_explicit_dir_that_does_not_exist_is_an_error(tmp_path, no_env):
@@ -396,21 +397,33 @@ def test_explicit_dir_that_does_not_exist_is_an_error(tmp_path, no_env):
 def test_nothing_reachable_says_what_to_pass(no_env):
     # Tests run offline (conftest), so the Hub attempt fails too.
     with pytest.raises(FileNotFoundError) as error:
-        data.load_multi30k(search_shared=False)
+        data.load_multi30k()
     message = str(error.value)
     assert "Pass --data_dir DIR (data_dir=DIR) or set HF_S2S_DATA_DIR=DIR" in message
     assert "train.de.gz, train.en.gz" in message and "'bentrevett/multi30k' from the Hub:" in message
     with pytest.raises(FileNotFoundError, match=r"Hub: not tried \(hub_name=None\)"):
-        data.load_multi30k(search_shared=False, hub_name=None)
+        data.load_multi30k(hub_name=None)
 
 
-def test_shared_copy_is_found_beside_the_project_root(no_env):
-    project_root = Path(hf_s2s.__file__).resolve().parents[1]
-    expected = (project_root.parent / "shared" / "data" / "multi30k").resolve()
-    assert data.shared_data_candidates()[0].resolve() == expected
-    if not expected.is_dir():
-        pytest.skip(f"no shared Multi30k at {expected}")
-    assert data.resolve_data_dir() == expected
+def test_the_library_never_looks_beside_the_checkout(no_env, tmp_path):
+    """Only --data_dir and $HF_S2S_DATA_DIR name a local corpus: run from a folder with ../shared/data/multi30k
+    beside it, the library still finds none (the checkout's scripts set the variable, below)."""
+    write_folder(tmp_path / "shared" / "data" / "multi30k")
+    (tmp_path / "work").mkdir()
+    no_env.chdir(tmp_path / "work")
+    assert data.resolve_data_dir() is None
+
+
+def test_the_checkouts_scripts_point_the_library_at_the_shared_copy(no_env):
+    from checkout import SHARED_MULTI30K, use_shared_corpus  # scripts/checkout.py (on sys.path: conftest)
+
+    assert SHARED_MULTI30K == Path(hf_s2s.__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
+    use_shared_corpus(["--data_dir", "elsewhere"])
+    assert os.environ.get(data.DATA_DIR_ENV) is None  # an explicit folder wins
+    if not SHARED_MULTI30K.is_dir():
+        pytest.skip(f"no shared Multi30k at {SHARED_MULTI30K}")
+    use_shared_corpus([])
+    assert data.resolve_data_dir() == SHARED_MULTI30K
     corpus = data.load_multi30k("de", "en", streaming=True)
     first = next(iter(corpus["test"]))["translation"]
     assert first == {"de": "Ein Mann mit einem orangefarbenen Hut, der etwas anstarrt.",

@@ -21,7 +21,8 @@ from pathlib import Path
 import torch
 from torch.utils import flop_counter
 
-MULTI30K_DIR = Path("/work/shared/data/multi30k")
+from ..data.corpus import DATA_DIR_ENV, resolve_data_dir
+
 _WORD_OR_PUNCT = re.compile(r"\w+|[^\w\s]")
 
 
@@ -63,8 +64,19 @@ def sentence_lengths(path: Path) -> list[int]:
         return [len(_WORD_OR_PUNCT.findall(line)) + 1 for line in f]
 
 
-def multi30k_length_pairs(data_dir: Path = MULTI30K_DIR, source: str = "de", target: str = "en") -> list[tuple[int, int]]:
+def multi30k_dir() -> Path:
+    """The Multi30k folder the full benchmark reads: ``$HF_S2S_DATA_DIR`` (``python scripts/bench.py`` points it at a
+    checkout's shared copy). ``--quick`` runs need no corpus."""
+    folder = resolve_data_dir()
+    if folder is None:
+        raise FileNotFoundError(f"the benchmark reads Multi30k's training split from ${DATA_DIR_ENV}: set it to a "
+                                "folder holding train.de.gz and train.en.gz (or run with --quick, which needs none)")
+    return folder
+
+
+def multi30k_length_pairs(data_dir: Path | None = None, source: str = "de", target: str = "en") -> list[tuple[int, int]]:
     """(source length, target length) of every Multi30k training pair, read in place (never copied)."""
+    data_dir = data_dir or multi30k_dir()
     src = sentence_lengths(data_dir / f"train.{source}.gz")
     tgt = sentence_lengths(data_dir / f"train.{target}.gz")
     return list(zip(src, tgt, strict=True))

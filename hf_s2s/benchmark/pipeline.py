@@ -24,7 +24,7 @@ from ..data import corpus as data_lib
 from ..data import synthetic, tokenization
 from ..models.configuration_transformer_seq2seq import TransformerSeq2SeqConfig
 from ..models.modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
-from .measure import MULTI30K_DIR, median, set_threads
+from .measure import median, multi30k_dir, set_threads
 
 RECIPE = "transformer_small"  # the README's main job
 MODELS = ("hf_s2s (main job)", "MarianMT")
@@ -35,7 +35,7 @@ def pipeline_dataset(settings):
     BPE of ``pipeline_vocab_size`` entries trained on them, or a synthetic corpus for smoke runs."""
     if settings.use_multi30k:
         corpus = data_lib.load_translation_corpus("multi30k", source_lang="de", target_lang="en",
-                                                  data_dir=MULTI30K_DIR)
+                                                  data_dir=multi30k_dir())
         source, target = "de", "en"
     else:
         corpus = synthetic.text_reversal_corpus(num_train=settings.pipeline_pairs, num_validation=8, num_test=8)

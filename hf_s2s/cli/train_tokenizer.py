@@ -29,7 +29,7 @@ def parse_args(argv=None, prog=None) -> argparse.Namespace:
                         help="multi30k, synthetic:reversal, synthetic:reordering, a corpus folder, a .jsonl/.tsv file "
                              "or pattern with {split}, or a Hub dataset name")
     parser.add_argument("--dataset_config", default=None, help="Hub dataset config name")
-    parser.add_argument("--data_dir", default=None, help="folder holding Multi30k (else $HF_S2S_DATA_DIR, the shared copy)")
+    parser.add_argument("--data_dir", default=None, help="folder holding Multi30k (else $HF_S2S_DATA_DIR, else the Hub)")
     parser.add_argument("--source_lang", default="de", help="source language key of the corpus")
     parser.add_argument("--target_lang", default="en", help="target language key of the corpus")
     parser.add_argument("--vocab_size", type=int, default=8000, help="final vocabulary size (special and byte tokens included)")

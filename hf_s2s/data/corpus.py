@@ -44,9 +44,6 @@ DEFAULT_SPLIT_PREFIXES: dict[str, tuple[str, ...]] = {
 }
 DATA_DIR_ENV = "HF_S2S_DATA_DIR"
 MULTI30K_HUB_NAME = "bentrevett/multi30k"
-# The shared corpora sit beside the project's root: <root>/../shared/data/multi30k.
-SHARED_MULTI30K = Path("..") / "shared" / "data" / "multi30k"
-_PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 AnyDatasetDict = DatasetDict | IterableDatasetDict
 PathLike = str | os.PathLike
@@ -400,15 +397,9 @@ def load_hub(
 # --------------------------------------------------------------------------------------------- Multi30k
 
 
-def shared_data_candidates() -> list[Path]:
-    """Where the shared Multi30k copy may be: beside the project root (found from this file), then beside
-    the current directory."""
-    return [_PROJECT_ROOT / SHARED_MULTI30K, Path.cwd() / SHARED_MULTI30K]
-
-
-def resolve_data_dir(data_dir: PathLike | None = None, search_shared: bool = True) -> Path | None:
-    """The Multi30k folder to use: ``data_dir`` if given, else ``$HF_S2S_DATA_DIR``, else the shared copy
-    (:func:`shared_data_candidates`, unless ``search_shared=False``), else None (then load from the Hub).
+def resolve_data_dir(data_dir: PathLike | None = None) -> Path | None:
+    """The Multi30k folder to use: ``data_dir`` if given, else ``$HF_S2S_DATA_DIR``, else None (then load from the
+    Hub). The library looks nowhere else: a checkout's scripts point ``$HF_S2S_DATA_DIR`` at the corpus beside it.
 
     A folder given explicitly (argument or environment variable) that does not exist is an error, not a
     reason to look elsewhere.
@@ -422,10 +413,6 @@ def resolve_data_dir(data_dir: PathLike | None = None, search_shared: bool = Tru
                     f"to a folder holding train.de.gz, train.en.gz, val.*, test_2016_flickr.*"
                 )
             return path
-    if search_shared:
-        for candidate in shared_data_candidates():
-            if candidate.is_dir():
-                return candidate.resolve()
     return None
 
 
@@ -434,16 +421,14 @@ def load_multi30k(
     target_lang: str = "en",
     data_dir: PathLike | None = None,
     streaming: bool = False,
-    search_shared: bool = True,
     hub_name: str | None = MULTI30K_HUB_NAME,
 ) -> AnyDatasetDict:
-    """Multi30k task 1 from the first place that has it: ``data_dir``, ``$HF_S2S_DATA_DIR``, the shared copy
-    (``../shared/data/multi30k``), the Hub (``hub_name``; None to never try). Test split: test_2016_flickr."""
-    resolved = resolve_data_dir(data_dir, search_shared=search_shared)
+    """Multi30k task 1 from the first place that has it: ``data_dir``, ``$HF_S2S_DATA_DIR``, the Hub (``hub_name``;
+    None to never try). Test split: test_2016_flickr."""
+    resolved = resolve_data_dir(data_dir)
     if resolved is not None:
         logger.info("loading Multi30k from %s", resolved)
         return load_text_folder(resolved, source_lang, target_lang, streaming=streaming)
-    tried = [str(p) for p in shared_data_candidates()] if search_shared else []
     hub_error = "not tried (hub_name=None)"
     if hub_name is not None:
         try:
@@ -452,8 +437,8 @@ def load_multi30k(
             hub_error = f"{type(error).__name__}: {error}"
     raise FileNotFoundError(
         f"Multi30k not found. Pass --data_dir DIR (data_dir=DIR) or set {DATA_DIR_ENV}=DIR, where DIR holds "
-        f"train.{source_lang}.gz, train.{target_lang}.gz, val.*, test_2016_flickr.*. Looked for the shared copy in: "
-        f"{tried or 'nowhere (search_shared=False)'}; loading {hub_name!r} from the Hub: {hub_error}"
+        f"train.{source_lang}.gz, train.{target_lang}.gz, val.*, test_2016_flickr.*; loading {hub_name!r} from the "
+        f"Hub: {hub_error}"
     )
 
 
@@ -546,7 +531,7 @@ def load_translation_corpus(
 ) -> AnyDatasetDict:
     """One entry point for scripts, dispatching on ``dataset``:
 
-    - ``"multi30k"``: :func:`load_multi30k` (``data_dir``, ``$HF_S2S_DATA_DIR``, shared copy, Hub);
+    - ``"multi30k"``: :func:`load_multi30k` (``data_dir``, ``$HF_S2S_DATA_DIR``, Hub);
     - ``"synthetic:reversal"`` / ``"synthetic:reordering"``: the text tasks of :mod:`hf_s2s.data.synthetic`,
       with ``source_lang`` / ``target_lang`` as their language codes;
     - a folder: :func:`load_text_folder` (with ``split_prefixes``);
@@ -676,6 +661,5 @@ __all__ = [
     "load_text_folder",
     "load_tsv",
     "resolve_data_dir",
-    "shared_data_candidates",
     "tokenize_corpus",
 ]
