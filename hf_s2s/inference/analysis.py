@@ -7,7 +7,7 @@ Shapes: N sentences, S the longest source in tokens (the tokenizer's </s> includ
 import torch
 import torch.nn.functional as F
 
-from .penalties import eager_attention
+from .attention import eager_attention
 from .translate import (
     DEFAULT_BATCH_SIZE,
     _batches_by_length,

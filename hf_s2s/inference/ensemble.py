@@ -44,7 +44,7 @@ from ..data.vocabulary import VOCABULARY_FIELDS, check_same_vocabulary
 from ..models.loading import ModelFolderError, load_model, load_tokenizer, local_folder
 from ..models.modeling_common import GenerationLengthDefault
 from ..models.transformers_compat import cache_argument, cache_output, output_cache
-from .penalties import eager_attention
+from .attention import eager_attention
 
 # Why ensemble members must share one vocabulary, as the refusal says it.
 ENSEMBLE_PURPOSE = ("an ensemble averages the members' next-token distributions, so every member needs the same "

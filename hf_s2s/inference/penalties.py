@@ -21,28 +21,8 @@ model for a single model), which ``generate()`` reorders with the beams; the wra
 cross-attention of each step (eager kernel) only while a :class:`CoveragePenaltyLogitsProcessor` is attached.
 """
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-
 import torch
 from transformers import LogitsProcessor
-
-from ..models.transformers_compat import attention_implementation
-
-
-@contextmanager
-def eager_attention(models: Sequence) -> Iterator[None]:
-    """Run ``models`` on the eager attention kernel inside the block, the only one that returns attention weights
-    (sdpa and the others return None), and switch each back to its own kernel afterwards."""
-    kernels = {model: attention_implementation(model.config) for model in models
-               if attention_implementation(model.config) not in (None, "eager")}
-    for model in kernels:
-        model.set_attn_implementation("eager")
-    try:
-        yield
-    finally:
-        for model, kernel in kernels.items():
-            model.set_attn_implementation(kernel)
 
 
 def coverage_penalty(coverage: torch.Tensor, source_mask: torch.Tensor, beta: float) -> torch.Tensor:

@@ -19,8 +19,9 @@ from ..data.corpus import _lines, is_blank
 from ..data.tokenization import target_side
 from ..metrics import compute_translation_metrics
 from ..models.modeling_common import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, check_length_bound
+from .attention import eager_attention
 from .ensemble import Seq2SeqEnsemble
-from .penalties import CoveragePenaltyLogitsProcessor, eager_attention
+from .penalties import CoveragePenaltyLogitsProcessor
 
 logger = logging.getLogger(__name__)
 
