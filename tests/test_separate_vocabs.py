@@ -12,9 +12,10 @@ from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_s2s  # noqa: F401
 from hf_s2s.data.corpus import load_translation_corpus
-from hf_s2s.data.tokenization import load_tokenizer, train_translation_tokenizers
+from hf_s2s.data.tokenization import train_translation_tokenizers
 from hf_s2s.hub.publish import HubFolderError, build_hub_folder, check_hub_folder
 from hf_s2s.inference.translate import translate
+from hf_s2s.models.loading import load_tokenizer
 from hf_s2s.models.pipeline_seq2seq import Seq2SeqTranslationPipeline
 from hf_s2s.training.checkpoints import list_checkpoints
 from hf_s2s.training.run import build_model, parse_args, run

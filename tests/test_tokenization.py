@@ -17,13 +17,13 @@ from hf_s2s.data.synthetic import text_reversal_corpus
 from hf_s2s.data.tokenization import (
     TranslationTokenizers,
     check_tokenizer_fits_model,
-    load_tokenizer,
     normalize_text,
     special_token_ids,
     train_tokenizer,
     train_tokenizer_from_texts,
     train_translation_tokenizers,
 )
+from hf_s2s.models.loading import load_tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -276,19 +276,6 @@ def train_tokenizer(
     ).target
 
 
-def load_tokenizer(name_or_path: str | Path, **kwargs: Any) -> PreTrainedTokenizerBase:
-    """``AutoTokenizer.from_pretrained`` of a joint-vocabulary tokenizer folder (or Hub id). A folder of
-    separate vocabularies (``source/``, ``target/``) is an error here: load it with
-    :meth:`TranslationTokenizers.from_pretrained`."""
-    path = Path(name_or_path)
-    if path.is_dir() and not (path / "tokenizer_config.json").is_file() and (path / "source").is_dir():
-        raise ValueError(
-            f"{path} holds separate source/ and target/ tokenizers; load them with "
-            f"TranslationTokenizers.from_pretrained({str(path)!r})"
-        )
-    return AutoTokenizer.from_pretrained(name_or_path, **kwargs)
-
-
 def target_side(tokenizer: PreTrainedTokenizerBase) -> PreTrainedTokenizerBase:
     """The tokenizer of the target vocabulary: ``tokenizer.target_tokenizer`` for a
     :class:`SeparateVocabTokenizer` (also one loaded as remote code), else ``tokenizer`` itself (one vocabulary
@@ -429,7 +416,6 @@ __all__ = [
     "check_tokenizer_fits_model",
     "check_training_arguments",
     "check_vocab_size",
-    "load_tokenizer",
     "normalize_text",
     "special_token_ids",
     "target_side",

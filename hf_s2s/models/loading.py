@@ -15,9 +15,7 @@ import re
 from pathlib import Path
 
 from safetensors import SafetensorError, safe_open
-from transformers import AutoModelForSeq2SeqLM
-
-from ..data.tokenization import load_tokenizer as _load_tokenizer
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 # Files that make a folder a saved model, tokenizer or training run's model: writing over any of them destroys
 # what another command produced.
@@ -114,14 +112,18 @@ def load_model(name_or_path: str | Path, model_class=AutoModelForSeq2SeqLM, **kw
 
 
 def load_tokenizer(name_or_path: str | Path, **kwargs):
-    """The model's tokenizer (:func:`hf_s2s.data.tokenization.load_tokenizer`); a local folder without tokenizer files
-    is a :class:`ModelFolderError` saying so (transformers would ask for sentencepiece instead)."""
+    """``AutoTokenizer.from_pretrained`` of a model folder (or Hub id). A local folder without tokenizer files is a
+    :class:`ModelFolderError` saying so (transformers would ask for sentencepiece instead); a folder of separate
+    ``source/`` and ``target/`` tokenizers (no tokenizer_config.json) is one too: it loads with
+    ``hf_s2s.data.tokenization.TranslationTokenizers.from_pretrained``."""
     folder = local_folder(name_or_path)
-    if folder is not None and not any((folder / name).is_file() for name in TOKENIZER_FILES) \
-            and not (folder / "source").is_dir():
+    if folder is not None and not (folder / "tokenizer_config.json").is_file() and (folder / "source").is_dir():
+        raise ModelFolderError(f"{folder} holds separate source/ and target/ tokenizers; load them with "
+                               f"TranslationTokenizers.from_pretrained({str(folder)!r})")
+    if folder is not None and not any((folder / name).is_file() for name in TOKENIZER_FILES):
         raise ModelFolderError(f"{folder} holds no tokenizer (expected {' or '.join(TOKENIZER_FILES)}); save the "
                                "tokenizer into the model folder with tokenizer.save_pretrained")
-    return _load_tokenizer(name_or_path, **kwargs)
+    return AutoTokenizer.from_pretrained(name_or_path, **kwargs)
 
 
 def refuse_to_overwrite(folder: str | Path, flag: str, files: tuple[str, ...] = SAVED_FILES) -> None:
