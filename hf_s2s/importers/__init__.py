@@ -1,0 +1,55 @@
+"""Importers: trained models of the old toolkits (OpenNMT-py, Joey NMT, fairseq) as hf_s2s folders.
+
+:func:`convert` reads a toolkit's checkpoint safely (:mod:`.checkpoints`: no toolkit code runs, no arbitrary
+object is unpickled), maps its weights onto the hf_s2s family whose math it matches, builds a tokenizer that gives
+every token the toolkit's id (:mod:`.vocabulary`) and writes an ordinary model folder: ``from_pretrained``,
+``hf-s2s translate``, the training job (fine-tuning) and ``hf-s2s push-to-hub`` take it as they take a trained one.
+``conversion.json`` records where it came from. What a converter cannot express exactly is refused, naming the
+option; nothing is approximated.
+"""
+
+import hashlib
+import json
+from pathlib import Path
+
+from ..models.loading import check_writable, refuse_to_overwrite
+from .base import CONVERTERS, Converted, register
+from .checkpoints import CheckpointError
+
+CONVERSION_FILE = "conversion.json"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def convert(toolkit: str, checkpoint: str | Path, output_dir: str | Path, *, overwrite: bool = False,
+            **files: str | Path | None) -> Path:
+    """Convert ``checkpoint`` of ``toolkit`` (one of :func:`toolkits`) into an hf_s2s folder at ``output_dir``.
+    ``files`` name what the toolkit keeps outside the checkpoint (``config``, ``source_vocab``, ``target_vocab``);
+    by default each converter looks for them where the toolkit writes them. Returns the folder."""
+    if toolkit not in CONVERTERS:
+        raise ValueError(f"--from must be one of {toolkits()}, got {toolkit!r}")
+    checkpoint, output_dir = Path(checkpoint), Path(output_dir)
+    if not overwrite:
+        refuse_to_overwrite(output_dir, "--overwrite")
+    check_writable(output_dir, "OUT_DIR")
+    converted = CONVERTERS[toolkit](checkpoint, **{k: Path(v) for k, v in files.items() if v is not None})
+    converted.model.save_pretrained(output_dir)
+    converted.tokenizer.save_pretrained(output_dir)
+    record = {"toolkit": converted.toolkit, "architecture": converted.architecture,
+              "checkpoint": checkpoint.name, "checkpoint_sha256": _sha256(checkpoint), **converted.details}
+    (output_dir / CONVERSION_FILE).write_text(json.dumps(record, indent=2) + "\n")
+    return output_dir
+
+
+def toolkits() -> list[str]:
+    """The ``--from`` values: every toolkit with a converter."""
+    return sorted(CONVERTERS)
+
+
+__all__ = ["CONVERSION_FILE", "CheckpointError", "Converted", "convert", "register", "toolkits"]
