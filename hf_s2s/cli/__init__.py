@@ -28,6 +28,8 @@ COMMANDS = {
     "bench": ("bench", "benchmark against MarianMT and a textbook RNN"),
     "export-ctranslate2": ("export_ctranslate2", "export a Transformer folder to a CTranslate2 model directory"),
     "similarity": ("similarity", "cosine similarity of sentence pairs under a model's encoder"),
+    "convert": ("convert", "convert an OpenNMT-py, Joey NMT or fairseq checkpoint into an hf_s2s folder"),
+    "serve": ("serve", "serve model folders over HTTP with dynamic batching (the serve extra)"),
 }
 
 

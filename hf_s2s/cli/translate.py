@@ -4,6 +4,7 @@
     echo "Ein Hund läuft." | hf-s2s translate runs/x/model --beams 5 --nbest 3 --scores
     hf-s2s translate runs/x/model --plot-alignment align.png --sentence "Ein Hund läuft."
     hf-s2s translate runs/x/model --int8 --input test.de > test.hyp.en   # int8 weights on the CPU
+    hf-s2s translate runs/x/model --engine ctranslate2 --input test.de  # a Transformer exported to CTranslate2 on start
     hf-s2s translate runs/x/model --plot-encoder-attention enc.png --layer 2 --sentence "Ein Hund läuft."
     hf-s2s translate runs/x/checkpoint-908 runs/x/checkpoint-1362 --input test.de  # an ensemble of two
     hf-s2s translate runs/x/model --input test.de --reference test.en > test.hyp.en  # BLEU and chrF on stderr
@@ -21,6 +22,7 @@ from pathlib import Path
 import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.cli import HelpFormatter
 from hf_s2s.inference.analysis import check_has_encoder_attention, encoder_attention
+from hf_s2s.inference.engines import ENGINES, load_engine
 from hf_s2s.inference.ensemble import Seq2SeqEnsemble, load_for_decoding, read_for_decoding
 from hf_s2s.inference.int8 import quantize_int8
 from hf_s2s.inference.plots import check_layer_and_head, plot_alignment, plot_encoder_attention
@@ -87,7 +89,11 @@ def main(argv=None, prog=None):
                              "limits the output")
     parser.add_argument("--int8", action="store_true",
                         help="decode with int8 weights on the CPU (hf_s2s.quantize_int8: dynamic quantization of the "
-                             "linear and recurrent layers)")
+                             "linear and recurrent layers; with --engine ctranslate2, CTranslate2's int8)")
+    parser.add_argument("--engine", choices=list(ENGINES), default="torch",
+                        help="torch: generate(); ctranslate2: the Transformer family exported to CTranslate2 when the "
+                             "command starts (pip install 'hf_s2s[ctranslate2]'; one model folder, no plots or "
+                             "coverage penalty)")
     parser.add_argument("--coverage-penalty", type=float, default=0.0, metavar="BETA",
                         help="beam search coverage penalty beta (GNMT eq. 14; 0 = off): hypotheses that leave source "
                              "words unattended lose score")
@@ -113,6 +119,14 @@ def main(argv=None, prog=None):
         bound = length_bound_arguments(args.max_len_a, args.max_len_b, args.no_length_bound)
         if (args.layer is not None or args.head is not None) and not args.plot_encoder_attention:
             raise ValueError("--layer and --head choose what --plot-encoder-attention draws; give it a PNG path")
+        if args.engine != "torch":
+            needs_torch = [what for what, given in (("an ensemble", len(args.model) > 1),
+                                                    ("--plot-alignment", args.plot_alignment),
+                                                    ("--plot-encoder-attention", args.plot_encoder_attention),
+                                                    ("--coverage-penalty", args.coverage_penalty)) if given]
+            if needs_torch:
+                raise ValueError(f"--engine {args.engine} decodes one model folder without plots or coverage penalty; "
+                                 f"asked for: {', '.join(needs_torch)} (decode those with --engine torch)")
         if plotting and len(args.model) > 1:
             flag = "--plot-alignment" if args.plot_alignment else "--plot-encoder-attention"
             raise ValueError(f"{flag} plots one model's attention; got {len(args.model)} model folders")
@@ -128,6 +142,13 @@ def main(argv=None, prog=None):
         folders = read_for_decoding(args.model)  # tokenizers and configs, checked; no weights yet
         check_models_support(folders.configs, folders.names, coverage_penalty=args.coverage_penalty,
                              alignment=bool(args.plot_alignment), max_new_tokens=args.max_new_tokens)
+        if args.engine != "torch":  # the engine loads (and exports) the folder and completes the options itself
+            engine = load_engine(args.model[0], args.engine, int8=args.int8)
+            options = engine.options(num_beams=args.beams, num_return_sequences=args.nbest, max_len_a=args.max_len_a,
+                                     max_len_b=args.max_len_b, no_length_bound=args.no_length_bound,
+                                     max_new_tokens=args.max_new_tokens, length_penalty=args.length_penalty)
+            results = engine.translate(sentences, options, batch_size=args.batch_size, scores=args.scores)
+            return print_translations(results, args, references)
         model, tokenizer = load_for_decoding(args.model, folders)
         if args.plot_encoder_attention:
             check_has_encoder_attention(model)
@@ -142,7 +163,7 @@ def main(argv=None, prog=None):
         check_translation(model, num_beams=args.beams, num_return_sequences=args.nbest, batch_size=args.batch_size,
                           max_new_tokens=args.max_new_tokens, length_penalty=args.length_penalty,
                           coverage_penalty=0.0 if plotting else args.coverage_penalty, **bound)
-    except (OSError, ValueError) as error:
+    except (ImportError, OSError, ValueError) as error:
         sys.exit(f"error: {error}")
     if args.plot_alignment:
         sentence = sentences[0]
@@ -162,6 +183,12 @@ def main(argv=None, prog=None):
                         num_return_sequences=args.nbest, max_new_tokens=args.max_new_tokens,
                         length_penalty=args.length_penalty, scores=args.scores, coverage_penalty=args.coverage_penalty,
                         **bound)
+    return print_translations(results, args, references)
+
+
+def print_translations(results, args, references) -> int:
+    """The hypotheses on stdout (with their sentence's number for n-best lists and their scores when asked for), then
+    the scores against ``references`` on stderr when given."""
     for index, hypotheses in enumerate(results):
         for hypothesis in hypotheses:
             fields = [hypothesis.text]
