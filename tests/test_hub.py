@@ -22,13 +22,13 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 import hf_s2s
 import hf_s2s.hub.publish as hub
 from hf_s2s.cli import run_command
+from hf_s2s.hub.card import render_model_card
 from hf_s2s.hub.code_integrity import PACKAGE_DIR, compare_with_releases
 from hf_s2s.hub.publish import (
     HubFolderError,
     build_hub_folder,
     check_hub_folder,
     push_to_hub,
-    render_model_card,
 )
 from hf_s2s.models import modeling_common
 from hf_s2s.models.families import FAMILIES, PIPELINE_FILE

@@ -145,7 +145,7 @@ def run_installed(installed, *command, stdin=None):
 def test_wheel_ships_the_recipes_and_the_card_template(installed):
     """The installed package is the venv's, not this checkout's, and carries its package data."""
     venv = installed[0].parent
-    script = ("import json, hf_s2s, hf_s2s.hub.publish as hub, hf_s2s.training.run as t; print(json.dumps([hf_s2s.__file__, "
+    script = ("import json, hf_s2s, hf_s2s.hub.card as hub, hf_s2s.training.run as t; print(json.dumps([hf_s2s.__file__, "
               "sorted(p.stem for p in t.RECIPES_DIR.glob('*.json')), hub.CARD_TEMPLATE.is_file()]))")
     module_file, recipes, has_template = json.loads(run_installed(installed, "python", "-c", script).stdout)
     assert Path(module_file).is_relative_to(venv)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.cli import HelpFormatter
-from hf_s2s.hub.publish import render_model_card
+from hf_s2s.hub.card import render_model_card
 from hf_s2s.hub.results import read_results
 
 

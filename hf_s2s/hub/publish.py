@@ -1,11 +1,12 @@
-"""Sharing a trained model on the Hugging Face Hub: the model card, the self-contained Hub folder and the upload.
+"""Sharing a trained model on the Hugging Face Hub: the self-contained Hub folder and the upload.
 
 A Hub folder holds everything a user without hf_s2s needs: safetensors weights, config.json whose ``auto_map``
 names ``AutoConfig``, ``AutoModel`` and ``AutoModelForSeq2SeqLM``, the model code (the family's configuration and
 modeling files plus the single-dot siblings they import), the translation pipeline named in
 ``custom_pipelines``, the tokenizer files, generation_config.json and a README.md model card filled from the
-training run's results.json. :func:`check_hub_folder` refuses a folder that lacks any of it, holds a pickled or
-compiled file, or whose code is not byte for byte the installed hf_s2s release's (:mod:`hf_s2s.hub.code_integrity`).
+training run's results.json (:mod:`hf_s2s.hub.card`). :func:`check_hub_folder` refuses a folder that lacks any of
+it, holds a pickled or compiled file, or whose code is not byte for byte the installed hf_s2s release's
+(:mod:`hf_s2s.hub.code_integrity`).
 
 ``hf-s2s push-to-hub`` is the command line over :func:`push_to_hub`; ``--dry-run`` builds the folder without the
 network. ``hf-s2s make-model-card`` regenerates a card from a results.json; ``hf-s2s verify`` tells which release a
@@ -14,18 +15,18 @@ downloaded folder's code is.
 
 import ast
 import json
-import re
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
+from huggingface_hub import HfApi, ModelCard
 
-from ..models.families import FAMILIES, get_family
+from ..models.families import FAMILIES
 from ..models.loading import load_model, load_tokenizer
 from ..models.modeling_common import CUSTOM_PIPELINES
 from ..models.version import __version__
+from .card import render_model_card
 from .code_integrity import (
     COMPILED_SUFFIXES,
     PICKLED_SUFFIXES,
@@ -37,207 +38,14 @@ from .code_integrity import (
     manifest_problems,
 )
 
-CARD_TEMPLATE = Path(__file__).resolve().with_name("model_card_template.md")  # package data: installed with hf_s2s
-
 AUTO_CLASSES = ("AutoConfig", "AutoModel", "AutoModelForSeq2SeqLM")
 REQUIRED_FILES = ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
                   "tokenizer_config.json", "README.md")
 ALLOW_MODIFIED_CODE_FLAG = "--allow-modified-code"
 
-MULTI30K_HUB_DATASET = "bentrevett/multi30k"
-MULTI30K_CITATION = """@inproceedings{elliott-etal-2016-multi30k,
-    title = "{M}ulti30{K}: Multilingual {E}nglish-{G}erman Image Descriptions",
-    author = "Elliott, Desmond and Frank, Stella and Sima{'}an, Khalil and Specia, Lucia",
-    booktitle = "Proceedings of the 5th Workshop on Vision and Language",
-    year = "2016",
-    address = "Berlin, Germany",
-    publisher = "Association for Computational Linguistics",
-    url = "https://aclanthology.org/W16-3210",
-    doi = "10.18653/v1/W16-3210",
-    pages = "70--74",
-}"""
-PLACEHOLDER_REPO_ID = "<namespace>/<model-name>"
-
 
 class HubFolderError(ValueError):
     """A Hub folder lacks a piece or holds something it must not; the message names every problem."""
-
-
-# ------------------------------------------------------------------------------------------------ model card
-
-
-def _language_codes(results: dict) -> list[str]:
-    """ISO 639 codes of the two sides; the synthetic tasks' "src"/"tgt" are not languages and are left out."""
-    codes = [results.get("source_lang"), results.get("target_lang")]
-    return [c for c in codes if isinstance(c, str) and re.fullmatch(r"[a-z]{2,3}", c) and c not in ("src", "tgt")]
-
-
-def _dataset_info(results: dict) -> tuple[str, str, str | None, str]:
-    """(Hub dataset id or local name, human-readable name, citation or None, description) of the training data."""
-    dataset, src, tgt = results.get("dataset", "unknown"), results.get("source_lang"), results.get("target_lang")
-    if dataset == "multi30k":
-        description = (
-            f"[Multi30K](https://huggingface.co/datasets/{MULTI30K_HUB_DATASET}) task 1 (Elliott et al. 2016), "
-            f"{src}→{tgt}: about 29,000 training, 1,014 validation and 1,000 test (test_2016_flickr) image "
-            "descriptions with one reference translation each."
-        )
-        return MULTI30K_HUB_DATASET, f"Multi30k {src}-{tgt}", MULTI30K_CITATION, description
-    if dataset.startswith("synthetic:"):
-        description = (f"The synthetic `{dataset}` task built into hf_s2s (`hf_s2s.data.synthetic`), {src}→{tgt}: a "
-                       "smoke-test model, not a translation system.")
-        return dataset, f"hf_s2s {dataset}", None, description
-    return dataset, f"{dataset} {src}-{tgt}", None, f"`{dataset}`, {src}→{tgt}."
-
-
-def _model_name(results: dict, repo_id: str | None) -> str:
-    if repo_id and repo_id != PLACEHOLDER_REPO_ID:
-        return repo_id.split("/")[-1]
-    family = "transformer" if results["model_type"] == "transformer_seq2seq" else "rnn"
-    return f"{family}-{results.get('dataset', 'model').replace(':', '-')}-{results.get('source_lang')}-{results.get('target_lang')}"
-
-
-def _decoding_settings(decoding: dict) -> str:
-    """The length limits a score was decoded with, as the card shows them: "max_length 80, at most 1.3 x source + 5
-    tokens" ("-" when results.json does not record them)."""
-    parts = []
-    if decoding.get("max_length") is not None:
-        parts.append(f"max_length {decoding['max_length']}")
-    if decoding.get("max_len_a") is not None or decoding.get("max_len_b") is not None:
-        parts.append(f"at most {decoding.get('max_len_a') or 0} x source + {decoding.get('max_len_b') or 0} tokens")
-    return ", ".join(parts) or "-"
-
-
-def _decoding_label(key: str) -> str:
-    return "greedy" if key == "greedy" else f"beam search, {key.removeprefix('beam')} beams"
-
-
-def model_card_data(results: dict, repo_id: str | None = None, license: str = "apache-2.0") -> ModelCardData:
-    """The card's Hub metadata from a results.json dict: language, license, tags, datasets, metrics and the
-    model-index of the measured test scores (one entry per decoding method and metric)."""
-    dataset_id, dataset_name, _, _ = _dataset_info(results)
-    model_name = _model_name(results, repo_id)
-    eval_results = []
-    for key, scores in results.get("test", {}).items():
-        for metric, label in (("bleu", "BLEU"), ("chrf", "chrF")):
-            eval_results.append(EvalResult(
-                task_type="translation", task_name="Translation", dataset_type=dataset_id,
-                dataset_name=dataset_name, dataset_config=f"{results.get('source_lang')}-{results.get('target_lang')}",
-                dataset_split="test", metric_type=metric, metric_value=round(float(scores[metric]), 2),
-                metric_name=f"{label} ({_decoding_label(key)})",
-                metric_config=scores.get(f"{metric}_signature"),
-            ))
-    return ModelCardData(
-        model_name=model_name,
-        language=_language_codes(results) or None,
-        license=license,
-        library_name="transformers",
-        pipeline_tag="translation",
-        tags=["translation", "seq2seq", results["model_type"], "hf_s2s", "custom_code", "safetensors"],
-        datasets=[dataset_id] if not dataset_id.startswith("synthetic:") else None,
-        metrics=["bleu", "chrf"],
-        eval_results=eval_results or None,
-    )
-
-
-def render_model_card(results: dict, repo_id: str | None = None, license: str = "apache-2.0",
-                      template_path: str | Path = CARD_TEMPLATE) -> str:
-    """The filled model card (README.md text) for the run described by ``results`` (a results.json dict)."""
-    for key in ("model_type", "model_config"):
-        if key not in results:
-            raise ValueError(f"results has no {key!r}: pass the results.json that the training job (hf-s2s train) writes")
-    model_type, config = results["model_type"], results["model_config"]
-    if model_type not in FAMILIES:
-        raise ValueError(f"results['model_type'] must be one of {sorted(FAMILIES)}, got {model_type!r}")
-    family = get_family(model_type)
-    _, _, dataset_citation, data_description = _dataset_info(results)
-    full_config = family.full_config(config)
-    architecture_rows = [(name, full_config.get(name)) for name in family.card_fields]
-    training = results.get("training_arguments", {})
-    training_rows = [(name, value) for name, value in training.items()]
-    training_rows += [
-        ("epochs trained", results.get("epochs")),
-        ("final training loss", _fmt(results.get("train_loss"), 4)),
-        ("best validation BLEU", _fmt(results.get("best_validation_bleu"), 2)),
-        ("training time (validation excluded)", f"{results.get('train_seconds')} s"),
-        ("training speed", f"{results.get('train_tokens_per_second')} source+target tokens/s"),
-        ("hardware", f"{results.get('machine') or results.get('device')}, {results.get('torch_threads')} torch "
-                     f"thread(s), world size {results.get('world_size')}"),
-    ]
-    averaging = results.get("checkpoint_averaging")
-    if averaging and "validation_bleu" in averaging:
-        outcome = "the average is this model" if averaging["used"] else "the best single checkpoint is this model"
-        training_rows.append((
-            "checkpoint averaging",
-            f"last {len(averaging['checkpoints'])} checkpoints: validation BLEU "
-            f"{_fmt(averaging['validation_bleu'], 2)} vs {_fmt(averaging['best_single_validation_bleu'], 2)} for the "
-            f"best single one; {outcome}",
-        ))
-    ema = results.get("ema")
-    if ema and "validation_bleu" in ema:
-        baseline = ema.get("baseline_validation_bleu")
-        training_rows.append((
-            "EMA of the weights",
-            f"decay {ema['decay']} per step: validation BLEU {ema['validation_bleu']:.2f} vs "
-            f"{'-' if baseline is None else f'{baseline:.2f}'} for the raw weights; "
-            f"{'the EMA is this model' if ema['used'] else 'the raw weights are this model'}",
-        ))
-    evaluation_rows = [
-        {"decoding": _decoding_label(key), "bleu": _fmt(s["bleu"], 2), "bleu_lowercase": _fmt(s.get("bleu_lowercase"), 2),
-         "chrf": _fmt(s["chrf"], 2), "decode_seconds": s.get("decode_seconds"),
-         "settings": _decoding_settings(s.get("decoding") or {}),
-         "bleu_signature": s.get("bleu_signature"), "chrf_signature": s.get("chrf_signature")}
-        for key, s in results.get("test", {}).items()
-    ]
-    src, tgt = results.get("source_lang"), results.get("target_lang")
-    card = ModelCard.from_template(
-        model_card_data(results, repo_id, license),
-        template_path=str(template_path),
-        model_name=_model_name(results, repo_id),
-        summary=f"A {src}→{tgt} translation model: {family.describe(full_config)[0].lower()}"
-                f"{family.describe(full_config)[1:]}",
-        architecture_description=family.describe(full_config),
-        architecture_rows=architecture_rows,
-        num_parameters=f"{results.get('num_parameters', 0):,}",
-        intended_use=f"translating {src} sentences into {tgt} in the domain of the training data, and as a "
-                     "reproducible baseline for research and teaching on classic encoder-decoder models.",
-        limitations=[
-            "Trained on one corpus only; expect much lower quality on text unlike its training data.",
-            "Sentence-level: no document context; long inputs beyond the training lengths degrade.",
-            "Inherits the biases of its training data; do not use for decisions about people.",
-            "Scores are corpus BLEU/chrF on one test set with one reference: a comparison point, not a quality "
-            "guarantee.",
-        ],
-        data_description=data_description,
-        recipe=results.get("recipe"),
-        training_rows=training_rows,
-        evaluation_description=(
-            "Detokenized sacreBLEU on the test split, computed by the training run itself (`results.json`), "
-            "never copied by hand."
-        ),
-        evaluation_rows=evaluation_rows,
-        repo_id=repo_id or PLACEHOLDER_REPO_ID,
-        example_source="Ein Mann fährt Fahrrad." if src == "de" else "a b c",
-        citations=[c for c in (dataset_citation, family.citation) if c],
-    )
-    return str(card)
-
-
-def _fmt(value, digits: int):
-    return round(float(value), digits) if isinstance(value, int | float) else value
-
-
-def write_model_card(model_dir: str | Path, results: dict | None = None, repo_id: str | None = None,
-                     license: str = "apache-2.0") -> Path:
-    """Write ``model_dir/README.md`` from ``results`` (default: ``model_dir/results.json``); returns its path."""
-    model_dir = Path(model_dir)
-    if results is None:
-        results = json.loads((model_dir / "results.json").read_text())
-    path = model_dir / "README.md"
-    path.write_text(render_model_card(results, repo_id=repo_id, license=license))
-    return path
-
-
-# ------------------------------------------------------------------------------------------------ Hub folder
 
 
 def _sibling_imports(code: str, filename: str) -> tuple[set[str], list[str]]:
@@ -432,5 +240,4 @@ def push_to_hub(model_dir: str | Path, repo_id: str, *, dry_run: bool = False,
         return str(getattr(commit, "commit_url", commit))
 
 
-__all__ = ["HubFolderError", "build_hub_folder", "check_hub_folder", "model_card_data", "push_to_hub",
-           "render_model_card", "write_model_card"]
+__all__ = ["HubFolderError", "build_hub_folder", "check_hub_folder", "push_to_hub"]

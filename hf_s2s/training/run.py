@@ -29,7 +29,7 @@ from transformers.trainer_utils import seed_worker
 from ..data import corpus as data_lib
 from ..data import tokenization
 from ..data.sampling import LengthGroupedEpochSampler, TokenBudgetBatchSampler
-from ..hub.publish import write_model_card
+from ..hub.card import write_model_card
 from ..inference.plots import plot_alignment
 from ..inference.translate import (
     DEFAULT_BATCH_SIZE,

@@ -1,0 +1,213 @@
+"""The model card: README.md with Hub metadata, filled from a training run's results (:class:`~hf_s2s.hub.results.RunResults`)
+and nothing else, so that ``hf-s2s make-model-card`` regenerates the card the run wrote. The training job writes it
+into its model folder (:func:`write_model_card`), and the Hub folder carries it (:mod:`hf_s2s.hub.publish`).
+"""
+
+import json
+import re
+from pathlib import Path
+
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+from ..models.families import FAMILIES, get_family
+from .results import DecodingScores, RunResults
+
+CARD_TEMPLATE = Path(__file__).resolve().with_name("model_card_template.md")  # package data: installed with hf_s2s
+
+MULTI30K_HUB_DATASET = "bentrevett/multi30k"
+MULTI30K_CITATION = """@inproceedings{elliott-etal-2016-multi30k,
+    title = "{M}ulti30{K}: Multilingual {E}nglish-{G}erman Image Descriptions",
+    author = "Elliott, Desmond and Frank, Stella and Sima{'}an, Khalil and Specia, Lucia",
+    booktitle = "Proceedings of the 5th Workshop on Vision and Language",
+    year = "2016",
+    address = "Berlin, Germany",
+    publisher = "Association for Computational Linguistics",
+    url = "https://aclanthology.org/W16-3210",
+    doi = "10.18653/v1/W16-3210",
+    pages = "70--74",
+}"""
+PLACEHOLDER_REPO_ID = "<namespace>/<model-name>"
+
+
+def _language_codes(results: RunResults) -> list[str]:
+    """ISO 639 codes of the two sides; the synthetic tasks' "src"/"tgt" are not languages and are left out."""
+    codes = [results.source_lang, results.target_lang]
+    return [c for c in codes if isinstance(c, str) and re.fullmatch(r"[a-z]{2,3}", c) and c not in ("src", "tgt")]
+
+
+def _dataset_info(results: RunResults) -> tuple[str, str, str | None, str]:
+    """(Hub dataset id or local name, human-readable name, citation or None, description) of the training data."""
+    dataset, src, tgt = results.dataset or "unknown", results.source_lang, results.target_lang
+    if dataset == "multi30k":
+        description = (
+            f"[Multi30K](https://huggingface.co/datasets/{MULTI30K_HUB_DATASET}) task 1 (Elliott et al. 2016), "
+            f"{src}→{tgt}: about 29,000 training, 1,014 validation and 1,000 test (test_2016_flickr) image "
+            "descriptions with one reference translation each."
+        )
+        return MULTI30K_HUB_DATASET, f"Multi30k {src}-{tgt}", MULTI30K_CITATION, description
+    if dataset.startswith("synthetic:"):
+        description = (f"The synthetic `{dataset}` task built into hf_s2s (`hf_s2s.data.synthetic`), {src}→{tgt}: a "
+                       "smoke-test model, not a translation system.")
+        return dataset, f"hf_s2s {dataset}", None, description
+    return dataset, f"{dataset} {src}-{tgt}", None, f"`{dataset}`, {src}→{tgt}."
+
+
+def _model_name(results: RunResults, repo_id: str | None) -> str:
+    if repo_id and repo_id != PLACEHOLDER_REPO_ID:
+        return repo_id.split("/")[-1]
+    family = "transformer" if results.model_type == "transformer_seq2seq" else "rnn"
+    dataset = (results.dataset or "model").replace(":", "-")
+    return f"{family}-{dataset}-{results.source_lang}-{results.target_lang}"
+
+
+def _decoding_settings(decoding: dict) -> str:
+    """The length limits a score was decoded with, as the card shows them: "max_length 80, at most 1.3 x source + 5
+    tokens" ("-" when results.json does not record them)."""
+    parts = []
+    if decoding.get("max_length") is not None:
+        parts.append(f"max_length {decoding['max_length']}")
+    if decoding.get("max_len_a") is not None or decoding.get("max_len_b") is not None:
+        parts.append(f"at most {decoding.get('max_len_a') or 0} x source + {decoding.get('max_len_b') or 0} tokens")
+    return ", ".join(parts) or "-"
+
+
+def _decoding_label(key: str) -> str:
+    return "greedy" if key == "greedy" else f"beam search, {key.removeprefix('beam')} beams"
+
+
+def _checked(results: RunResults | dict) -> RunResults:
+    """``results`` as RunResults, refused (ValueError) unless it is a run of one of the families with its config."""
+    results = RunResults.of(results)
+    if results.model_config is None:
+        raise ValueError("results has no 'model_config': pass the results.json that the training job (hf-s2s train) "
+                         "writes")
+    if results.model_type not in FAMILIES:
+        raise ValueError(f"results['model_type'] must be one of {sorted(FAMILIES)}, got {results.model_type!r}")
+    return results
+
+
+def model_card_data(results: RunResults | dict, repo_id: str | None = None,
+                    license: str = "apache-2.0") -> ModelCardData:
+    """The card's Hub metadata from a run's results: language, license, tags, datasets, metrics and the model-index
+    of the measured test scores (one entry per decoding method and metric)."""
+    results = RunResults.of(results)
+    dataset_id, dataset_name, _, _ = _dataset_info(results)
+    eval_results = []
+    for key, scores in results.test.items():
+        for metric, label in (("bleu", "BLEU"), ("chrf", "chrF")):
+            eval_results.append(EvalResult(
+                task_type="translation", task_name="Translation", dataset_type=dataset_id,
+                dataset_name=dataset_name, dataset_config=f"{results.source_lang}-{results.target_lang}",
+                dataset_split="test", metric_type=metric, metric_value=round(float(getattr(scores, metric)), 2),
+                metric_name=f"{label} ({_decoding_label(key)})",
+                metric_config=getattr(scores, f"{metric}_signature"),
+            ))
+    return ModelCardData(
+        model_name=_model_name(results, repo_id),
+        language=_language_codes(results) or None,
+        license=license,
+        library_name="transformers",
+        pipeline_tag="translation",
+        tags=["translation", "seq2seq", results.model_type, "hf_s2s", "custom_code", "safetensors"],
+        datasets=[dataset_id] if not dataset_id.startswith("synthetic:") else None,
+        metrics=["bleu", "chrf"],
+        eval_results=eval_results or None,
+    )
+
+
+def _training_rows(results: RunResults) -> list[tuple[str, object]]:
+    """The card's training table: the recorded training arguments, then what the run measured and chose."""
+    rows = list(results.training_arguments.items())
+    rows += [
+        ("epochs trained", results.epochs),
+        ("final training loss", _fmt(results.train_loss, 4)),
+        ("best validation BLEU", _fmt(results.best_validation_bleu, 2)),
+        ("training time (validation excluded)", f"{results.train_seconds} s"),
+        ("training speed", f"{results.train_tokens_per_second} source+target tokens/s"),
+        ("hardware", f"{results.hardware}, {results.torch_threads} torch thread(s), world size {results.world_size}"),
+    ]
+    averaging = results.checkpoint_averaging
+    if averaging and averaging.validated:
+        outcome = "the average is this model" if averaging.used else "the best single checkpoint is this model"
+        rows.append((
+            "checkpoint averaging",
+            f"last {len(averaging.checkpoints)} checkpoints: validation BLEU {_fmt(averaging.validation_bleu, 2)} vs "
+            f"{_fmt(averaging.best_single_validation_bleu, 2)} for the best single one; {outcome}",
+        ))
+    ema = results.ema
+    if ema and ema.validated:
+        baseline = ema.baseline_validation_bleu
+        rows.append((
+            "EMA of the weights",
+            f"decay {ema.decay} per step: validation BLEU {ema.validation_bleu:.2f} vs "
+            f"{'-' if baseline is None else f'{baseline:.2f}'} for the raw weights; "
+            f"{'the EMA is this model' if ema.used else 'the raw weights are this model'}",
+        ))
+    return rows
+
+
+def _evaluation_row(key: str, scores: DecodingScores) -> dict:
+    return {"decoding": _decoding_label(key), "bleu": _fmt(scores.bleu, 2),
+            "bleu_lowercase": _fmt(scores.bleu_lowercase, 2), "chrf": _fmt(scores.chrf, 2),
+            "decode_seconds": scores.decode_seconds, "settings": _decoding_settings(scores.decoding or {}),
+            "bleu_signature": scores.bleu_signature, "chrf_signature": scores.chrf_signature}
+
+
+def render_model_card(results: RunResults | dict, repo_id: str | None = None, license: str = "apache-2.0",
+                      template_path: str | Path = CARD_TEMPLATE) -> str:
+    """The filled model card (README.md text) for the run described by ``results`` (its RunResults, or the
+    results.json dict)."""
+    results = _checked(results)
+    family = get_family(results.model_type)
+    _, _, dataset_citation, data_description = _dataset_info(results)
+    full_config = family.full_config(results.model_config)
+    description = family.describe(full_config)
+    src, tgt = results.source_lang, results.target_lang
+    card = ModelCard.from_template(
+        model_card_data(results, repo_id, license),
+        template_path=str(template_path),
+        model_name=_model_name(results, repo_id),
+        summary=f"A {src}→{tgt} translation model: {description[0].lower()}{description[1:]}",
+        architecture_description=description,
+        architecture_rows=[(name, full_config.get(name)) for name in family.card_fields],
+        num_parameters=f"{results.num_parameters:,}",
+        intended_use=f"translating {src} sentences into {tgt} in the domain of the training data, and as a "
+                     "reproducible baseline for research and teaching on classic encoder-decoder models.",
+        limitations=[
+            "Trained on one corpus only; expect much lower quality on text unlike its training data.",
+            "Sentence-level: no document context; long inputs beyond the training lengths degrade.",
+            "Inherits the biases of its training data; do not use for decisions about people.",
+            "Scores are corpus BLEU/chrF on one test set with one reference: a comparison point, not a quality "
+            "guarantee.",
+        ],
+        data_description=data_description,
+        recipe=results.recipe,
+        training_rows=_training_rows(results),
+        evaluation_description=(
+            "Detokenized sacreBLEU on the test split, computed by the training run itself (`results.json`), "
+            "never copied by hand."
+        ),
+        evaluation_rows=[_evaluation_row(key, scores) for key, scores in results.test.items()],
+        repo_id=repo_id or PLACEHOLDER_REPO_ID,
+        example_source="Ein Mann fährt Fahrrad." if src == "de" else "a b c",
+        citations=[c for c in (dataset_citation, family.citation) if c],
+    )
+    return str(card)
+
+
+def _fmt(value, digits: int):
+    return round(float(value), digits) if isinstance(value, int | float) else value
+
+
+def write_model_card(model_dir: str | Path, results: RunResults | dict | None = None, repo_id: str | None = None,
+                     license: str = "apache-2.0") -> Path:
+    """Write ``model_dir/README.md`` from ``results`` (default: ``model_dir/results.json``); returns its path."""
+    model_dir = Path(model_dir)
+    if results is None:
+        results = json.loads((model_dir / "results.json").read_text())
+    path = model_dir / "README.md"
+    path.write_text(render_model_card(results, repo_id=repo_id, license=license))
+    return path
+
+
+__all__ = ["CARD_TEMPLATE", "model_card_data", "render_model_card", "write_model_card"]
