@@ -95,7 +95,8 @@ def test_pipeline_section_runs_the_training_jobs_path(tmp_path):
     """The pipeline section's runs are the main job's: its recipe's arguments, its trainer, label smoothing 0.1 in
     the hf_s2s model (Trainer's smoother off, so the labels reach it) and in Trainer for MarianMT."""
     from hf_s2s.benchmark.pipeline import pipeline_dataset, pipeline_trainer
-    from hf_s2s.training.run import CountingSeq2SeqTrainer, load_recipe
+    from hf_s2s.training.arguments import load_recipe
+    from hf_s2s.training.trainer import CountingSeq2SeqTrainer
 
     settings = BenchSettings.quick()
     tokenizer, train_dataset = pipeline_dataset(settings)

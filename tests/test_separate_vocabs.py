@@ -160,7 +160,7 @@ def test_train_tokenizer_output_sizes_a_model_through_tokenizer_name_or_path(tmp
     corpus["train"] = corpus["train"].select(range(128))
     pair = train_translation_tokenizers(corpus, *LANGS, 290, joint=False, target_vocab_size=300)
     pair.save_pretrained(tmp_path / "tok")
-    model_args, _, _ = parse_args(["--tokenizer_name_or_path", str(tmp_path / "tok"), "--output_dir", str(tmp_path),
-                                   "--model_config", json.dumps(TINY["transformer_seq2seq"])])
+    model_args = parse_args(["--tokenizer_name_or_path", str(tmp_path / "tok"), "--output_dir", str(tmp_path),
+                             "--model_config", json.dumps(TINY["transformer_seq2seq"])]).model
     model = build_model(model_args, load_tokenizer(model_args.tokenizer_name_or_path))
     assert (model.config.vocab_size, model.config.decoder_vocab_size) == (len(pair.source), len(pair.target))

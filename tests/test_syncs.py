@@ -83,7 +83,7 @@ def test_the_training_jobs_trainer_adds_no_syncs_to_a_step(tmp_path):
     step makes exactly the reads of Seq2SeqTrainer's own step on the same batch."""
     from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
 
-    from hf_s2s.training.run import CountingSeq2SeqTrainer
+    from hf_s2s.training.trainer import CountingSeq2SeqTrainer
 
     args = Seq2SeqTrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to=[], learning_rate=0.01)
     counts = {}

@@ -21,7 +21,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 import hf_s2s  # noqa: F401
 import hf_s2s.data.corpus
 from hf_s2s.cli import run_command
-from hf_s2s.hub.results import results_table
+from hf_s2s.hub.results import RunResults, results_table
 from hf_s2s.inference.translate import alignment, translate
 from hf_s2s.metrics import compute_translation_metrics
 from hf_s2s.models.modeling_common import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
@@ -66,7 +66,7 @@ def test_run_writes_results_and_a_loadable_model_folder(trained, model_type):
     corpus = hf_s2s.data.corpus.load_translation_corpus("synthetic:reversal", source_lang="src", target_lang="tgt")
     pairs = corpus["test"].select(range(16))["translation"]
     hypotheses = translate(model, tokenizer, [p["src"] for p in pairs], num_beams=1, batch_size=16,
-                           max_length=args[2].generation_max_length)
+                           max_length=args.training.generation_max_length)
     scores = compute_translation_metrics([h[0].text for h in hypotheses], [p["tgt"] for p in pairs])
     assert scores["bleu"] == pytest.approx(on_disk["test"]["greedy"]["bleu"], abs=1e-9)
 
@@ -79,6 +79,14 @@ def test_train_token_count_is_the_tokenized_corpus_times_the_epochs(trained):
     source = tokenizer([p["src"] for p in pairs], truncation=True, max_length=8)["input_ids"]
     target = tokenizer(text_target=[p["tgt"] for p in pairs], truncation=True, max_length=128)["input_ids"]
     assert results["train_tokens"] == 2 * sum(len(ids) for ids in source + target)
+
+
+@pytest.mark.parametrize("model_type", list(TINY))
+def test_the_results_json_a_run_writes_reads_into_run_results_and_back_unchanged(trained, model_type):
+    output_dir, results = trained[model_type]
+    text = (output_dir / "model" / "results.json").read_text()
+    assert (output_dir / "results.json").read_text() == text
+    assert RunResults.from_dict(json.loads(text)).to_json() == text == RunResults.from_dict(results).to_json()
 
 
 def test_streaming_corpus_trains_for_max_steps(tmp_path):
@@ -215,8 +223,8 @@ def test_a_full_disk_names_the_file_and_the_intact_checkpoint_to_resume_from(tmp
 def test_recipes_give_defaults_that_flags_override(tmp_path):
     for recipe in sorted(RECIPES_DIR.glob("*.json")):
         assert load_recipe(recipe.stem)  # every shipped recipe parses
-    model_args, data_args, training_args = parse_args(["--recipe", "transformer_small", "--learning_rate", "0.123",
-                                                      "--output_dir", str(tmp_path)])
+    job = parse_args(["--recipe", "transformer_small", "--learning_rate", "0.123", "--output_dir", str(tmp_path)])
+    model_args, training_args = job.model, job.training
     recipe = load_recipe("transformer_small")
     assert model_args.model_type == recipe["model_type"]
     assert training_args.learning_rate == 0.123

@@ -2,7 +2,7 @@
 
 The other training section times a bare loop that hands ``labels`` to the model. The training job does more:
 a trained tokenizer, a tokenized corpus, ``DataCollatorForSeq2Seq``, the job's own trainer
-(:class:`~hf_s2s.training.run.CountingSeq2SeqTrainer`: length-grouped or token-budget batches) and the main job's
+(:class:`~hf_s2s.training.trainer.CountingSeq2SeqTrainer`: length-grouped or token-budget batches) and the main job's
 recipe (label smoothing 0.1, AdamW with beta2 0.98, warm-up). This section runs exactly that for hf_s2s and for
 MarianMT of the same dimensions, on the same batches (the sampler is seeded alike, so both train on identical
 batches: checked), timed round-robin in one process, with the peak memory of each in a fresh process.
@@ -24,6 +24,8 @@ from ..data import corpus as data_lib
 from ..data import synthetic, tokenization
 from ..models.configuration_transformer_seq2seq import TransformerSeq2SeqConfig
 from ..models.modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
+from ..training.arguments import default_training_arguments, load_recipe
+from ..training.trainer import CountingSeq2SeqTrainer, smooth_labels_in_model
 from .measure import median, multi30k_dir, set_threads
 
 RECIPE = "transformer_small"  # the README's main job
@@ -51,8 +53,6 @@ def pipeline_dataset(settings):
 def pipeline_arguments(output_dir: str, steps: int, seed: int) -> Seq2SeqTrainingArguments:
     """The main job's training arguments (its defaults under its recipe), training only: no evaluation, no
     checkpoints, no logging, ``steps`` optimizer steps."""
-    from ..training.run import default_training_arguments, load_recipe
-
     known = {f.name for f in fields(Seq2SeqTrainingArguments)}
     values = {k: v for k, v in {**default_training_arguments(), **load_recipe(RECIPE)}.items() if k in known}
     values.update(output_dir=output_dir, max_steps=steps, eval_strategy="no", save_strategy="no",
@@ -76,8 +76,6 @@ def build_pipeline_model(name: str, settings, tokenizer) -> torch.nn.Module:
 
 def pipeline_trainer(name: str, settings, tokenizer, train_dataset, output_dir: str):
     """The training job's trainer around a fresh model (seeded alike for every model)."""
-    from ..training.run import CountingSeq2SeqTrainer, smooth_labels_in_model
-
     torch.manual_seed(settings.seed)
     model = build_pipeline_model(name, settings, tokenizer)
     args = pipeline_arguments(output_dir, settings.pipeline_steps, settings.seed)

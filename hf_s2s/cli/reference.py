@@ -180,7 +180,10 @@ def dataclass_sections(name: str, parser, prog: str) -> list[str]:
     for dataclass_type in parser.dataclass_types:
         if dataclass_type.__module__.split(".")[0] != "hf_s2s":
             continue
-        names = {f.name for f in dataclasses.fields(dataclass_type)}
+        # hf_s2s's own fields: not those a subclass inherits from transformers' Seq2SeqTrainingArguments
+        inherited = {f.name for base in dataclass_type.__mro__[1:] if dataclasses.is_dataclass(base)
+                     and base.__module__.split(".")[0] != "hf_s2s" for f in dataclasses.fields(base)}
+        names = {f.name for f in dataclasses.fields(dataclass_type)} - inherited
         own |= names
         lines += ["", f"**{dataclass_type.__name__}** (hf_s2s)", ""]
         lines += flag_table([a for a in actions if a.dest in names], prog)

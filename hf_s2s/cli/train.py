@@ -16,7 +16,8 @@ import transformers
 
 import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.hub.results import summary_line
-from hf_s2s.training.run import check_arguments, parse_args, run
+from hf_s2s.training.checks import check_arguments
+from hf_s2s.training.run import parse_args, run
 
 PACKAGE_DIR = Path(hf_s2s.__file__).resolve().parent
 
@@ -35,16 +36,16 @@ def main(argv=None, prog=None):
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     transformers.utils.logging.set_verbosity_warning()
     try:  # a refused flag or output folder is one line, before anything is read or trained
-        model_args, data_args, training_args = parse_args(argv, prog=prog)
-        check_arguments(model_args, data_args, training_args)
+        job = parse_args(argv, prog=prog)
+        check_arguments(*job)
     except (OSError, ValueError) as error:  # argument parsing and checks only: every such error is the user's
         sys.exit(f"error: {error}")
     try:
-        results = run(model_args, data_args, training_args, arguments_checked=True)
+        results = run(*job, arguments_checked=True)
     except (OSError, ValueError) as error:  # a corpus line, a locked folder, a full disk, ...
         if not is_user_error(error):
             raise
         sys.exit(f"error: {error}")
     if results:
         print(summary_line(results))
-        print(f"model, tokenizer and results.json in {training_args.output_dir}/model")
+        print(f"model, tokenizer and results.json in {job.training.output_dir}/model")

@@ -1,25 +1,26 @@
-"""The main job's arguments: :class:`ModelArguments` and :class:`DataArguments` beside transformers'
-``Seq2SeqTrainingArguments``, the job's defaults, named recipes, parsing (:func:`parse_args`), and
-:func:`check_arguments`, everything about a job that can be checked before the long work starts (corpus, tokenizer
-training, training, test decoding), so that a bad flag costs seconds, not a run. Each error names the flag, the
-value and what is allowed.
+"""The training job's arguments, one dataclass per thing they configure: the model and its tokenizer
+(:class:`ModelArguments`), the corpus (:class:`DataArguments`), the test-set decoding (:class:`DecodingArguments`),
+which weights the run keeps (:class:`SelectionArguments`), and transformers' ``Seq2SeqTrainingArguments`` with what
+hf_s2s adds about the run as a whole (:class:`TrainingArguments`). Also the job's defaults, named recipes and
+parsing (:func:`parse_args`, into :class:`JobArguments`). What can be checked before the long work starts is in
+:mod:`hf_s2s.training.checks`.
 """
 
 import json
+import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from transformers import AutoConfig, HfArgumentParser, Seq2SeqTrainingArguments
 
-from ..data import corpus as data_lib
 from ..data import tokenization
 from ..inference.translate import length_bound_arguments
 from ..models.families import FAMILIES as _FAMILY_REGISTRY
 from ..models.families import get_family
-from ..models.loading import TOKENIZER_FILES, ModelFolderError, load_tokenizer, local_folder
-from .ema import EMA_FOLDER, check_ema_decay, check_ema_resume
-from .run_dir import check_output_dir, check_resume, run_inputs
+from ..models.loading import ModelFolderError, local_folder
+from .ema import EMA_FOLDER
 
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"  # shipped inside the package (package data)
 FAMILIES = tuple(_FAMILY_REGISTRY)  # the model_type of each family
@@ -52,10 +53,6 @@ class ModelArguments:
 
 @dataclass
 class DataArguments:
-    recipe: str | None = field(
-        default=None,
-        metadata={"help": "a named recipe shipped in hf_s2s/training/recipes/ (or a JSON file): defaults for every argument"},
-    )
     dataset: str = field(
         default="multi30k",
         metadata={"help": "multi30k, synthetic:reversal, synthetic:reordering, a corpus folder, a .jsonl/.tsv file "
@@ -73,6 +70,53 @@ class DataArguments:
     max_train_samples: int | None = field(default=None, metadata={"help": "use only the first N training pairs"})
     max_eval_samples: int | None = field(default=None, metadata={"help": "use only the first N validation pairs"})
     max_test_samples: int | None = field(default=None, metadata={"help": "use only the first N test pairs"})
+    max_tokens_per_batch: int | None = field(
+        default=None,
+        metadata={"help": "fill each training batch to this many padded source + target tokens per process (length "
+                          "buckets, shuffled; as fairseq --max-tokens) instead of --per_device_train_batch_size "
+                          "sentences; replaces --train_sampling_strategy"},
+    )
+
+    def sample_limits(self) -> dict[str, int | None]:
+        """The number of pairs to use of each split (None: all)."""
+        return {"train": self.max_train_samples, "validation": self.max_eval_samples, "test": self.max_test_samples}
+
+
+@dataclass
+class DecodingArguments:
+    """How the test set is decoded after training; the saved folder's generation config decodes the same way."""
+
+    test_num_beams: str = field(
+        default="1,5",
+        metadata={"help": "beam sizes for the final test evaluation; the largest becomes the saved model's default"},
+    )
+    max_len_a: float | None = field(default=None, metadata={
+        "help": "length bound of validation and test decoding, saved in the generation config: output tokens per "
+                "source token (fairseq's --max-len-a); default: the model's generation config (1.3 when new)"})
+    max_len_b: int | None = field(default=None, metadata={
+        "help": "tokens added to the length bound (--max-len-b); default: the model's generation config (5 when new)"})
+    no_length_bound: bool = field(default=False, metadata={"help": "decode without the source-relative length bound"})
+    num_sample_translations: int = field(default=20, metadata={"help": "test translations written to samples.txt"})
+
+    def test_beams(self) -> list[int]:
+        """The beam sizes of ``--test_num_beams`` ("1,5" -> [1, 5]); an empty value decodes no test set."""
+        sizes = [b.strip() for b in self.test_num_beams.split(",") if b.strip()]
+        if not all(b.isdigit() and int(b) >= 1 for b in sizes) or len(set(sizes)) != len(sizes):
+            raise ValueError(f"--test_num_beams must be distinct beam sizes of at least 1 separated by commas (e.g. "
+                             f"1,5), got {self.test_num_beams!r}")
+        return [int(b) for b in sizes]
+
+    def length_bound(self) -> dict:
+        """The generation config fields the length bound flags set (none when they are left out); refuses negative,
+        non-finite and absurd values (translate's limits), naming the flag."""
+        return length_bound_arguments(self.max_len_a, self.max_len_b, self.no_length_bound, LENGTH_BOUND_FLAGS)
+
+
+@dataclass
+class SelectionArguments:
+    """Which weights the run keeps: the best checkpoint (early stopping on its validation BLEU), the average of the last
+    checkpoints, or the EMA of the weights, each kept only when it validates better."""
+
     early_stopping_patience: int | None = field(
         default=3, metadata={"help": "stop after this many evaluations without a better BLEU; 0 disables"}
     )
@@ -87,29 +131,40 @@ class DataArguments:
                           "fairseq --ema-decay), saved in ema/ and in each checkpoint; the run keeps it if its "
                           "validation BLEU beats the raw (best or averaged) model's"},
     )
-    max_tokens_per_batch: int | None = field(
+
+    @property
+    def ema_folder(self) -> str | None:
+        """The EMA's folder, in the output folder and in each checkpoint; None without ``--ema_decay``."""
+        return EMA_FOLDER if self.ema_decay is not None else None
+
+
+@dataclass
+class TrainingArguments(Seq2SeqTrainingArguments):
+    """transformers' ``Seq2SeqTrainingArguments``, and what the job adds about the run as a whole."""
+
+    recipe: str | None = field(
         default=None,
-        metadata={"help": "fill each training batch to this many padded source + target tokens per process (length "
-                          "buckets, shuffled; as fairseq --max-tokens) instead of --per_device_train_batch_size "
-                          "sentences; replaces --train_sampling_strategy"},
+        metadata={"help": "a named recipe shipped in hf_s2s/training/recipes/ (or a JSON file): defaults for every argument"},
     )
-    test_num_beams: str = field(
-        default="1,5",
-        metadata={"help": "beam sizes for the final test evaluation; the largest becomes the saved model's default"},
-    )
-    max_len_a: float | None = field(default=None, metadata={
-        "help": "length bound of validation and test decoding, saved in the generation config: output tokens per "
-                "source token (fairseq's --max-len-a); default: the model's generation config (1.3 when new)"})
-    max_len_b: int | None = field(default=None, metadata={
-        "help": "tokens added to the length bound (--max-len-b); default: the model's generation config (5 when new)"})
-    no_length_bound: bool = field(default=False, metadata={"help": "decode without the source-relative length bound"})
     overwrite_output_dir: bool = field(
         default=False,
         metadata={"help": "delete the earlier run in --output_dir (checkpoints, model/, tokenizer/, results.json, ...) "
                           "and start again; without it such a folder is refused unless --resume_from_checkpoint. "
                           "Refused when a path the run reads (model, tokenizer, corpus, recipe) lies inside --output_dir"},
     )
-    num_sample_translations: int = field(default=20, metadata={"help": "test translations written to samples.txt"})
+
+
+ARGUMENT_GROUPS = (ModelArguments, DataArguments, DecodingArguments, SelectionArguments, TrainingArguments)
+
+
+class JobArguments(NamedTuple):
+    """Every argument of the job, by what it configures; ``run(*job)`` and ``check_arguments(*job)`` take them."""
+
+    model: ModelArguments
+    data: DataArguments
+    decoding: DecodingArguments
+    selection: SelectionArguments
+    training: TrainingArguments
 
 
 def default_training_arguments() -> dict:
@@ -164,22 +219,23 @@ def load_recipe(name_or_path: str) -> dict:
     return recipe
 
 
-def parse_args(argv: list[str] | None = None, prog: str | None = None):
-    """Parse the command line over (ModelArguments, DataArguments, Seq2SeqTrainingArguments); a ``--recipe``
-    provides defaults that explicit flags override. ``prog`` names the command in ``--help``."""
-    parser = HfArgumentParser((ModelArguments, DataArguments, Seq2SeqTrainingArguments), prog=prog)
+def parse_args(argv: list[str] | None = None, prog: str | None = None) -> JobArguments:
+    """Parse the command line (default: ``sys.argv[1:]``) over :data:`ARGUMENT_GROUPS`; a ``--recipe`` provides
+    defaults that explicit flags override. ``prog`` names the command in ``--help``."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = HfArgumentParser(ARGUMENT_GROUPS, prog=prog)
     defaults = default_training_arguments()
-    # add_help=False: --help must reach the full parser below, not stop at this recipe pre-parse
-    pre, _ = HfArgumentParser(DataArguments, add_help=False).parse_known_args(argv)
-    if pre.recipe:
-        recipe = load_recipe(pre.recipe)
-        known = {f.name for cls in (ModelArguments, DataArguments, Seq2SeqTrainingArguments) for f in fields(cls)}
+    # A first pass finds --recipe; --help is left out of it, so that the help shows the recipe's defaults.
+    first_pass, _ = parser.parse_known_args([arg for arg in argv if arg not in ("-h", "--help")])
+    if first_pass.recipe:
+        recipe = load_recipe(first_pass.recipe)
+        known = {f.name for group in ARGUMENT_GROUPS for f in fields(group)}
         unknown = sorted(set(recipe) - known)
         if unknown:
-            raise ValueError(f"recipe {pre.recipe!r} sets unknown argument(s) {unknown}")
+            raise ValueError(f"recipe {first_pass.recipe!r} sets unknown argument(s) {unknown}")
         defaults.update(recipe)
     parser.set_defaults(**defaults)
-    return parser.parse_args_into_dataclasses(args=argv)
+    return JobArguments(*parser.parse_args_into_dataclasses(args=argv))
 
 
 def build_config(model_args: ModelArguments, tokenizer=None):
@@ -223,146 +279,6 @@ def load_model_config(name_or_path: str):
                                f"could not be loaded as a Hub model: {reason}") from error
 
 
-def parse_test_beams(data_args: DataArguments) -> list[int]:
-    """The beam sizes of ``--test_num_beams`` ("1,5" -> [1, 5]); an empty value decodes no test set."""
-    sizes = [b.strip() for b in data_args.test_num_beams.split(",") if b.strip()]
-    if not all(b.isdigit() and int(b) >= 1 for b in sizes) or len(set(sizes)) != len(sizes):
-        raise ValueError(f"--test_num_beams must be distinct beam sizes of at least 1 separated by commas (e.g. 1,5), "
-                         f"got {data_args.test_num_beams!r}")
-    return [int(b) for b in sizes]
-
-
-def check_arguments(model_args: ModelArguments, data_args: DataArguments,
-                    training_args: Seq2SeqTrainingArguments) -> None:
-    """Everything about the job that can be checked before the long work (corpus, tokenizer training,
-    training, test decoding) starts, so that a bad flag costs seconds, not a run."""
-    check_output_dir(training_args.output_dir, run_inputs(model_args, data_args, training_args),
-                     data_args.overwrite_output_dir)
-    check_inputs(model_args, data_args, training_args)
-    if data_args.streaming and training_args.max_steps <= 0:
-        raise ValueError("--streaming reads a corpus of unknown length: give the number of steps with --max_steps")
-    if data_args.max_tokens_per_batch is not None and (data_args.streaming or data_args.max_tokens_per_batch < 1):
-        raise ValueError(f"--max_tokens_per_batch must be a positive number of tokens on a corpus read into memory "
-                         f"(not --streaming), got {data_args.max_tokens_per_batch}"
-                         f"{' with --streaming' if data_args.streaming else ''}")
-    if data_args.max_tokens_per_batch is not None:
-        check_token_budget_batching(training_args)
-    for flag, length in (("--max_source_length", data_args.max_source_length),
-                         ("--max_target_length", data_args.max_target_length)):
-        if length is not None and length < 2:
-            raise ValueError(f"{flag} must be at least 2 (room for one token and </s>), got {length}")
-    if training_args.generation_max_length is not None and training_args.generation_max_length < 2:
-        raise ValueError(f"--generation_max_length must be at least 2 (it counts the decoder start token: 2 leaves "
-                         f"room for one generated token), got {training_args.generation_max_length}")
-    last = data_args.average_last_checkpoints
-    if last > 1 and training_args.save_total_limit is not None and training_args.save_total_limit <= last:
-        raise ValueError(f"--average_last_checkpoints {last} needs --save_total_limit above {last} (the best "
-                         f"checkpoint is kept besides the newest), got {training_args.save_total_limit}")
-    if data_args.ema_decay is not None:
-        check_ema_decay(data_args.ema_decay)
-    for flag, limit in (("--max_train_samples", data_args.max_train_samples),
-                        ("--max_eval_samples", data_args.max_eval_samples),
-                        ("--max_test_samples", data_args.max_test_samples)):
-        if limit is not None and limit < 1:
-            raise ValueError(f"{flag} must be a positive number of pairs (or left out for all), got {limit}")
-    parse_test_beams(data_args)
-    # refuses negative, non-finite and absurd values (translate's limits), naming the flag
-    bound = length_bound_arguments(data_args.max_len_a, data_args.max_len_b, data_args.no_length_bound,
-                                   LENGTH_BOUND_FLAGS)
-    check_resume(training_args.output_dir, training_args.resume_from_checkpoint, data_args.overwrite_output_dir,
-                 EMA_FOLDER)
-    if training_args.resume_from_checkpoint is not None:
-        check_ema_resume(training_args.resume_from_checkpoint, data_args.ema_decay)
-    check_evaluation(data_args, training_args)
-    config = build_config(model_args)
-    if bound and config.model_type not in FAMILIES:
-        raise ValueError(f"{' / '.join(LENGTH_BOUND_FLAGS)} set the length bound of the {list(FAMILIES)} families; "
-                         f"a {config.model_type} model has none")
-    if getattr(config, "position_embedding_type", None) == "learned":
-        for flag, length in (("--generation_max_length", training_args.generation_max_length),
-                             ("--max_source_length", data_args.max_source_length),
-                             ("--max_target_length", data_args.max_target_length)):
-            if length is not None and length > config.max_position_embeddings:
-                raise ValueError(f"{flag} {length} is longer than the {config.max_position_embeddings} positions the "
-                                 f"model's learned position table holds (max_position_embeddings)")
-
-
-def check_inputs(model_args: ModelArguments, data_args: DataArguments,
-                 training_args: Seq2SeqTrainingArguments) -> None:
-    """The model, tokenizer and corpus the run reads: a missing local path is named as one (not looked up on the
-    Hub), the corpus must have the splits the run needs (where its file names tell, before it is read), a tokenizer
-    to train must be trainable, and a tokenizer given for fine-tuning must be the model's own."""
-    for flag, value in (("--model_name_or_path", model_args.model_name_or_path),
-                        ("--tokenizer_name_or_path", model_args.tokenizer_name_or_path)):
-        if value:
-            local_folder(value, flag=flag)
-    splits = data_lib.corpus_splits(data_args.dataset, data_args.source_lang, data_args.data_dir, flag="--dataset")
-    if splits is not None:
-        data_lib.check_splits(splits, data_args.dataset, needed_splits(data_args, training_args))
-    if model_args.target_vocab_size is not None and not model_args.separate_vocabs:
-        raise ValueError("--target_vocab_size is the target side of --separate_vocabs; pass --separate_vocabs too "
-                         "(or leave it out for a joint vocabulary of --vocab_size)")
-    if model_args.separate_vocabs and (model_args.tokenizer_name_or_path or model_args.model_name_or_path):
-        raise ValueError("--separate_vocabs trains new tokenizers; with --tokenizer_name_or_path or "
-                         "--model_name_or_path the given tokenizer decides the vocabularies: leave it out")
-    if not (model_args.tokenizer_name_or_path or model_args.model_name_or_path):
-        tokenization.check_training_arguments(
-            model_args.vocab_size, model_args.tokenizer_type, not model_args.separate_vocabs,
-            model_args.target_vocab_size, flags=("--vocab_size", "--target_vocab_size", "--tokenizer_type"))
-    check_fine_tuning_tokenizer(model_args)
-
-
-def check_fine_tuning_tokenizer(model_args: ModelArguments) -> None:
-    """Fine-tuning a model folder that holds its tokenizer with another ``--tokenizer_name_or_path`` is refused
-    unless both map text to the same ids: the model's embeddings belong to its own tokenizer's ids, and a
-    tokenizer of another language pair of the same size would train without a word."""
-    model, given = model_args.model_name_or_path, model_args.tokenizer_name_or_path
-    folder = local_folder(model) if model and given else None
-    if folder is None or not any((folder / name).is_file() for name in TOKENIZER_FILES):
-        return
-    differences = tokenization.vocabulary_differences(load_tokenizer(given), load_tokenizer(folder))
-    if differences:
-        raise ValueError(f"--tokenizer_name_or_path {given} is not the tokenizer of --model_name_or_path {model} "
-                         f"({'; '.join(differences)}): the model's embeddings belong to the ids of its own tokenizer; "
-                         f"leave out --tokenizer_name_or_path to fine-tune with it")
-
-
-def needed_splits(data_args: DataArguments, training_args: Seq2SeqTrainingArguments) -> dict[str, str]:
-    """The corpus splits the run cannot do without, each with what needs it (for :func:`hf_s2s.data.corpus.check_splits`)."""
-    needed = {"train": "training"}
-    if training_args.eval_strategy != "no":
-        needed["validation"] = "evaluation (--eval_strategy is not 'no')"
-    elif data_args.ema_decay is not None:
-        needed["validation"] = "choosing between the EMA and the raw weights after training (--ema_decay)"
-    elif data_args.average_last_checkpoints > 1:
-        needed["validation"] = ("choosing between the checkpoint average and the last weights after training "
-                                "(--average_last_checkpoints)")
-    return needed
-
-
-def check_evaluation(data_args: DataArguments, training_args: Seq2SeqTrainingArguments) -> None:
-    """Options that stand on the validation BLEU of each evaluation need evaluations. As transformers refuses
-    ``load_best_model_at_end`` with mismatched strategies and ``EarlyStoppingCallback`` without evaluation (an
-    AssertionError after the tokenizer was trained), the job refuses them together with ``--eval_strategy no``."""
-    if not training_args.predict_with_generate and training_args.eval_strategy != "no":
-        raise ValueError("--predict_with_generate false: the validation BLEU of each evaluation is computed on "
-                         "generated translations; keep it true, or pass --eval_strategy no (and "
-                         "--load_best_model_at_end false) to train without validation")
-    if training_args.eval_strategy == "no" and training_args.load_best_model_at_end:
-        raise ValueError("--load_best_model_at_end (true by default) keeps the checkpoint of the best validation "
-                         "BLEU, and early stopping (--early_stopping_patience) stops on it, but --eval_strategy no "
-                         "never validates: pass --load_best_model_at_end false to train without validation (early "
-                         "stopping is then off too), or evaluate with --eval_strategy epoch")
-
-
-def check_token_budget_batching(training_args: Seq2SeqTrainingArguments) -> None:
-    """Token-budget batches give each process its own share of every batch: accelerate's ``split_batches`` or
-    ``dispatch_batches`` (process 0 cutting batches up) would cut them again."""
-    split = {name for name in ("split_batches", "dispatch_batches") if getattr(training_args.accelerator_config, name)}
-    if split:
-        raise ValueError(f"--max_tokens_per_batch gives each process its own share of every batch; it cannot be "
-                         f"combined with --accelerator_config {sorted(split)} (process 0 cutting batches up)")
-
-
-__all__ = ["DataArguments", "ModelArguments", "build_config", "check_arguments", "load_recipe", "parse_args",
-           "parse_test_beams"]
+__all__ = ["ARGUMENT_GROUPS", "DataArguments", "DecodingArguments", "JobArguments", "ModelArguments",
+           "SelectionArguments", "TrainingArguments", "build_config", "default_training_arguments", "load_recipe",
+           "parse_args"]

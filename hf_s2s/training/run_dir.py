@@ -213,7 +213,7 @@ def run_inputs(model_args, data_args, training_args) -> dict[str, str]:
     dataset = data_args.dataset
     named = {"--model_name_or_path": model_args.model_name_or_path,
              "--tokenizer_name_or_path": model_args.tokenizer_name_or_path,
-             "--recipe": data_args.recipe, "--data_dir": data_args.data_dir,
+             "--recipe": training_args.recipe, "--data_dir": data_args.data_dir,
              "--deepspeed": training_args.deepspeed if isinstance(training_args.deepspeed, str) else None}
     if dataset == "multi30k" and data_args.data_dir is None:
         named[f"${DATA_DIR_ENV}"] = os.environ.get(DATA_DIR_ENV)

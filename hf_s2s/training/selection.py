@@ -3,19 +3,42 @@ of the last checkpoints (``--average_last_checkpoints``) or the EMA of the weigh
 is validated on the trainer and becomes the trainer's model only when its validation BLEU beats the model's."""
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 from transformers import AutoModelForSeq2SeqLM, EarlyStoppingCallback, Seq2SeqTrainer
 
+from ..hub.results import CheckpointAveraging, EMASelection
+from .arguments import SelectionArguments
 from .checkpoints import average_checkpoints, list_checkpoints
 from .ema import EMA_FOLDER
+from .run_dir import naming_a_full_disk
 
 logger = logging.getLogger(__name__)
 
 AVERAGED_FOLDER = "averaged"  # the checkpoint average, in the output folder
 
 
-def average_last_checkpoints(trainer: Seq2SeqTrainer, last: int) -> dict:
+@dataclass
+class Selection:
+    """What the run did after training to choose its weights (for results.json)."""
+
+    averaging: CheckpointAveraging | None  # None: --average_last_checkpoints not asked for
+    ema: EMASelection | None  # None: no --ema_decay
+    validation_bleu: float | None  # of the weights the run keeps; None: never validated
+
+
+def select_weights(trainer: Seq2SeqTrainer, selection_args: SelectionArguments) -> Selection:
+    """After training, with the best checkpoint restored (``load_best_model_at_end``): the average of the last
+    checkpoints, then the EMA, each becomes the trainer's model only when its validation BLEU beats the model's."""
+    last, decay = selection_args.average_last_checkpoints, selection_args.ema_decay
+    with naming_a_full_disk(trainer.args.output_dir, selection_args.ema_folder):  # averaged/
+        averaging = average_last_checkpoints(trainer, last) if last > 1 else None
+    ema = validate_ema(trainer, decay, averaging) if decay is not None else None
+    return Selection(averaging, ema, kept_validation_bleu(trainer.state.best_metric, averaging, ema))
+
+
+def average_last_checkpoints(trainer: Seq2SeqTrainer, last: int) -> CheckpointAveraging:
     """Average the last ``last`` checkpoints of the run into ``<output_dir>/averaged`` and validate the average.
     The trainer's model becomes the average when its validation BLEU beats the best single checkpoint's
     (``trainer.state.best_metric``); otherwise it keeps its weights. Returns what was done, for results.json."""
@@ -23,7 +46,7 @@ def average_last_checkpoints(trainer: Seq2SeqTrainer, last: int) -> dict:
     checkpoints = list_checkpoints(output_dir)[-last:]  # fewer when training stopped early
     if len(checkpoints) < 2:
         logger.warning("only %d checkpoint(s) in %s: nothing to average", len(checkpoints), output_dir)
-        return {"checkpoints": [c.name for c in checkpoints], "used": False}
+        return CheckpointAveraging(checkpoints=[c.name for c in checkpoints], used=False)
     averaged_dir = output_dir / AVERAGED_FOLDER
     if trainer.is_world_process_zero():
         average_checkpoints(checkpoints, averaged_dir, overwrite=True)  # this run's own folder: a rerun replaces it
@@ -32,8 +55,8 @@ def average_last_checkpoints(trainer: Seq2SeqTrainer, last: int) -> dict:
     bleu, used = keep_if_better(trainer, averaged_dir, "averaged", best_single)
     logger.info("average of %d checkpoints: validation BLEU %.2f vs best single %s -> %s", len(checkpoints), bleu,
                 best_single, "kept the average" if used else "kept the best single checkpoint")
-    return {"checkpoints": [c.name for c in checkpoints], "validation_bleu": bleu,
-            "best_single_validation_bleu": best_single, "used": used}
+    return CheckpointAveraging(checkpoints=[c.name for c in checkpoints], validation_bleu=bleu,
+                               best_single_validation_bleu=best_single, used=used)
 
 
 def keep_if_better(trainer: Seq2SeqTrainer, candidate_dir: Path, prefix: str, baseline: float | None
@@ -48,29 +71,37 @@ def keep_if_better(trainer: Seq2SeqTrainer, candidate_dir: Path, prefix: str, ba
     model.load_state_dict(candidate.state_dict())
     trainer.remove_callback(EarlyStoppingCallback)  # training is over; this evaluation must not count towards it
     bleu = trainer.evaluate(metric_key_prefix=prefix)[f"{prefix}_bleu"]
-    used = baseline is None or bleu > baseline
+    used = is_better(bleu, baseline)
     if not used:
         model.load_state_dict(kept)
     return bleu, used
 
 
-def current_validation_bleu(trainer: Seq2SeqTrainer, averaging: dict | None, ema: dict | None) -> float | None:
+def is_better(bleu: float, baseline: float | None) -> bool:
+    """Whether weights that validate at ``bleu`` replace the model's, which validated at ``baseline`` (None: never
+    validated, so anything validated is better). A tie keeps the model's."""
+    return baseline is None or bleu > baseline
+
+
+def kept_validation_bleu(best_metric: float | None, averaging: CheckpointAveraging | None,
+                         ema: EMASelection | None) -> float | None:
     """The validation BLEU of the model the run keeps: the EMA's or the average's when kept, else the best
-    checkpoint's."""
+    checkpoint's (``best_metric``)."""
     for candidate in (ema, averaging):
-        if candidate and candidate["used"]:
-            return candidate["validation_bleu"]
-    return trainer.state.best_metric
+        if candidate and candidate.used:
+            return candidate.validation_bleu
+    return best_metric
 
 
-def validate_ema(trainer: Seq2SeqTrainer, decay: float, averaging: dict | None) -> dict:
+def validate_ema(trainer: Seq2SeqTrainer, decay: float, averaging: CheckpointAveraging | None) -> EMASelection:
     """Validate the EMA weights the run saved in ``<output_dir>/ema`` and keep them when they beat the model the
     run has now (the best checkpoint, or the average when that was kept). Returns what was done, for results.json."""
-    baseline = current_validation_bleu(trainer, averaging, None)
+    baseline = kept_validation_bleu(trainer.state.best_metric, averaging, None)
     bleu, used = keep_if_better(trainer, Path(trainer.args.output_dir) / EMA_FOLDER, "ema", baseline)
     logger.info("EMA of the weights (decay %s): validation BLEU %.2f vs %s -> %s", decay, bleu, baseline,
                 "kept the EMA" if used else "kept the raw weights")
-    return {"decay": decay, "validation_bleu": bleu, "baseline_validation_bleu": baseline, "used": used}
+    return EMASelection(decay=decay, validation_bleu=bleu, baseline_validation_bleu=baseline, used=used)
 
 
-__all__ = ["AVERAGED_FOLDER", "average_last_checkpoints", "current_validation_bleu", "keep_if_better", "validate_ema"]
+__all__ = ["AVERAGED_FOLDER", "Selection", "average_last_checkpoints", "is_better", "keep_if_better",
+           "kept_validation_bleu", "select_weights", "validate_ema"]
