@@ -27,10 +27,19 @@ def _known_and_extra(cls, data: dict) -> tuple[dict, dict]:
             {key: value for key, value in data.items() if key not in names})
 
 
+class _Record:
+    """A part of results.json: its keys are the dataclass's fields, and those of a later release go in ``extra``."""
+
+    @classmethod
+    def from_dict(cls, data: dict):
+        known, extra = _known_and_extra(cls, data)
+        return cls(**known, extra=extra)
+
+
 @dataclass(kw_only=True)
-class DecodingScores:
-    """The scores of one decoding of the test set: sacreBLEU's corpus scores (:mod:`hf_s2s.metrics`) and how it was decoded. Keys
-    that an earlier release did not write are None, and left out of :meth:`to_dict`."""
+class DecodingScores(_Record):
+    """The scores of one decoding of the test set: sacreBLEU's corpus scores (:mod:`hf_s2s.metrics`) and how it was
+    decoded. Keys that an earlier release did not write are None, and left out of :meth:`to_dict`."""
 
     bleu: float  # corpus BLEU, 0-100, cased
     bleu_lowercase: float | None = None  # corpus BLEU of the lowercased text, 0-100
@@ -46,18 +55,13 @@ class DecodingScores:
     decoding: dict[str, Any] | None = None  # the arguments of inference.translate the test set was decoded with
     extra: dict[str, Any] = field(default_factory=dict)  # keys of a later release
 
-    @classmethod
-    def from_dict(cls, data: dict) -> "DecodingScores":
-        known, extra = _known_and_extra(cls, data)
-        return cls(**known, extra=extra)
-
     def to_dict(self) -> dict:
         written = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
         return {**{key: value for key, value in written.items() if value is not None}, **self.extra}
 
 
 @dataclass(kw_only=True)
-class CheckpointAveraging:
+class CheckpointAveraging(_Record):
     """``--average_last_checkpoints``: the checkpoints averaged, and whether the average became the model."""
 
     checkpoints: list[str]  # checkpoint folder names, oldest first
@@ -70,11 +74,6 @@ class CheckpointAveraging:
     def validated(self) -> bool:
         return self.validation_bleu is not None
 
-    @classmethod
-    def from_dict(cls, data: dict) -> "CheckpointAveraging":
-        known, extra = _known_and_extra(cls, data)
-        return cls(**known, extra=extra)
-
     def to_dict(self) -> dict:
         scores = {"validation_bleu": self.validation_bleu,
                   "best_single_validation_bleu": self.best_single_validation_bleu} if self.validated else {}
@@ -82,7 +81,7 @@ class CheckpointAveraging:
 
 
 @dataclass(kw_only=True)
-class EMASelection:
+class EMASelection(_Record):
     """``--ema_decay``: the exponential moving average of the weights, and whether it became the model."""
 
     decay: float | None = None  # per optimizer step
@@ -94,11 +93,6 @@ class EMASelection:
     @property
     def validated(self) -> bool:
         return self.validation_bleu is not None
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "EMASelection":
-        known, extra = _known_and_extra(cls, data)
-        return cls(**known, extra=extra)
 
     def to_dict(self) -> dict:
         return {"decay": self.decay, "validation_bleu": self.validation_bleu,
