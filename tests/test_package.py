@@ -5,6 +5,7 @@ import importlib
 import json
 import os
 import shutil
+import signal
 import site
 import subprocess
 import sys
@@ -17,6 +18,8 @@ import hf_s2s
 from hf_s2s.cli import COMMANDS
 from hf_s2s.cli import main as cli_main
 from tests.helpers import TINY
+from tests.saved_folders import save_tiny_model_folder
+from tests.server_process import start_server_process
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -183,6 +186,22 @@ def test_entry_points_train_translate_and_push_from_the_wheel(installed):
     run_installed(installed, "hf-s2s", "push-to-hub", "run/model", "me/tiny", "--dry-run", "--staging-dir", "hub")
     card = (work / "hub" / "README.md").read_text()
     assert "transformer_small" in card and (work / "hub" / "model.safetensors").is_file()
+
+
+def test_serve_from_the_wheel(installed):
+    """`hf-s2s serve` from the installed wheel (with the serve extra) answers a translation, then stops on SIGTERM."""
+    httpx = pytest.importorskip("httpx")
+    pytest.importorskip("fastapi")
+    bin_dir, env, work = installed
+    assert "--max-batch-tokens" in run_installed(installed, "hf-s2s", "serve", "--help").stdout
+    folder = save_tiny_model_folder(work / "served", "transformer_seq2seq")
+    process, url = start_server_process([str(folder)], work, executable=[str(bin_dir / "hf-s2s")], env=env)
+    try:
+        response = httpx.post(f"{url}/translate", json={"sentences": ["a b c", "d"], "num_beams": 2}, timeout=60)
+        assert response.status_code == 200 and len(response.json()["translations"]) == 2
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
 
 
 @pytest.mark.parametrize("command", list(COMMANDS))

@@ -1,0 +1,208 @@
+"""Dynamic batching: the requests that arrive while the engine is busy, or within a few milliseconds of each other,
+are decoded together, then split back to their requests.
+
+One :class:`Batcher` per served model. Its loop takes the oldest waiting request, waits up to ``max_wait_ms`` after
+that request's arrival for more (not at all when the engine was busy meanwhile: those requests already waited), and
+gathers the waiting requests with the same decoding options, oldest first, up to ``max_batch_tokens`` source
+tokens. Their sentences are sorted by length and cut into engine calls of at most ``max_batch_tokens`` padded tokens
+(sentences x the longest), run one at a time on the batcher's own thread. Requests with other options wait for a
+later batch: options are never mixed within one.
+
+A request's translations equal the ones it gets alone wherever the engine is batch-invariant (float32 torch,
+CTranslate2; see :mod:`hf_s2s.inference.engines`): batching changes which sentences share an engine call, never the
+options. A failure while decoding fails the requests of that batch (the app answers 500) and the loop goes on.
+"""
+
+import asyncio
+import logging
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from ..inference.engines import Alignment, DecodingOptions, Engine
+from ..inference.translate import Hypothesis
+from .config import BatchingConfig
+from .metrics import ServingMetrics
+
+logger = logging.getLogger(__name__)
+
+
+class QueueFull(Exception):
+    """The model's queue holds too many sentences to take a request now."""
+
+
+class Closing(Exception):
+    """The server is shutting down and takes no new request."""
+
+
+@dataclass
+class Translation:
+    """One sentence's answer: its hypotheses, best first, and the alignment of the best when it was asked for."""
+
+    hypotheses: list[Hypothesis]
+    alignment: Alignment | None = None
+
+
+@dataclass(eq=False)
+class _Job:
+    """A request waiting for its translations."""
+
+    sentences: list[str]
+    lengths: list[int]  # source tokens of each sentence
+    options: DecodingOptions
+    scores: bool
+    alignment: bool
+    future: asyncio.Future
+    arrived: float = field(default_factory=time.monotonic)
+
+
+class Batcher:
+    """Gathers the requests for one ``engine`` into batches (:class:`BatchingConfig`) and decodes them on a thread of
+    its own. Start it with :meth:`start` inside the running event loop; :meth:`close` finishes what waits, then
+    stops."""
+
+    def __init__(self, engine: Engine, config: BatchingConfig, metrics: ServingMetrics | None = None,
+                 name: str = "model"):
+        self.engine, self.config, self.metrics, self.name = engine, config, metrics, name
+        self._pending: deque[_Job] = deque()
+        self._queued_sentences = 0
+        self._arrival: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        self._closing = False
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"hf_s2s-{name}")
+
+    @property
+    def queued_sentences(self) -> int:
+        return self._queued_sentences
+
+    def start(self) -> None:
+        self._arrival = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._loop(), name=f"batcher-{self.name}")
+
+    async def close(self) -> None:
+        """Decode what still waits, then stop the loop and its thread."""
+        self._closing = True
+        if self._task is not None:
+            self._arrival.set()
+            await self._task
+        self._executor.shutdown(wait=True)
+
+    async def translate(self, sentences: list[str], lengths: list[int], options: DecodingOptions, *,
+                        scores: bool = False, alignment: bool = False) -> list[Translation]:
+        """Queue one request and wait for its translations, one per sentence. :class:`QueueFull` when the queue
+        cannot take its sentences; :class:`Closing` once the batcher is closing."""
+        if self._closing:
+            raise Closing("the server is shutting down")
+        if self._queued_sentences + len(sentences) > self.config.max_queue_sentences:
+            raise QueueFull(f"{self._queued_sentences} sentences are waiting for {self.name!r} and the queue holds "
+                            f"{self.config.max_queue_sentences}: retry later")
+        job = _Job(sentences, lengths, options, scores, alignment, asyncio.get_running_loop().create_future())
+        self._pending.append(job)
+        self._queue_changed(len(sentences))
+        self._arrival.set()
+        return await job.future
+
+    def _queue_changed(self, sentences: int) -> None:
+        self._queued_sentences += sentences
+        if self.metrics is not None:
+            self.metrics.queue_sentences.labels(self.name).set(self._queued_sentences)
+            self.metrics.queue_requests.labels(self.name).set(len(self._pending))
+
+    async def _loop(self) -> None:
+        while True:
+            if not self._pending:
+                if self._closing:
+                    return
+                self._arrival.clear()
+                await self._arrival.wait()
+                continue
+            jobs = await self._gather()
+            try:
+                results = await self._decode(jobs)
+            except Exception as error:  # a failed batch fails its requests, never the loop
+                logger.exception("decoding a batch of %d requests failed", len(jobs))
+                for job in jobs:
+                    if not job.future.done():
+                        job.future.set_exception(error)
+                continue
+            for job, result in zip(jobs, results, strict=True):
+                if not job.future.done():  # a request whose client went away was cancelled
+                    job.future.set_result(result)
+
+    async def _gather(self) -> list[_Job]:
+        """The next batch's requests, taken off the queue: the oldest and those that may join it."""
+        first = self._pending[0]
+        deadline = first.arrived + self.config.max_wait_ms / 1000
+        while True:
+            jobs = self._joining(first)
+            full = not self.config.batching or sum(map(sum, (job.lengths for job in jobs))) >= self.config.max_batch_tokens
+            remaining = deadline - time.monotonic()
+            if full or remaining <= 0 or self._closing:
+                break
+            self._arrival.clear()
+            try:
+                await asyncio.wait_for(self._arrival.wait(), remaining)
+            except asyncio.TimeoutError:
+                pass
+        for job in jobs:
+            self._pending.remove(job)
+        self._queue_changed(-sum(len(job.sentences) for job in jobs))
+        return jobs
+
+    def _joining(self, first: _Job) -> list[_Job]:
+        """``first`` and the waiting requests of its options, oldest first, while their tokens fit the budget."""
+        if not self.config.batching:
+            return [first]
+        jobs, tokens = [], 0
+        for job in self._pending:
+            if job.options != first.options:
+                continue
+            if jobs and tokens + sum(job.lengths) > self.config.max_batch_tokens:
+                break
+            jobs.append(job)
+            tokens += sum(job.lengths)
+        return jobs
+
+    async def _decode(self, jobs: list[_Job]) -> list[list[Translation]]:
+        """The translations of every job's sentences, decoded in length-sorted engine calls within the budget."""
+        loop = asyncio.get_running_loop()
+        options, scores = jobs[0].options, any(job.scores for job in jobs)
+        items = sorted(((length, j, i) for j, job in enumerate(jobs) for i, length in enumerate(job.lengths)),
+                       reverse=True)  # (tokens, job, sentence), longest first
+        hypotheses: dict[tuple[int, int], list[Hypothesis]] = {}
+        for call in _engine_calls([length for length, _, _ in items], self.config.max_batch_tokens):
+            keys = [items[k][1:] for k in call]
+            sentences = [jobs[j].sentences[i] for j, i in keys]
+            if self.metrics is not None:
+                self.metrics.batch_sentences.labels(self.name).observe(len(call))
+                self.metrics.batch_tokens.labels(self.name).observe(len(call) * items[call[0]][0])
+            decoded = await loop.run_in_executor(self._executor, self._translate, sentences, options, scores)
+            hypotheses.update(zip(keys, decoded, strict=True))
+        results = []
+        for j, job in enumerate(jobs):
+            translations = [Translation(hypotheses[j, i]) for i in range(len(job.sentences))]
+            if job.alignment:
+                for translation, sentence in zip(translations, job.sentences, strict=True):
+                    translation.alignment = await loop.run_in_executor(self._executor, self.engine.alignment,
+                                                                       sentence, options)
+            results.append(translations)
+        return results
+
+    def _translate(self, sentences: list[str], options: DecodingOptions, scores: bool) -> list[list[Hypothesis]]:
+        return self.engine.translate(sentences, options, batch_size=len(sentences), scores=scores)
+
+
+def _engine_calls(lengths: list[int], max_tokens: int) -> list[list[int]]:
+    """Positions of ``lengths`` (sorted longest first) cut into runs whose padded size, count x the first (longest)
+    length, stays within ``max_tokens``; a sentence longer than that alone makes a call of its own."""
+    calls: list[list[int]] = []
+    for position in range(len(lengths)):
+        if calls and (len(calls[-1]) + 1) * lengths[calls[-1][0]] <= max_tokens:
+            calls[-1].append(position)
+        else:
+            calls.append([position])
+    return calls
+
+
+__all__ = ["Batcher", "Closing", "QueueFull", "Translation"]

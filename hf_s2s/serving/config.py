@@ -1,0 +1,47 @@
+"""The server's settings, one dataclass per concern, with their defaults (the command line's flags default to them).
+No optional dependency here, so that ``hf-s2s serve --help`` shows the defaults without the serve extra."""
+
+from dataclasses import dataclass
+
+# Seconds the requests in flight get to finish after SIGTERM before uvicorn closes their connections.
+DEFAULT_GRACEFUL_TIMEOUT = 30.0
+
+
+def _check_numbers(settings, names: tuple[str, ...], low: float, whole: bool) -> None:
+    """A ValueError naming the first field of ``names`` that is not a number >= ``low`` (a whole one if ``whole``)."""
+    for name in names:
+        value = getattr(settings, name)
+        kinds = int if whole else (int, float)
+        if isinstance(value, bool) or not isinstance(value, kinds) or not value >= low:
+            kind = "a whole number" if whole else "a number"
+            raise ValueError(f"{name} (--{name.replace('_', '-')}) must be {kind} >= {low:g}, got {value!r}")
+
+
+@dataclass
+class BatchingConfig:
+    """How requests are gathered into batches (:mod:`.batching`), and how many may wait."""
+
+    max_wait_ms: float = 5.0  # how long the oldest waiting request waits for others to join its batch (ms)
+    max_batch_tokens: int = 2048  # source tokens gathered per batch, and padded tokens (sentences x longest) per call
+    max_queue_sentences: int = 1024  # sentences waiting per model; a request that would exceed it is refused (503)
+    batching: bool = True  # False: each request decoded alone, one after the other (the benchmark's baseline)
+
+    def __post_init__(self):
+        _check_numbers(self, ("max_wait_ms",), 0, whole=False)
+        _check_numbers(self, ("max_batch_tokens", "max_queue_sentences"), 1, whole=True)
+
+
+@dataclass
+class RequestLimits:
+    """What one request may ask for (:mod:`.app` refuses more with 413 or 422)."""
+
+    max_sentences: int = 64  # sentences per request
+    max_sentence_tokens: int = 256  # source tokens per sentence, </s> included (lowered to a model's own limit)
+    max_beams: int = 16  # num_beams per request
+    max_request_bytes: int = 1_000_000  # size of a request's body
+
+    def __post_init__(self):
+        _check_numbers(self, ("max_sentences", "max_sentence_tokens", "max_beams", "max_request_bytes"), 1, whole=True)
+
+
+__all__ = ["DEFAULT_GRACEFUL_TIMEOUT", "BatchingConfig", "RequestLimits"]

@@ -1,0 +1,86 @@
+"""The bodies of the service's requests and answers, as the OpenAPI page (``/docs``) shows them.
+
+Requests are validated strictly: a field of the wrong type (a number for a sentence, ``true`` for a beam count, a
+string for a number) and a field the service does not know (a misspelled option) are refused with 422, never
+converted or ignored."""
+
+from pydantic import BaseModel, ConfigDict, Field
+
+_STRICT = ConfigDict(strict=True, extra="forbid", protected_namespaces=())
+
+
+class TranslateRequest(BaseModel):
+    """Sentences to translate and how; an option left out takes the model's generation config (as
+    ``hf-s2s translate`` does)."""
+
+    model_config = _STRICT
+
+    sentences: list[str] = Field(description="the source sentences, one string each; a blank one gives a blank "
+                                             "translation")
+    model: str | None = Field(None, description="the served model's name (GET /models); default: the first served")
+    num_beams: int | None = Field(None, description="beam size, 1 for greedy search; default: the model's "
+                                                    "generation config")
+    num_return_sequences: int = Field(1, description="hypotheses returned per sentence, best first (n-best; at most "
+                                                     "num_beams)")
+    scores: bool = Field(False, description="return each hypothesis' score (greedy: the sum of its token "
+                                            "log-probabilities; beam: the length-normalized beam score)")
+    alignment: bool = Field(False, description="return the best translation's alignment: the last decoder layer's "
+                                               "cross-attention, averaged over heads (torch engine, attention models)")
+    max_len_a: float | None = Field(None, description="length bound max_len_a x source tokens + max_len_b per "
+                                                      "output; default: the model's generation config")
+    max_len_b: int | None = Field(None, description="tokens added to the length bound; default: the model's "
+                                                    "generation config")
+    no_length_bound: bool = Field(False, description="decode without the source-relative length bound")
+
+
+class Hypothesis(BaseModel):
+    text: str
+    score: float | None = Field(None, description="present when the request asked for scores")
+
+
+class Alignment(BaseModel):
+    source_tokens: list[str]
+    target_tokens: list[str]
+    weights: list[list[float]] = Field(description="(target tokens, source tokens): the attention each target "
+                                                   "token paid to each source token")
+
+
+class Translation(BaseModel):
+    text: str = Field(description="the best translation")
+    score: float | None = Field(None, description="its score, when asked for")
+    hypotheses: list[Hypothesis] | None = Field(None, description="the n-best list, best first, when "
+                                                                  "num_return_sequences > 1")
+    alignment: Alignment | None = None
+
+
+class TranslateResponse(BaseModel):
+    model: str = Field(description="the model that translated")
+    translations: list[Translation] = Field(description="one per sentence, in the request's order")
+
+
+class ModelInfo(BaseModel):
+    name: str
+    default: bool = Field(description="whether requests without a model name go to it")
+    folder: str
+    model_type: str
+    engine: str
+    weights: str = Field(description="float32, bfloat16 or int8")
+    source_limit: int | None = Field(description="the most source tokens a sentence may have")
+    num_beams: int = Field(description="the beam size when a request gives none")
+    max_len_a: float | None
+    max_len_b: int | None
+
+
+class Health(BaseModel):
+    status: str
+    models: list[str]
+    queued_sentences: int
+
+
+class Error(BaseModel):
+    error: str = Field(description="what was wrong, in one sentence")
+    detail: list | None = Field(None, description="the validation errors, for a body that does not fit the schema")
+
+
+__all__ = ["Alignment", "Error", "Health", "Hypothesis", "ModelInfo", "TranslateRequest", "TranslateResponse",
+           "Translation"]

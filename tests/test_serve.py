@@ -1,0 +1,304 @@
+"""`hf-s2s serve` as a client sees it: the real server (uvicorn, on a free localhost port, in a thread or as the
+command's own process) called over HTTP with httpx.
+
+Under concurrency, every request gets the translations it gets alone from ``translate()`` (or the CTranslate2
+engine), greedy and beam, with n-best lists and scores, while requests of one set of options share batches. Every
+kind of bad input is a 4xx with a JSON message and leaves the server answering; a full queue is a 503; a failed batch
+a 500 for its requests only; SIGTERM lets the request in flight finish; metrics and the OpenAPI page are served."""
+
+import asyncio
+import os
+import random
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi")
+httpx = pytest.importorskip("httpx")
+
+from hf_s2s.cli import run_command  # noqa: E402
+from hf_s2s.inference.engines import TorchEngine, load_engine  # noqa: E402
+from hf_s2s.inference.translate import translate  # noqa: E402
+from hf_s2s.serving.app import create_app  # noqa: E402
+from hf_s2s.serving.config import BatchingConfig, RequestLimits  # noqa: E402
+from hf_s2s.serving.server import serve_in_thread  # noqa: E402
+from tests.saved_folders import TEXTS, save_tiny_model_folder  # noqa: E402
+from tests.server_process import start_server_process  # noqa: E402
+
+# also run by CI on the oldest supported releases (constraints/oldest.txt)
+pytestmark = pytest.mark.compat
+
+ROOT = Path(__file__).resolve().parent.parent
+LIMITS = RequestLimits(max_sentences=8, max_sentence_tokens=40, max_beams=4, max_request_bytes=20_000)
+# a wait long enough that the concurrent requests of a test meet in batches even on a loaded machine
+BATCHING = BatchingConfig(max_wait_ms=50, max_batch_tokens=400)
+# the options the concurrent clients draw from: greedy and beam, n-best, the generation config's bound and others
+OPTIONS = [{}, {"num_beams": 3}, {"num_beams": 3, "num_return_sequences": 2, "scores": True},
+           {"num_beams": 1, "max_len_a": 0.5, "max_len_b": 2, "scores": True}, {"no_length_bound": True}]
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    base = tmp_path_factory.mktemp("serve")
+    return {"tf": save_tiny_model_folder(base / "tf", "transformer_seq2seq"),
+            "rnn": save_tiny_model_folder(base / "rnn", "rnn_seq2seq", seed=1)}
+
+
+@pytest.fixture(scope="module")
+def engines(folders):
+    return {name: load_engine(folder, threads=1) for name, folder in folders.items()}
+
+
+@pytest.fixture(scope="module")
+def server(engines):
+    """The torch engine serving both families: (base URL, app)."""
+    app = create_app(engines, BATCHING, LIMITS)
+    with serve_in_thread(app) as url:
+        yield url, app
+
+
+@pytest.fixture(scope="module")
+def ct2_server(folders):
+    pytest.importorskip("ctranslate2")
+    engine = load_engine(folders["tf"], "ctranslate2", threads=1)
+    with serve_in_thread(create_app({"tf": engine}, BATCHING, LIMITS)) as url:
+        yield url, engine
+
+
+def post(url: str, body, **kwargs) -> httpx.Response:
+    if isinstance(body, dict):
+        return httpx.post(f"{url}/translate", json=body, timeout=60, **kwargs)
+    return httpx.post(f"{url}/translate", content=body, headers={"content-type": "application/json"}, timeout=60,
+                      **kwargs)
+
+
+def answers(response: httpx.Response) -> list[list[tuple[str, float | None]]]:
+    """Each sentence's hypotheses as (text, score), from a /translate answer."""
+    assert response.status_code == 200, response.text
+    result = []
+    for translation in response.json()["translations"]:
+        hypotheses = translation.get("hypotheses") or [{"text": translation["text"], "score": translation.get("score")}]
+        assert hypotheses[0]["text"] == translation["text"]
+        result.append([(h["text"], h.get("score")) for h in hypotheses])
+    return result
+
+
+def alone(engine, request: dict) -> list[list[tuple[str, float | None]]]:
+    """What ``request`` gets from its engine decoding it alone: ``translate()`` on the model for the torch engine."""
+    options = engine.options(**{k: v for k, v in request.items() if k not in ("sentences", "scores", "model")})
+    if isinstance(engine, TorchEngine):
+        results = translate(engine.model, engine.tokenizer, request["sentences"], scores=True,
+                            **options.decoding_kwargs())
+    else:
+        results = engine.translate(request["sentences"], options, scores=True)
+    return [[(h.text, h.score if request.get("scores") else None) for h in hypotheses] for hypotheses in results]
+
+
+def concurrent_requests(url: str, model: str | None, count: int, seed: int) -> tuple[list[dict], list]:
+    """``count`` requests of 1-4 sentences with options drawn from OPTIONS, sent at once by as many clients."""
+    rng = random.Random(seed)
+    requests = [{"sentences": rng.sample(TEXTS[:40] + ["", "j"], rng.randint(1, 4)), **rng.choice(OPTIONS)}
+                for _ in range(count)]
+    if model is not None:
+        requests = [{**request, "model": model} for request in requests]
+
+    async def send_all():
+        async with httpx.AsyncClient(base_url=url, timeout=120,
+                                     limits=httpx.Limits(max_connections=count)) as client:
+            return await asyncio.gather(*(client.post("/translate", json=request) for request in requests))
+
+    return requests, asyncio.run(send_all())
+
+
+def metric(url: str, name: str) -> float:
+    """The sum of a Prometheus metric's samples named ``name`` (every label set) in /metrics."""
+    lines = httpx.get(f"{url}/metrics").text.splitlines()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.split("{")[0].split(" ")[0] == name)
+
+
+def same(got, expected) -> bool:
+    """Equal texts, and scores equal to 1e-5 (None where none was asked for)."""
+    return all(len(g) == len(e) and all(gt == et and (gs is None) == (es is None) and (gs is None or abs(gs - es) < 1e-5)
+                                        for (gt, gs), (et, es) in zip(g, e, strict=True))
+               for g, e in zip(got, expected, strict=True)) and len(got) == len(expected)
+
+
+@pytest.mark.parametrize("model", ["tf", "rnn"])
+def test_concurrent_requests_get_the_translations_they_get_alone(server, engines, model):
+    url, _ = server
+    calls_before = metric(url, "hf_s2s_batch_sentences_count")
+    requests, responses = concurrent_requests(url, None if model == "tf" else model, count=24, seed=len(model))
+    for request, response in zip(requests, responses, strict=True):
+        assert response.json()["model"] == model
+        assert same(answers(response), alone(engines[model], request)), request
+    assert len({tuple(t for t, _ in hypotheses) for response in responses for hypotheses in answers(response)}) > 5
+    calls = metric(url, "hf_s2s_batch_sentences_count") - calls_before
+    assert calls < len(requests)  # requests shared engine calls: batching happened
+
+
+def test_ctranslate2_engine_serves_concurrent_requests_as_it_translates_each_alone(ct2_server):
+    url, engine = ct2_server
+    requests, responses = concurrent_requests(url, None, count=16, seed=3)
+    for request, response in zip(requests, responses, strict=True):
+        assert same(answers(response), alone(engine, request)), request
+    assert httpx.get(f"{url}/models").json()[0]["engine"] == "ctranslate2"
+
+
+def test_answer_shape_scores_nbest_and_alignment(server):
+    url, _ = server
+    plain = post(url, {"sentences": ["a b c", ""]}).json()
+    assert set(plain) == {"model", "translations"} and plain["model"] == "tf"
+    assert all(set(t) == {"text"} for t in plain["translations"]) and plain["translations"][1]["text"] == ""
+    full = post(url, {"sentences": ["a b c"], "num_beams": 3, "num_return_sequences": 3, "scores": True,
+                      "alignment": True}).json()["translations"][0]
+    assert len(full["hypotheses"]) == 3 and full["score"] == full["hypotheses"][0]["score"]
+    assert [h["score"] for h in full["hypotheses"]] == sorted((h["score"] for h in full["hypotheses"]), reverse=True)
+    alignment = full["alignment"]
+    assert alignment["source_tokens"][-1] == "</s>" and len(alignment["weights"]) == len(alignment["target_tokens"])
+    assert all(len(row) == len(alignment["source_tokens"]) for row in alignment["weights"])
+
+
+BAD_REQUESTS = {
+    "malformed JSON": ('{"sentences": ["a b"', 400, "not valid JSON"),
+    "a list, not an object": ("[1, 2]", 422, "valid dictionary"),
+    "sentences not a list": ({"sentences": "a b c"}, 422, "sentences: Input should be a valid list"),
+    "a number for a sentence": ({"sentences": ["a", 3]}, 422, "sentences.1: Input should be a valid string"),
+    "no sentences field": ({"num_beams": 2}, 422, "sentences: Field required"),
+    "a boolean beam count": ({"sentences": ["a"], "num_beams": True}, 422, "num_beams: Input should be a valid int"),
+    "a string for a number": ({"sentences": ["a"], "max_len_a": "1.5"}, 422, "max_len_a: Input should be"),
+    "an unknown option": ({"sentences": ["a"], "nbest": 2}, 422, "nbest: Extra inputs are not permitted"),
+    "no sentences": ({"sentences": []}, 422, "give at least one sentence"),
+    "too many sentences": ({"sentences": ["a"] * 9}, 413, "at most 8"),
+    "a sentence over the limit": ({"sentences": ["a", "b c " * 30]}, 422, "sentence 1 (61 tokens)"),
+    "a body over the limit": ({"sentences": ["a" * 30_000]}, 413, "larger than the 20,000 bytes"),
+    "an unknown model": ({"sentences": ["a"], "model": "de-xx"}, 404, "unknown model 'de-xx'; this server serves"),
+    "n-best above beams": ({"sentences": ["a"], "num_beams": 2, "num_return_sequences": 3}, 422,
+                           "num_return_sequences (3"),
+    "zero beams": ({"sentences": ["a"], "num_beams": 0}, 422, "num_beams"),
+    "more beams than allowed": ({"sentences": ["a"], "num_beams": 5}, 422, "at most 4 beams"),
+    "a bound of 0 tokens": ({"sentences": ["a"], "max_len_a": 0, "max_len_b": 0}, 422, "0 tokens"),
+    "a negative bound": ({"sentences": ["a"], "max_len_b": -1}, 422, "max_len_b"),
+    "an absurd bound": ({"sentences": ["a"], "max_len_a": 1e18}, 422, "max_len_a must be <= 100"),
+    "no bound and a bound": ({"sentences": ["a"], "no_length_bound": True, "max_len_b": 3}, 422, "no_length_bound"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_REQUESTS))
+def test_bad_input_is_a_4xx_with_a_json_message_and_the_server_goes_on(server, case):
+    url, _ = server
+    body, status, message = BAD_REQUESTS[case]
+    response = post(url, body)
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    assert message in response.json()["error"], response.json()
+    assert post(url, {"sentences": ["a b"]}).status_code == 200
+
+
+def test_a_chunked_body_over_the_limit_is_refused_while_read(server):
+    url, _ = server
+    chunks = (b'{"sentences": ["' + b"a " * 5_000 + b'"]}' for _ in range(5))  # no Content-Length
+    response = httpx.post(f"{url}/translate", content=chunks, headers={"content-type": "application/json"})
+    assert response.status_code == 413 and "20,000 bytes" in response.json()["error"]
+
+
+def test_an_alignment_from_a_model_without_attention_is_refused(tmp_path):
+    folder = save_tiny_model_folder(tmp_path / "plain", "rnn_seq2seq", attention_type="none")
+    with serve_in_thread(create_app({"plain": load_engine(folder)})) as url:
+        response = post(url, {"sentences": ["a"], "alignment": True})
+        assert response.status_code == 422 and "attention" in response.json()["error"]
+
+
+class FailingEngine(TorchEngine):
+    """Fails any batch holding the sentence "boom"."""
+
+    def _translate(self, sentences, options, batch_size, scores):
+        if "boom" in sentences:
+            raise RuntimeError("the engine broke")
+        return super()._translate(sentences, options, batch_size, scores)
+
+
+def test_a_full_queue_is_503_and_a_failed_batch_500_for_its_requests_only(folders):
+    """The first request waits in the queue (a long max_wait_ms), so the queue is full for the second."""
+    engines = {"tf": FailingEngine(folders["tf"])}
+    app = create_app(engines, BatchingConfig(max_wait_ms=1500, max_queue_sentences=4), RequestLimits(max_sentences=4))
+    with serve_in_thread(app) as url:
+        waiting = {}
+        first = threading.Thread(target=lambda: waiting.update(response=post(url, {"sentences": ["a", "b", "c"]})))
+        first.start()
+        deadline = time.monotonic() + 10
+        while httpx.get(f"{url}/health").json()["queued_sentences"] < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        full = post(url, {"sentences": ["d", "e"]})
+        assert full.status_code == 503 and full.headers["retry-after"] == "1"
+        assert "3 sentences are waiting" in full.json()["error"]
+        first.join()
+        assert waiting["response"].status_code == 200
+        failed = post(url, {"sentences": ["boom"], "num_beams": 1})
+        assert failed.status_code == 500 and "the engine broke" in failed.json()["error"]
+        assert post(url, {"sentences": ["a"], "num_beams": 1}).status_code == 200
+        assert 'hf_s2s_requests_total{model="tf",status="503"} 1.0' in httpx.get(f"{url}/metrics").text
+
+
+def test_health_models_metrics_and_openapi_docs(server):
+    url, _ = server
+    post(url, {"sentences": ["a b c", "d"], "model": "rnn"})
+    assert httpx.get(f"{url}/health").json() == {"status": "ok", "models": ["tf", "rnn"], "queued_sentences": 0}
+    models = httpx.get(f"{url}/models").json()
+    assert [(m["name"], m["default"], m["model_type"], m["engine"]) for m in models] == [
+        ("tf", True, "transformer_seq2seq", "torch"), ("rnn", False, "rnn_seq2seq", "torch")]
+    text = httpx.get(f"{url}/metrics").text
+    for name in ('hf_s2s_requests_total{model="rnn",status="200"}', 'hf_s2s_sentences_total{model="rnn"}',
+                 'hf_s2s_source_tokens_total{model="rnn"}', 'hf_s2s_target_tokens_total{model="rnn"}',
+                 'hf_s2s_request_latency_seconds_bucket{le="0.1",model="rnn"}',
+                 'hf_s2s_batch_sentences_bucket{le="2.0",model="rnn"}', 'hf_s2s_batch_padded_tokens_count{model="rnn"}',
+                 'hf_s2s_queue_sentences{model="rnn"} 0.0', 'hf_s2s_queue_requests{model="rnn"} 0.0'):
+        assert name in text, name
+    assert metric(url, "hf_s2s_sentences_total") >= 2
+    docs = httpx.get(f"{url}/docs")
+    assert docs.status_code == 200 and "swagger" in docs.text.lower()
+    schema = httpx.get(f"{url}/openapi.json").json()
+    assert {"/translate", "/health", "/models", "/metrics"} <= set(schema["paths"])
+    assert "num_return_sequences" in schema["components"]["schemas"]["TranslateRequest"]["properties"]
+
+
+def test_serve_command_refuses_bad_options_in_one_line(folders, tmp_path):
+    tf, rnn = str(folders["tf"]), str(folders["rnn"])
+    for arguments, named in [([rnn, "--engine", "ctranslate2"], "Transformer family only"),
+                             ([f"a={tf}", f"a={rnn}"], "two models are named 'a'"),
+                             ([tf, "--port", "70000"], "--port"),
+                             ([tf, "--max-wait-ms", "-1"], "max_wait_ms (--max-wait-ms)"),
+                             ([tf, "--max-sentences", "2000"], "max_queue_sentences"),
+                             ([str(tmp_path / "missing")], "missing"),
+                             ([tf, "--int8", "--dtype", "bfloat16"], "--int8")]:
+        if "ctranslate2" in arguments:
+            pytest.importorskip("ctranslate2")
+        with pytest.raises(SystemExit) as exit_info:
+            run_command("serve", arguments)
+        assert str(exit_info.value.code).startswith("error: ") and named in str(exit_info.value.code), arguments
+
+
+@pytest.mark.slow  # a process of its own: importing torch and transformers takes seconds
+def test_sigterm_lets_the_request_in_flight_finish(folders, tmp_path):
+    """The request waits in the queue (max_wait_ms 1500) when SIGTERM arrives: it is still answered, then the
+    process ends and the port takes no more requests."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process, url = start_server_process([f"tf={folders['tf']}", "--max-wait-ms", "1500"], tmp_path, env=env)
+    try:
+        waiting = {}
+        request = threading.Thread(target=lambda: waiting.update(response=post(url, {"sentences": ["a b", "c"]})))
+        request.start()
+        deadline = time.monotonic() + 10
+        while httpx.get(f"{url}/health").json()["queued_sentences"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        process.send_signal(signal.SIGTERM)
+        request.join(timeout=60)
+        assert len(answers(waiting["response"])) == 2
+        assert process.wait(timeout=60) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal once shut down
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"{url}/health")
+    finally:
+        process.kill()
+        process.wait()
