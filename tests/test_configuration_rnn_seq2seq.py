@@ -38,7 +38,12 @@ def test_save_load_round_trip(tmp_path):
 BAD_VALUES = [
     ({"cell_type": "rnn"}, "`cell_type` must be one of ['gru', 'lstm']"),
     ({"attention_type": "multihead"}, "`attention_type` must be one of ['bahdanau', 'luong_dot', 'luong_general'"),
-    ({"decoder_init": "mean"}, "`decoder_init` must be one of ['bridge', 'last', 'zero']"),
+    ({"decoder_init": "mean"},
+     "`decoder_init` must be one of ['bridge', 'last', 'zero', 'final_states', 'final_states_bridge']"),
+    ({"decoder_init": "final_states", "encoder_layers": 2}, "`encoder_layers` (2) must equal `decoder_layers` (1)"),
+    ({"readout_activation": "relu"}, "`readout_activation` must be one of ['tanh', 'none']"),
+    ({"attention_query_bias": True, "attention_type": "luong_dot", "encoder_hidden_size": 256},
+     "`attention_query_bias`=True applies to the additive scores"),
     ({"encoder_hidden_size": 0}, "`encoder_hidden_size` must be a positive integer"),
     ({"decoder_hidden_size": -4}, "`decoder_hidden_size` must be a positive integer"),
     ({"encoder_layers": 0}, "`encoder_layers` must be a positive integer"),

@@ -48,12 +48,13 @@ class AdditiveAttention(SingleHeadAttention):
 
     Luong's ``v_a^T tanh(W_a [h_t; h_s])`` is the same function with ``W_a = [W_q, W_h]``. Bahdanau queries with the
     decoder state before the step, s_{t-1}; Luong concat with the current state h_t: the decoder decides which.
-    ``W_h h_i`` is the precomputed key.
+    ``W_h h_i`` is the precomputed key. ``query_bias`` adds b_q, ``v^T tanh(W_q q + b_q + W_h h_i)``, as OpenNMT-py's
+    ``mlp`` attention has it.
     """
 
-    def __init__(self, query_size: int, memory_size: int, attention_size: int):
+    def __init__(self, query_size: int, memory_size: int, attention_size: int, query_bias: bool = False):
         super().__init__()
-        self.query_proj = nn.Linear(query_size, attention_size, bias=False)  # W_q
+        self.query_proj = nn.Linear(query_size, attention_size, bias=query_bias)  # W_q (and b_q)
         self.key_proj = nn.Linear(memory_size, attention_size, bias=False)  # W_h
         self.energy = nn.Linear(attention_size, 1, bias=False)  # v
 
@@ -138,11 +139,11 @@ class MultiHeadDotAttention(nn.Module):
 
 
 def build_attention(attention_type: str, query_size: int, memory_size: int, attention_size: int,
-                    heads: int = 1) -> nn.Module | None:
+                    heads: int = 1, query_bias: bool = False) -> nn.Module | None:
     if heads > 1:  # the config allows several heads for the dot-type scores only
         return MultiHeadDotAttention(query_size, memory_size, heads, scaled=attention_type == "scaled_dot")
     if attention_type in ("bahdanau", "luong_concat"):
-        return AdditiveAttention(query_size, memory_size, attention_size)
+        return AdditiveAttention(query_size, memory_size, attention_size, query_bias)
     if attention_type == "luong_dot":
         return LuongDotAttention()
     if attention_type == "scaled_dot":

@@ -29,7 +29,10 @@ LUONG_STYLE_TYPES = ("luong_dot", "luong_general", "luong_concat", "scaled_dot")
 # Dot-product scores, which take several heads (attention_heads); luong_general is left out: with per-head query
 # and key projections its W_a is one more matrix in a product of projections, the same function as luong_dot's
 MULTI_HEAD_TYPES = ("luong_dot", "scaled_dot")
-DECODER_INITS = ("bridge", "last", "zero")
+DECODER_INITS = ("bridge", "last", "zero", "final_states", "final_states_bridge")
+# Decoder inits that start decoder layer l from encoder layer l's final states (OpenNMT-py RNNDecoderBase.init_state)
+FINAL_STATE_INITS = ("final_states", "final_states_bridge")
+READOUT_ACTIVATIONS = ("tanh", "none")
 
 
 class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
@@ -42,6 +45,21 @@ class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
     - ``"scaled_dot"``: the same with Vaswani et al. 2017 (arXiv:1706.03762) eq. 1, ``h_t . h_s / sqrt(d)``;
       ``luong_dot`` and ``scaled_dot`` take ``attention_heads`` > 1 (multi-head attention over the encoder states);
     - ``"none"``: Cho et al. 2014 (arXiv:1406.1078), the final encoder state is the context of every step.
+
+    Switches that match other toolkits' math exactly (defaults keep hf_s2s's own):
+
+    - ``decoder_init="final_states"``: OpenNMT-py 3.x (``RNNDecoderBase.init_state``) starts decoder layer l from
+      encoder layer l's final hidden state (and LSTM cell), its two directions concatenated:
+      ``s_0^l = [h_fwd^l; h_bwd^l]``, ``c_0^l = [c_fwd^l; c_bwd^l]`` (needs encoder_layers == decoder_layers);
+    - ``decoder_init="final_states_bridge"``: the same states through OpenNMT-py's ``-bridge``
+      (``RNNEncoder._bridge``): the final states of all layers, flattened in (layer, direction) order, are cut into
+      ``directions`` rows of ``layers x encoder_hidden_size`` each and every row becomes ``relu(W_b x + b_b)``, with
+      one (W_b, b_b) for hidden states and one for LSTM cells, before the regrouping above;
+    - ``readout_activation="none"``: OpenNMT-py's ``mlp`` global attention has no tanh on the attentional vector,
+      ``h~_t = W_c [c_t; h_t] + b_c`` (``GlobalAttention.forward``);
+    - ``attention_query_bias=True``: the additive score's query projection has a bias,
+      ``v^T tanh(W_q q + b_q + W_h h_i)`` (OpenNMT-py ``mlp``: ``linear_query``);
+    - ``output_bias=True``: the output layer has a bias, ``logits = W_o h~_t + b_o`` (OpenNMT-py's generator).
 
     Example:
         ```python
@@ -72,7 +90,11 @@ class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
     attention_heads: int = 1  # heads of a dot-type score (MULTI_HEAD_TYPES), each over E / heads dimensions
     input_feeding: bool | None = None  # Luong input feeding (previous attentional vector joins the input); None = on for
     # LUONG_STYLE_TYPES
-    decoder_init: str = "bridge"  # decoder initial state: "bridge" (tanh projection), "last" (final state) or "zero"
+    decoder_init: str = "bridge"  # decoder initial state: "bridge" (tanh projection), "last" (final state), "zero", or
+    # OpenNMT-py's per-layer "final_states" / "final_states_bridge" (see the class docstring)
+    readout_activation: str = "tanh"  # activation of the readout W_c [c_t; s_t]: "tanh", or "none" (OpenNMT-py mlp)
+    attention_query_bias: bool = False  # bias b_q in the additive score's query projection (OpenNMT-py mlp)
+    output_bias: bool = False  # bias of the output layer (OpenNMT-py's generator has one)
     dropout: float = 0.1  # dropout on embeddings, between RNN layers and on the readout vector
     teacher_forcing_ratio: float = 1.0  # training only: probability of feeding the gold token (< 1 = scheduled sampling)
     label_smoothing: float = 0.0  # eps of the label-smoothed loss the model computes from labels (Trainer's factor)
@@ -103,6 +125,22 @@ class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
         check_choice("cell_type", self.cell_type, CELL_TYPES)
         check_choice("attention_type", self.attention_type, ATTENTION_TYPES)
         check_choice("decoder_init", self.decoder_init, DECODER_INITS)
+        check_choice("readout_activation", self.readout_activation, READOUT_ACTIVATIONS)
+        if self.attention_query_bias and self.attention_type not in ("bahdanau", "luong_concat"):
+            raise ValueError(
+                "`attention_query_bias`=True applies to the additive scores ('bahdanau', 'luong_concat') only, got "
+                f"attention_type={self.attention_type!r}"
+            )
+        if self.decoder_init in FINAL_STATE_INITS and (
+            self.encoder_layers != self.decoder_layers or self.encoder_output_size != self.decoder_hidden_size
+        ):
+            raise ValueError(
+                f"`decoder_init`={self.decoder_init!r} starts decoder layer l from encoder layer l's final states, so "
+                f"`encoder_layers` ({self.encoder_layers}) must equal `decoder_layers` ({self.decoder_layers}) and "
+                f"`decoder_hidden_size` ({self.decoder_hidden_size}) the encoder output size "
+                f"({self.encoder_output_size}); allowed "
+                "with other sizes: 'bridge', 'zero'"
+            )
         check_dropout("dropout", self.dropout)
         check_probability("teacher_forcing_ratio", self.teacher_forcing_ratio)
         check_probability("label_smoothing", self.label_smoothing)

@@ -24,7 +24,7 @@ from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2
 from transformers.utils.generic import can_return_tuple
 
 from .attention_rnn_seq2seq import build_attention
-from .configuration_rnn_seq2seq import RNNSeq2SeqConfig
+from .configuration_rnn_seq2seq import FINAL_STATE_INITS, RNNSeq2SeqConfig
 from .modeling_common import (
     GenerationLengthDefault,
     Seq2SeqPreTrainedMixin,
@@ -78,9 +78,14 @@ def source_lengths(source_mask: torch.Tensor) -> torch.Tensor:
 class RNNSeq2SeqEncoderOutput(BaseModelOutput):
     """The encoder's output: ``last_hidden_state`` the memory (B, S, E), zero on padding, and ``source_mask``
     (B, S) bool, the real tokens the decoder may attend to (inferred from the pad id when no attention_mask was
-    given). A zero-length source comes back as one masked step (S = 1), so every later shape is valid."""
+    given). A zero-length source comes back as one masked step (S = 1), so every later shape is valid.
+    ``final_hidden`` / ``final_cell`` (B, layers x directions, encoder_hidden_size): every layer's final states in
+    nn.GRU/nn.LSTM's (layer, direction) order, only for the decoder inits that read them (FINAL_STATE_INITS);
+    batch-first, so generate() expands them for beams with the rest."""
 
     source_mask: torch.BoolTensor | None = None
+    final_hidden: torch.Tensor | None = None
+    final_cell: torch.Tensor | None = None
 
 
 class RNNSeq2SeqCache(Cache):
@@ -250,11 +255,19 @@ class RNNSeq2SeqEncoder(nn.Module):
         embeds = self.dropout(inputs_embeds)  # (B, S, D)
         lengths = source_lengths(mask).clamp(min=1)  # packing needs >= 1 step; empty rows are zeroed below
         packed = pack_padded_sequence(embeds, lengths, batch_first=True, enforce_sorted=False)
-        outputs, _ = self.rnn(packed)
+        outputs, final = self.rnn(packed)
         memory, _ = pad_packed_sequence(outputs, batch_first=True, total_length=embeds.shape[1])  # (B, S, E)
         mask = mask.to(memory.device)
         memory = memory * mask[:, :, None].to(memory.dtype)
-        return RNNSeq2SeqEncoderOutput(last_hidden_state=memory, source_mask=mask)
+        final_hidden = final_cell = None
+        if self.config.decoder_init in FINAL_STATE_INITS:
+            nonempty = mask.any(dim=1)[:, None, None].to(memory.dtype)  # (B, 1, 1): an empty source's states are 0
+            hidden, cell = final if isinstance(final, tuple) else (final, None)  # (layers x directions, B, h)
+            final_hidden = hidden.transpose(0, 1) * nonempty  # (B, layers x directions, h)
+            final_cell = cell.transpose(0, 1) * nonempty if cell is not None else None
+        return RNNSeq2SeqEncoderOutput(
+            last_hidden_state=memory, source_mask=mask, final_hidden=final_hidden, final_cell=final_cell
+        )
 
 
 class RNNSeq2SeqDecoderStep(GradientCheckpointingLayer):
@@ -305,9 +318,18 @@ class RNNSeq2SeqDecoder(nn.Module):
             dropout=config.dropout if config.decoder_layers > 1 else 0.0,
         )
         self.attention = build_attention(
-            config.attention_type, hidden_size, memory_size, config.attention_size, config.attention_heads
+            config.attention_type, hidden_size, memory_size, config.attention_size, config.attention_heads,
+            config.attention_query_bias,
         )
         self.readout = nn.Linear(memory_size + hidden_size, hidden_size)  # W_c over [c_t; s_t]
+        self.readout_activation = nn.Tanh() if config.readout_activation == "tanh" else nn.Identity()  # no parameters
+        # decoder_init="final_states_bridge" (OpenNMT-py -bridge): one Linear per state kind (hidden, LSTM cell) over
+        # rows of layers x encoder_hidden_size final-state values
+        state_size = config.encoder_layers * config.encoder_hidden_size
+        self.final_state_bridge = (
+            nn.ModuleList(nn.Linear(state_size, state_size) for _ in range(2 if config.cell_type == "lstm" else 1))
+            if config.decoder_init == "final_states_bridge" else None
+        )
         # decoder_init="bridge": s_0 = tanh(W_b [h_fwd_final; h_bwd_final]), one slice of W_b per decoder layer
         self.bridge = (
             nn.Linear(memory_size, config.decoder_layers * hidden_size) if config.decoder_init == "bridge" else None
@@ -322,8 +344,26 @@ class RNNSeq2SeqDecoder(nn.Module):
         """True when step t needs step t-1's output (Bahdanau query s_{t-1}, input feeding): loop over steps."""
         return self.attention_type == "bahdanau" or self.input_feeding
 
-    def init_state(self, memory: torch.Tensor, source_mask: torch.Tensor, cache: RNNSeq2SeqCache) -> RNNSeq2SeqCache:
-        """Fill ``cache`` from the encoder: memory (B, S, E), source_mask (B, S) bool."""
+    def _final_states(self, states: torch.Tensor | None, kind: int) -> torch.Tensor:
+        """decoder_init "final_states(_bridge)", OpenNMT-py's RNNDecoderBase.init_state (after RNNEncoder._bridge):
+        states (B, layers x directions, h) of state kind ``kind`` (0 hidden, 1 LSTM cell) -> (B, L, H), decoder layer
+        l's state [fwd^l; bwd^l]."""
+        if states is None:
+            raise ValueError(
+                f"decoder_init={self.config.decoder_init!r} needs the encoder's final states: pass the encoder output "
+                "of this model's encoder (RNNSeq2SeqEncoderOutput with final_hidden / final_cell)"
+            )
+        batch, layers = states.shape[0], self.config.decoder_layers
+        if self.final_state_bridge is not None:
+            directions = 2 if self.config.bidirectional else 1
+            rows = states.reshape(batch * directions, -1)  # (B x directions, layers x h), OpenNMT's bottle_hidden
+            states = torch.relu(self.final_state_bridge[kind](rows)).view_as(states)
+        return states.reshape(batch, layers, -1)  # (B, L, H)
+
+    def init_state(self, memory: torch.Tensor, source_mask: torch.Tensor, cache: RNNSeq2SeqCache,
+                   final_states: tuple[torch.Tensor | None, torch.Tensor | None] = (None, None)) -> RNNSeq2SeqCache:
+        """Fill ``cache`` from the encoder: memory (B, S, E), source_mask (B, S) bool; ``final_states`` the encoder
+        output's (final_hidden, final_cell), read by decoder_init "final_states(_bridge)" only."""
         batch, hidden_size, layers = memory.shape[0], self.config.decoder_hidden_size, self.config.decoder_layers
         lengths = source_mask.sum(dim=1)  # (B,)
         last = (lengths - 1).clamp(min=0)
@@ -337,10 +377,14 @@ class RNNSeq2SeqDecoder(nn.Module):
             hidden = torch.tanh(self.bridge(final)).view(batch, layers, hidden_size)  # (B, L, H)
         elif self.config.decoder_init == "last":
             hidden = final[:, None, :].expand(batch, layers, hidden_size).contiguous()  # (B, L, H)
+        elif self.config.decoder_init in FINAL_STATE_INITS:
+            hidden = self._final_states(final_states[0], 0)  # (B, L, H)
         else:
             hidden = memory.new_zeros(batch, layers, hidden_size)
         cache.hidden = hidden
         cache.cell = torch.zeros_like(hidden) if self.config.cell_type == "lstm" else None
+        if cache.cell is not None and self.config.decoder_init in FINAL_STATE_INITS:
+            cache.cell = self._final_states(final_states[1], 1)  # (B, L, H)
         cache.input_feed = memory.new_zeros(batch, hidden_size) if self.input_feeding else None
         cache.memory, cache.source_mask = memory, source_mask
         # Source-side half of the score, computed once per source here and read back at every step.
@@ -367,7 +411,7 @@ class RNNSeq2SeqDecoder(nn.Module):
             inputs = torch.cat([embeds, state.input_feed[:, None]], dim=-1) if self.input_feeding else embeds
             outputs = _run_rnn(self.rnn, inputs, state)  # h_t: (B, T, H)
             context, weights = self._attend(outputs, state)
-        readout = torch.tanh(self.readout(torch.cat([context, outputs], dim=-1)))  # (B, T, H)
+        readout = self.readout_activation(self.readout(torch.cat([context, outputs], dim=-1)))  # (B, T, H)
         if self.input_feeding:
             state.input_feed = readout[:, -1]
         return readout, weights
@@ -540,7 +584,10 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
             source_mask = getattr(encoder_outputs, "source_mask", None)
             if source_mask is None:  # encoder outputs made elsewhere: the mask from the inputs
                 source_mask = source_mask_from_inputs(input_ids, attention_mask, self.config.pad_token_id, memory.shape[:2])
-            state = self.decoder.init_state(memory, source_mask.to(memory.device), cache if cache is not None else RNNSeq2SeqCache())
+            final_states = (getattr(encoder_outputs, "final_hidden", None), getattr(encoder_outputs, "final_cell", None))
+            state = self.decoder.init_state(
+                memory, source_mask.to(memory.device), cache if cache is not None else RNNSeq2SeqCache(), final_states
+            )
         elif encoder_outputs is None:
             encoder_outputs = BaseModelOutput(last_hidden_state=state.memory)
 
@@ -568,7 +615,7 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
     def __init__(self, config: RNNSeq2SeqConfig):
         super().__init__(config)
         self.model = RNNSeq2SeqModel(config)
-        self.lm_head = nn.Linear(config.decoder_hidden_size, config.target_vocab_size, bias=False)
+        self.lm_head = nn.Linear(config.decoder_hidden_size, config.target_vocab_size, bias=config.output_bias)
         self.model.decoder.predict_next_token = self._predict_next_token
         self.post_init()
         self._set_default_generation_length()
