@@ -403,7 +403,8 @@ def check_tokenizer_fits_model(
             f"one of {sorted(allowed_start)}"
         )
     eos_token_id = getattr(config, "eos_token_id", None)
-    problems += _encoding_problems(tokenizer, "source", eos_token_id)
+    # a model whose toolkit fed sources without </s> (config.source_eos False: OpenNMT-py 3.x) needs none there
+    problems += _encoding_problems(tokenizer, "source", eos_token_id if getattr(config, "source_eos", True) else None)
     problems += _encoding_problems(target_tokenizer, "target", eos_token_id)
     if problems:
         raise ValueError("tokenizer does not fit the model config: " + "; ".join(problems))

@@ -60,6 +60,8 @@ class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
     - ``attention_query_bias=True``: the additive score's query projection has a bias,
       ``v^T tanh(W_q q + b_q + W_h h_i)`` (OpenNMT-py ``mlp``: ``linear_query``);
     - ``output_bias=True``: the output layer has a bias, ``logits = W_o h~_t + b_o`` (OpenNMT-py's generator).
+    - ``source_eos=False``: the source tokenizer appends no ``</s>`` (OpenNMT-py 3.x's ``numericalize``); the
+      tokenizer check then expects none.
 
     Example:
         ```python
@@ -95,6 +97,7 @@ class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
     readout_activation: str = "tanh"  # activation of the readout W_c [c_t; s_t]: "tanh", or "none" (OpenNMT-py mlp)
     attention_query_bias: bool = False  # bias b_q in the additive score's query projection (OpenNMT-py mlp)
     output_bias: bool = False  # bias of the output layer (OpenNMT-py's generator has one)
+    source_eos: bool = True  # sources end with </s> (hf_s2s, Joey NMT, fairseq); False: OpenNMT-py 3.x feeds none
     dropout: float = 0.1  # dropout on embeddings, between RNN layers and on the readout vector
     teacher_forcing_ratio: float = 1.0  # training only: probability of feeding the gold token (< 1 = scheduled sampling)
     label_smoothing: float = 0.0  # eps of the label-smoothed loss the model computes from labels (Trainer's factor)

@@ -1,0 +1,229 @@
+"""OpenNMT-py 3.x checkpoints (``onmt_train`` / ``onmt_release_model``) as hf_s2s folders.
+
+Supported: the RNN encoder-decoder (``-encoder_type rnn|brnn``, ``-decoder_type rnn``, ``-rnn_type LSTM|GRU``,
+``-global_attention dot|general|mlp``, ``-input_feed 0|1``, ``-bridge``, shared or separate embeddings and
+vocabularies). It maps onto ``rnn_seq2seq`` with the switches that reproduce OpenNMT-py's math exactly:
+
+- ``dot`` / ``general`` -> ``luong_dot`` / ``luong_general`` (OpenNMT-py scores ``(W_a h_t) . h_s``, hf_s2s
+  ``h_t . (W_k h_s)``: ``W_k = W_a^T``); ``mlp`` -> ``luong_concat`` with ``attention_query_bias`` (``linear_query``
+  has a bias) and ``readout_activation="none"`` (no tanh on ``linear_out``'s result, which has a bias);
+- the attentional vector ``tanh(W_out [c_t; h_t])`` is hf_s2s's readout (a zero bias for ``dot``/``general``);
+- the decoder starts from every encoder layer's final (hidden, cell) states: ``decoder_init="final_states"``, or
+  ``"final_states_bridge"`` with ``-bridge`` (OpenNMT-py's ReLU bridge and its row layout);
+- the generator ``Linear`` has a bias: ``output_bias``; sources get no end token (OpenNMT-py 3.x numericalize).
+
+Every checkpoint tensor is mapped or the conversion fails naming it; options the converter cannot express exactly
+(copy or coverage attention, context gates, source features, sparsemax, ...) are refused, naming the option.
+"""
+
+from pathlib import Path
+
+import torch
+from transformers import GenerationConfig
+
+from ..models.configuration_rnn_seq2seq import RNNSeq2SeqConfig
+from ..models.modeling_rnn_seq2seq import RNNSeq2SeqForConditionalGeneration
+from .base import Converted, register
+from .checkpoints import CheckpointError, load_checkpoint, options
+from .vocabulary import SpecialTokens, translation_tokenizer
+
+TOOLKIT = "opennmt-py"
+# OpenNMT-py 3.x's onmt.constants.DefaultTokens
+SPECIALS = SpecialTokens(unk="<unk>", pad="<blank>", bos="<s>", eos="</s>")
+# onmt_translate's defaults (onmt/opts.py): what the converted folder's generation config reproduces
+TRANSLATE_DEFAULTS = {"beam_size": 5, "max_length": 250, "max_length_ratio": 1.25, "batch_size": 30}
+
+ATTENTION_TYPES = {"dot": "luong_dot", "general": "luong_general", "mlp": "luong_concat"}
+CELL_TYPES = {"LSTM": "lstm", "GRU": "gru"}
+# option -> the values this converter reproduces exactly (anything else is refused, naming the option)
+REQUIRED = {
+    "model_task": ("seq2seq",),
+    "model_type": ("text",),
+    "global_attention_function": ("softmax",),
+    "generator_function": ("softmax",),
+    "copy_attn": (False,),
+    "coverage_attn": (False,),
+    "context_gate": (None,),
+    "n_src_feats": (0, None),
+    "position_encoding": (False, None),
+    "lambda_coverage": (0.0, 0, None),
+    "lora_layers": ([], None),
+    "quant_layers": ([], None),
+}
+
+
+def refuse(option: str, value, why: str) -> CheckpointError:
+    return CheckpointError(f"OpenNMT-py option -{option} {value!r} is not supported: {why}")
+
+
+def check_options(opt: dict) -> None:
+    """Refuse, naming the option, whatever the RNN conversion cannot reproduce exactly."""
+    for name, allowed in REQUIRED.items():
+        value = opt.get(name, allowed[0])
+        if value not in allowed:
+            raise refuse(name, value, f"the converter reproduces only {allowed[0]!r} exactly")
+    if opt.get("encoder_type") not in ("rnn", "brnn"):
+        raise refuse("encoder_type", opt.get("encoder_type"), "the converter handles 'rnn' and 'brnn' encoders")
+    if opt.get("decoder_type") != "rnn":
+        raise refuse("decoder_type", opt.get("decoder_type"), "the converter handles the 'rnn' decoder")
+    if opt.get("rnn_type") not in CELL_TYPES:
+        raise refuse("rnn_type", opt.get("rnn_type"), f"hf_s2s has {sorted(CELL_TYPES)} cells")
+    if opt.get("global_attention") not in ATTENTION_TYPES:
+        raise refuse("global_attention", opt.get("global_attention"),
+                     f"the converter handles {sorted(ATTENTION_TYPES)} (an attention-free OpenNMT-py decoder "
+                     "feeds the RNN output straight to the generator, which hf_s2s's 'none' does not)")
+    if opt["enc_layers"] != opt["dec_layers"]:
+        raise refuse("enc_layers", opt["enc_layers"], f"the decoder starts from every encoder layer's final "
+                     f"state, so it must equal -dec_layers ({opt['dec_layers']})")
+    if opt["enc_hid_size"] != opt["dec_hid_size"]:
+        raise refuse("enc_hid_size", opt["enc_hid_size"], f"must equal -dec_hid_size ({opt['dec_hid_size']})")
+
+
+def rnn_config(opt: dict, source_vocab: list[str], target_vocab: list[str]) -> RNNSeq2SeqConfig:
+    """The rnn_seq2seq config whose math is OpenNMT-py's for these options."""
+    bidirectional = opt["encoder_type"] == "brnn"
+    hidden = opt["dec_hid_size"]
+    attention = ATTENTION_TYPES[opt["global_attention"]]
+    mlp = opt["global_attention"] == "mlp"
+    return RNNSeq2SeqConfig(
+        vocab_size=len(source_vocab),
+        decoder_vocab_size=None if source_vocab == target_vocab else len(target_vocab),
+        encoder_embedding_size=opt["src_word_vec_size"],
+        decoder_embedding_size=opt["tgt_word_vec_size"],
+        encoder_hidden_size=opt["enc_hid_size"] // (2 if bidirectional else 1),
+        decoder_hidden_size=hidden,
+        attention_size=hidden,
+        encoder_layers=opt["enc_layers"],
+        decoder_layers=opt["dec_layers"],
+        bidirectional=bidirectional,
+        cell_type=CELL_TYPES[opt["rnn_type"]],
+        attention_type=attention,
+        input_feeding=bool(opt.get("input_feed", 1)),
+        decoder_init="final_states_bridge" if opt.get("bridge") else "final_states",
+        readout_activation="none" if mlp else "tanh",
+        attention_query_bias=mlp,
+        output_bias=True,
+        source_eos=False,
+        dropout=0.0,  # inference; fine-tuning sets its own
+        pad_token_id=target_vocab.index(SPECIALS.pad),
+        bos_token_id=target_vocab.index(SPECIALS.bos),
+        eos_token_id=target_vocab.index(SPECIALS.eos),
+        decoder_start_token_id=target_vocab.index(SPECIALS.bos),
+    )
+
+
+def rnn_state_dict(model: dict, generator: dict, config: RNNSeq2SeqConfig) -> dict[str, torch.Tensor]:
+    """OpenNMT-py's parameter names -> hf_s2s's; a checkpoint tensor left unmapped is an error naming it."""
+    out, left = {}, dict(model)
+
+    def take(name: str) -> torch.Tensor:
+        if name not in left:
+            raise CheckpointError(f"the checkpoint lacks {name}, which an OpenNMT-py RNN of these options has")
+        return left.pop(name).float()
+
+    out["model.encoder.embed_tokens.weight"] = take("encoder.embeddings.make_embedding.emb_luts.0.weight")
+    out["model.decoder.embed_tokens.weight"] = take("decoder.embeddings.make_embedding.emb_luts.0.weight")
+    for name in [n for n in left if n.startswith("encoder.rnn.")]:  # nn.LSTM / nn.GRU: the same names
+        out["model.encoder." + name.removeprefix("encoder.")] = take(name)
+    for kind in range(2 if config.cell_type == "lstm" else 1):
+        if config.decoder_init == "final_states_bridge":
+            for part in ("weight", "bias"):
+                out[f"model.decoder.final_state_bridge.{kind}.{part}"] = take(f"encoder.bridge.{kind}.{part}")
+    for layer in range(config.decoder_layers):
+        for part in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            stacked = f"decoder.rnn.layers.{layer}.{part}"  # StackedLSTM/GRU (input feeding)
+            name = stacked if config.uses_input_feeding else f"decoder.rnn.{part}_l{layer}"  # nn.LSTM/GRU
+            out[f"model.decoder.rnn.{part}_l{layer}"] = take(name)
+    if config.attention_type == "luong_general":
+        out["model.decoder.attention.key_proj.weight"] = take("decoder.attn.linear_in.weight").t().contiguous()
+    elif config.attention_type == "luong_concat":
+        out["model.decoder.attention.query_proj.weight"] = take("decoder.attn.linear_query.weight")
+        out["model.decoder.attention.query_proj.bias"] = take("decoder.attn.linear_query.bias")
+        out["model.decoder.attention.key_proj.weight"] = take("decoder.attn.linear_context.weight")
+        out["model.decoder.attention.energy.weight"] = take("decoder.attn.v.weight")
+    readout = take("decoder.attn.linear_out.weight")
+    out["model.decoder.readout.weight"] = readout
+    bias = "decoder.attn.linear_out.bias"
+    out["model.decoder.readout.bias"] = take(bias) if bias in left else readout.new_zeros(readout.shape[0])
+    if left:
+        raise CheckpointError(f"the checkpoint holds parameters this converter does not know: {sorted(left)[:5]}; "
+                              "they belong to an option it does not support")
+    generator = dict(generator)
+    unknown = sorted(set(generator) - {"weight", "bias"})
+    if unknown:
+        raise CheckpointError(f"the generator holds {unknown}: only OpenNMT-py's Linear generator is supported")
+    out["lm_head.weight"] = generator["weight"].float()
+    out["lm_head.bias"] = generator["bias"].float()
+    return out
+
+
+def vocabularies(checkpoint: dict) -> tuple[list[str], list[str]]:
+    vocab = checkpoint.get("vocab")
+    if not isinstance(vocab, dict) or not isinstance(vocab.get("src"), list) or not isinstance(vocab.get("tgt"), list):
+        raise CheckpointError("the checkpoint's 'vocab' is not OpenNMT-py 3.x's {'src': [...], 'tgt': [...]}: "
+                              "convert a checkpoint saved by OpenNMT-py 3.x (2.x checkpoints pickle torchtext fields)")
+    start = vocab.get("decoder_start_token", SPECIALS.bos)
+    if start != SPECIALS.bos:
+        raise refuse("decoder_start_token", start, f"the converter reproduces {SPECIALS.bos!r}")
+    return list(vocab["src"]), list(vocab["tgt"])
+
+
+def opennmt_max_lengths(source_lengths: list[int], batch_size: int = TRANSLATE_DEFAULTS["batch_size"],
+                        max_length: int = TRANSLATE_DEFAULTS["max_length"],
+                        max_length_ratio: float = TRANSLATE_DEFAULTS["max_length_ratio"]) -> list[int]:
+    """The most tokens ``onmt_translate`` (3.5.1, ``-batch_type sents``) lets each input line generate, </s> not
+    counted: it sorts the lines by source length (stably), cuts them into batches of ``batch_size`` and gives a whole
+    batch ``int(min(max_length, longest source x max_length_ratio + 5))`` (``Translator.translate_batch``). So a
+    line's cap depends on its neighbours; ``generate(max_new_tokens=...)`` per line reproduces it."""
+    order = sorted(range(len(source_lengths)), key=lambda i: source_lengths[i])
+    caps = [max_length] * len(source_lengths)
+    for start in range(0, len(order), batch_size):
+        batch = order[start : start + batch_size]
+        longest = max(source_lengths[i] for i in batch)
+        cap = int(min(max_length, longest * max_length_ratio + 5)) if max_length_ratio > 0 else max_length
+        for i in batch:
+            caps[i] = cap
+    return caps
+
+
+@register(TOOLKIT)
+def convert(checkpoint: Path, **files) -> Converted:
+    """An OpenNMT-py 3.x checkpoint (vocabularies and options inside it) as an hf_s2s model and tokenizer."""
+    unused = sorted(name for name, value in files.items() if value is not None)
+    if unused:
+        raise ValueError(f"an OpenNMT-py checkpoint holds its vocabularies and options; {unused} is not used")
+    data = load_checkpoint(checkpoint, TOOLKIT)
+    for key in ("model", "generator", "vocab", "opt"):
+        if key not in data:
+            raise CheckpointError(f"{checkpoint} lacks {key!r}: not an OpenNMT-py checkpoint")
+    opt = options(data["opt"])
+    check_options(opt)
+    source_vocab, target_vocab = vocabularies(data)
+    config = rnn_config(opt, source_vocab, target_vocab)
+    if source_vocab.index(SPECIALS.pad) != config.pad_token_id:
+        raise CheckpointError("the source and target vocabularies put <blank> at different ids")
+    model = RNNSeq2SeqForConditionalGeneration(config)
+    state = rnn_state_dict(data["model"], data["generator"], config)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise CheckpointError(f"conversion mismatch: missing {missing}, unexpected {unexpected}")
+    model.eval()
+    model.generation_config = GenerationConfig(
+        decoder_start_token_id=config.decoder_start_token_id, bos_token_id=config.bos_token_id,
+        eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id,
+        num_beams=TRANSLATE_DEFAULTS["beam_size"], length_penalty=1.0, early_stopping=True,
+        max_length=TRANSLATE_DEFAULTS["max_length"] + 1,  # the decoder start token counts in generate's max_length
+    )
+    # onmt_translate's -max_length_ratio cap for a batch of one line: floor(1.25 x source length + 5) tokens
+    model.generation_config.max_len_a = TRANSLATE_DEFAULTS["max_length_ratio"]
+    model.generation_config.max_len_b = 5
+    model._set_default_generation_length()
+    tokenizer = translation_tokenizer(source_vocab, target_vocab, SPECIALS, source_eos=False)
+    details = {"rnn_type": opt["rnn_type"], "encoder_type": opt["encoder_type"],
+               "global_attention": opt["global_attention"], "input_feed": int(opt.get("input_feed", 1)),
+               "bridge": bool(opt.get("bridge")), "layers": opt["dec_layers"], "hidden_size": opt["dec_hid_size"],
+               "transforms": sorted(opt.get("transforms") or [])}
+    return Converted(model=model, tokenizer=tokenizer, toolkit=TOOLKIT, architecture="rnn", details=details)
+
+
+__all__ = ["convert", "opennmt_max_lengths"]
