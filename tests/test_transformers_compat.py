@@ -28,6 +28,7 @@ from tests.helpers import TINY, random_tiny_model, run_without_hf_s2s
 pytestmark = pytest.mark.compat
 
 PACKAGE = Path(hf_s2s.__file__).parent
+COMPAT_MODULE = "models/transformers_compat.py"  # relative to PACKAGE
 
 
 def test_pyproject_lower_bound_is_the_minimum_the_code_checks():
@@ -92,7 +93,7 @@ def test_saved_folder_records_the_release_and_checks_the_version_without_hf_s2s(
     model.save_pretrained(tmp_path / "model")
     config = json.loads((tmp_path / "model" / "config.json").read_text())
     assert config["hf_s2s_version"] == hf_s2s.__version__
-    assert (tmp_path / "model" / "transformers_compat.py").read_bytes() == (PACKAGE / "transformers_compat.py").read_bytes()
+    assert (tmp_path / "model" / "transformers_compat.py").read_bytes() == (PACKAGE / COMPAT_MODULE).read_bytes()
     loads = f"""
         import json, transformers
         from transformers import AutoConfig
@@ -111,12 +112,12 @@ def test_saved_folder_records_the_release_and_checks_the_version_without_hf_s2s(
 # Every super()._name(...) call into transformers outside transformers_compat.py, each a decision (see the
 # compat module's docstring): a new one, or one moved, fails here until it is listed.
 PRIVATE_OVERRIDES = {
-    ("training.py", "_get_train_sampler"),
-    ("training.py", "_run_epoch"),
-    ("training.py", "_issue_warnings_after_load"),
-    ("modeling_common.py", "_resize_token_embeddings"),
-    ("tokenization_separate_vocab.py", "_decode"),
-    ("tokenization_separate_vocab.py", "_save_pretrained"),
+    ("training/trainer.py", "_get_train_sampler"),
+    ("training/trainer.py", "_run_epoch"),
+    ("training/trainer.py", "_issue_warnings_after_load"),
+    ("models/modeling_common.py", "_resize_token_embeddings"),
+    ("models/tokenization_separate_vocab.py", "_decode"),
+    ("models/tokenization_separate_vocab.py", "_save_pretrained"),
     ("cli/__init__.py", "_get_help_string"),  # argparse's HelpFormatter, not transformers
 }
 # Private attributes of transformers objects that only transformers_compat.py may read or write.
@@ -144,10 +145,10 @@ def _private_uses() -> tuple[set, set]:
 
 def test_transformers_private_api_is_reached_from_the_compat_module_only():
     overrides, attributes = _private_uses()
-    assert {use for use in overrides if use[0] != "transformers_compat.py"} == PRIVATE_OVERRIDES
-    assert {use for use in attributes if use[0] != "transformers_compat.py"} == set()
+    assert {use for use in overrides if use[0] != COMPAT_MODULE} == PRIVATE_OVERRIDES
+    assert {use for use in attributes if use[0] != COMPAT_MODULE} == set()
     # the compat module's docstring lists each hook it overrides
-    for _, hook in overrides & {("transformers_compat.py", name) for name in COMPAT_ONLY_ATTRIBUTES}:
+    for _, hook in overrides & {(COMPAT_MODULE, name) for name in COMPAT_ONLY_ATTRIBUTES}:
         assert f"``{hook}``" in transformers_compat.__doc__
 
 
