@@ -19,6 +19,7 @@ into the repository.
 from __future__ import annotations
 
 import argparse
+import collections
 import datetime
 import gzip
 import json
@@ -37,10 +38,11 @@ OUT = REPO / "tests" / "fixtures" / "toolkits"
 
 # The slice: the first TRAIN_LINES training pairs, VALID_LINES validation pairs and the first
 # TEST_LINES sentences of test_2016_flickr. Small enough for a few hundred CPU steps.
-TRAIN_LINES = 6000
+TRAIN_LINES = 10000
 VALID_LINES = 100
 TEST_LINES = 100
-VOCAB_SIZE = 500  # per side, before each toolkit adds its special tokens
+SRC_VOCAB_SIZE = 2000  # source words kept by each toolkit's vocabulary tool, before its specials
+TGT_VOCAB_SIZE = 1000  # target words; the training slice uses no other (see make_slice)
 SEED = 1234
 BEAM = 5
 MAX_LENGTH = 50  # decoding cap on output tokens, passed to every toolkit's translate command
@@ -62,10 +64,17 @@ INSTALL = {
     "joeynmt": [
         [TORCH],
         ["joeynmt==2.3.0"],
+        # joeynmt/helpers.py imports importlib_metadata, which joeynmt 2.3.0 does not declare
+        ["importlib_metadata"],
     ],
     "fairseq": [
         [TORCH],
-        ["fairseq==0.12.2"],
+        # fairseq 0.12.2 installs (with hydra-core 1.0.7, omegaconf 2.0.6) but cannot be imported on
+        # Python 3.11: "ValueError: mutable default <class 'fairseq.dataclass.configs.CommonConfig'>
+        # for field common is not allowed: use default_factory" (3.11's dataclasses refuse unhashable
+        # defaults). fairseq-fixed 0.12.3.1 is 0.12.2 with that fixed and hydra-core 1.3.2 /
+        # omegaconf 2.3.0; it imports as `fairseq` and reports __version__ 0.12.3.1.
+        ["fairseq-fixed==0.12.3.1"],
     ],
 }
 
@@ -113,7 +122,7 @@ def tokenize(line: str) -> str:
     return " ".join(_TOKEN.findall(line.strip().lower()))
 
 
-def read_lines(name: str, count: int) -> list[str]:
+def read_lines(name: str, count: int | None) -> list[str]:
     with gzip.open(DATA / name, "rt", encoding="utf-8") as f:
         out = []
         for line in f:
@@ -124,27 +133,47 @@ def read_lines(name: str, count: int) -> list[str]:
 
 
 def make_slice(folder: Path) -> dict[str, Path]:
-    """Write the tokenized slice into folder: {train,valid,test}.{de,en}."""
-    spec = {"train": ("train", TRAIN_LINES), "valid": ("val", VALID_LINES), "test": ("test_2016_flickr", TEST_LINES)}
+    """Write the tokenized slice into folder: {train,valid,test}.{de,en}.
+
+    Training pairs are kept only when every English token is among the TGT_VOCAB_SIZE most frequent
+    English tokens of the whole training set: the toolkits' target vocabularies then hold every target
+    token of the slice, and tiny models learn words instead of `<unk>` (which they otherwise emit for
+    most of each sentence, making the parity fixtures nearly input-independent).
+    """
     paths = {}
-    for split, (stem, count) in spec.items():
+
+    def write(split: str, lang: str, lines: list[str]) -> None:
+        path = folder / f"{split}.{lang}"
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        paths[f"{split}.{lang}"] = path
+
+    de, en = read_lines("train.de.gz", None), read_lines("train.en.gz", None)
+    counts = collections.Counter(token for line in en for token in line.split())
+    known = {token for token, _ in counts.most_common(TGT_VOCAB_SIZE)}
+    pairs = [(s, t) for s, t in zip(de, en) if set(t.split()) <= known][:TRAIN_LINES]
+    write("train", "de", [s for s, _ in pairs])
+    write("train", "en", [t for _, t in pairs])
+    for split, stem, count in (("valid", "val", VALID_LINES), ("test", "test_2016_flickr", TEST_LINES)):
         for lang in ("de", "en"):
-            path = folder / f"{split}.{lang}"
-            path.write_text("\n".join(read_lines(f"{stem}.{lang}.gz", count)) + "\n", encoding="utf-8")
-            paths[f"{split}.{lang}"] = path
+            write(split, lang, read_lines(f"{stem}.{lang}.gz", count))
     return paths
 
 
 # ---------------------------------------------------------------- running
 
-def run(cmd: list[str], cwd: Path, log: Path) -> list[str]:
-    """Run one toolkit command with a deterministic CPU environment; return it as recorded."""
+def _env() -> dict[str, str]:
     # TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD: torch>=2.6 loads with weights_only=True by default, and the
     # toolkits' own torch.load calls (onmt_release_model, onmt_translate's load_checkpoint, ...) then
     # refuse their own checkpoints (argparse.Namespace is not an allowed global). These are files this
     # script has just written, so the toolkits may unpickle them as they did under their pinned torch.
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0",
                CUDA_VISIBLE_DEVICES="", TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
+    return env
+
+
+def run(cmd: list[str], cwd: Path, log: Path) -> list[str]:
+    """Run one toolkit command with a deterministic CPU environment; return it as recorded."""
+    env = _env()
     with open(log, "a", encoding="utf-8") as f:
         f.write("$ " + " ".join(cmd) + "\n")
         f.flush()
@@ -158,7 +187,8 @@ def shown(cmd: list[str], work: Path) -> str:
     """A command as recorded in provenance.json: venv and temp paths made relative."""
     text = " ".join(cmd)
     text = text.replace(str(VENVS) + "/", ".toolkit_venvs/").replace(str(work) + "/", "$WORK/")
-    return text.replace(str(work), "$WORK")
+    text = text.replace(str(work), "$WORK")
+    return text.replace(str(work.parent), "$TMP")  # $TMP/data holds the slice
 
 
 def write_fixture(name: str, work: Path, files: dict[str, Path], provenance: dict) -> None:
@@ -174,6 +204,7 @@ def write_fixture(name: str, work: Path, files: dict[str, Path], provenance: dic
         **provenance,
         "seed": SEED,
         "slice": {"data": "multi30k de->en (read from $MULTI30K)", "train_lines": TRAIN_LINES,
+                  "train_filter": f"pairs whose English tokens are all among the {TGT_VOCAB_SIZE} most frequent",
                   "valid_lines": VALID_LINES, "test": f"first {TEST_LINES} lines of test_2016_flickr",
                   "tokenization": "lowercase; tokens = re.findall(r'\\w+|[^\\w\\s]') (make.py tokenize)"},
         "beam_size": BEAM,
@@ -188,9 +219,9 @@ def write_fixture(name: str, work: Path, files: dict[str, Path], provenance: dic
 # ---------------------------------------------------------------- OpenNMT-py
 
 ONMT_COMMON = {
-    "seed": SEED, "src_vocab_size": VOCAB_SIZE, "tgt_vocab_size": VOCAB_SIZE,
+    "seed": SEED, "src_vocab_size": SRC_VOCAB_SIZE, "tgt_vocab_size": TGT_VOCAB_SIZE,
     "train_steps": 800, "valid_steps": 100000, "save_checkpoint_steps": 800,
-    "batch_size": 64, "batch_type": "sents", "optim": "adam", "learning_rate": 0.003,
+    "batch_size": 64, "batch_type": "sents", "optim": "adam", "learning_rate": 0.002,
     "num_workers": 0, "report_every": 100, "world_size": 1,
 }
 
@@ -198,17 +229,17 @@ ONMT_MODELS = {
     # name: model options (everything else is ONMT_COMMON)
     "opennmt_rnn_general": {
         "encoder_type": "brnn", "decoder_type": "rnn", "rnn_type": "LSTM", "layers": 2,
-        "word_vec_size": 24, "hidden_size": 32, "global_attention": "general", "input_feed": 1,
+        "word_vec_size": 16, "hidden_size": 32, "global_attention": "general", "input_feed": 1,
         "bridge": True,
     },
     "opennmt_rnn_mlp": {
         "encoder_type": "brnn", "decoder_type": "rnn", "rnn_type": "GRU", "layers": 1,
-        "word_vec_size": 24, "hidden_size": 32, "global_attention": "mlp", "input_feed": 1,
+        "word_vec_size": 16, "hidden_size": 32, "global_attention": "mlp", "input_feed": 1,
         "bridge": False,
     },
     "opennmt_rnn_dot": {
         "encoder_type": "rnn", "decoder_type": "rnn", "rnn_type": "LSTM", "layers": 1,
-        "word_vec_size": 24, "hidden_size": 32, "global_attention": "dot", "input_feed": 0,
+        "word_vec_size": 16, "hidden_size": 32, "global_attention": "dot", "input_feed": 0,
         "bridge": False,
     },
     "opennmt_transformer": {
@@ -216,7 +247,7 @@ ONMT_MODELS = {
         "word_vec_size": 32, "hidden_size": 32, "heads": 2, "transformer_ff": 64,
         "position_encoding": True, "dropout": [0.1], "attention_dropout": [0.1],
         "optim": "adam", "learning_rate": 0.002, "param_init": 0.0, "param_init_glorot": True,
-        "train_steps": 1000, "save_checkpoint_steps": 1000,
+        "train_steps": 800, "save_checkpoint_steps": 800,
     },
 }
 
@@ -272,9 +303,193 @@ def make_opennmt(name: str, work: Path, data: dict[str, Path]) -> None:
     })
 
 
+# ---------------------------------------------------------------- Joey NMT
+
+JOEY_RNN = {"initializer": "xavier_uniform", "bias_initializer": "zeros", "init_gain": 1.0,
+            "embed_initializer": "normal", "embed_init_weight": 0.1}
+
+JOEY_MODELS = {
+    "joeynmt_rnn_bahdanau": {
+        **JOEY_RNN,
+        "encoder": {"type": "recurrent", "rnn_type": "lstm", "embeddings": {"embedding_dim": 16},
+                    "hidden_size": 16, "bidirectional": True, "num_layers": 1, "dropout": 0.0},
+        "decoder": {"type": "recurrent", "rnn_type": "lstm", "embeddings": {"embedding_dim": 16},
+                    "hidden_size": 32, "num_layers": 1, "attention": "bahdanau", "input_feeding": True,
+                    "init_hidden": "bridge", "dropout": 0.0, "hidden_dropout": 0.0},
+    },
+    "joeynmt_rnn_luong": {
+        **JOEY_RNN,
+        "encoder": {"type": "recurrent", "rnn_type": "gru", "embeddings": {"embedding_dim": 16},
+                    "hidden_size": 16, "bidirectional": True, "num_layers": 2, "dropout": 0.0},
+        "decoder": {"type": "recurrent", "rnn_type": "gru", "embeddings": {"embedding_dim": 16},
+                    "hidden_size": 32, "num_layers": 2, "attention": "luong", "input_feeding": True,
+                    "init_hidden": "last", "dropout": 0.0, "hidden_dropout": 0.0},
+    },
+    "joeynmt_transformer": {
+        "initializer": "xavier_uniform", "embed_initializer": "xavier_uniform", "bias_initializer": "zeros",
+        "init_gain": 1.0, "embed_init_gain": 1.0, "tied_embeddings": False, "tied_softmax": True,
+        "encoder": {"type": "transformer", "num_layers": 2, "num_heads": 2, "hidden_size": 32, "ff_size": 64,
+                    "embeddings": {"embedding_dim": 32, "scale": True}, "dropout": 0.1,
+                    "layer_norm": "pre", "activation": "relu"},
+        "decoder": {"type": "transformer", "num_layers": 2, "num_heads": 2, "hidden_size": 32, "ff_size": 64,
+                    "embeddings": {"embedding_dim": 32, "scale": True}, "dropout": 0.1,
+                    "layer_norm": "pre", "activation": "relu"},
+    },
+}
+
+JOEY_UPDATES = 800
+
+
+def make_joeynmt(name: str, work: Path, data: dict[str, Path]) -> None:
+    ensure_venv("joeynmt")
+    log = work / "log.txt"
+    model_dir = work / "model"
+
+    def side(lang: str, limit: int) -> dict:
+        return {"lang": lang, "level": "word", "lowercase": False, "normalize": False, "max_length": 60,
+                "min_length": 1, "voc_limit": limit, "voc_min_freq": 1, "tokenizer_type": "none"}
+
+    config = {
+        "name": name, "joeynmt_version": "2.3.0", "model_dir": str(model_dir), "use_cuda": False,
+        "fp16": False, "random_seed": SEED,
+        "data": {"train": str(work.parent / "data" / "train"), "dev": str(work.parent / "data" / "valid"),
+                 "test": str(work.parent / "data" / "test"), "dataset_type": "plain",
+                 "src": side("de", SRC_VOCAB_SIZE), "trg": side("en", TGT_VOCAB_SIZE)},
+        # scheduling: joeynmt 2.3.0 passes verbose=False to ReduceLROnPlateau ("plateau"), which torch 2.13 no
+        # longer accepts, and refuses no scheduler at all; ExponentialLR with gamma 1.0 is a constant rate.
+        "training": {"optimizer": "adam", "learning_rate": 0.002, "batch_size": 64, "batch_type": "sentence",
+                     "updates": JOEY_UPDATES, "epochs": 100, "validation_freq": JOEY_UPDATES,
+                     "logging_freq": 100, "eval_metrics": ["bleu"], "early_stopping_metric": "ppl",
+                     "keep_best_ckpts": 1, "overwrite": True, "shuffle": True, "clip_grad_norm": 1.0,
+                     "print_valid_sents": [], "num_workers": 0, "scheduling": "exponential", "decrease_factor": 1.0},
+        "testing": {"beam_size": 1, "beam_alpha": -1, "batch_size": 16, "batch_type": "sentence",
+                    "max_output_length": MAX_LENGTH, "eval_metrics": ["bleu"], "n_best": 1},
+        "model": JOEY_MODELS[name],
+    }
+    (work / "config.yaml").write_text(_yaml(config))
+    python = str(venv_python("joeynmt"))
+    commands = {"train": run([python, "-m", "joeynmt", "train", str(work / "config.yaml"), "--skip-test"],
+                             work, log)}
+    # Joey NMT has no release tool; the training checkpoint also holds optimizer, scheduler and data
+    # iterator state (3x the weights). Release it as onmt_release_model does: the same keys, the
+    # training-only states set to None. Joey's own translate then loads the released file.
+    trained = model_dir / f"{JOEY_UPDATES}.ckpt"
+    released = work / "model.ckpt"
+    release_code = (
+        "import sys, torch\n"
+        "c = torch.load(sys.argv[1], map_location='cpu', weights_only=False)\n"
+        "for k in ('optimizer_state', 'scheduler_state', 'scaler_state', 'train_iter_state'): c[k] = None\n"
+        "torch.save(c, sys.argv[2])\n"
+    )
+    commands["release"] = run([python, "-c", release_code, str(trained), str(released)], work, log)
+    for beam, out in ((1, "greedy.txt"), (BEAM, "beam.txt")):
+        test_config = json.loads(json.dumps(config))
+        test_config["testing"]["beam_size"] = beam
+        test_config["testing"]["load_model"] = str(released)
+        # the vocab files written by training, so translate uses exactly the trained ids
+        test_config["data"]["src"]["voc_file"] = str(model_dir / "src_vocab.txt")
+        test_config["data"]["trg"]["voc_file"] = str(model_dir / "trg_vocab.txt")
+        cfg_path = work / f"translate_beam{beam}.yaml"
+        cfg_path.write_text(_yaml(test_config))
+        cmd = [python, "-m", "joeynmt", "translate", str(cfg_path), "-o", str(work / out)]
+        with open(data["test.de"], encoding="utf-8") as stdin, open(log, "a", encoding="utf-8") as f:
+            f.write("$ " + " ".join(cmd) + f" < {data['test.de']}\n")
+            f.flush()
+            done = subprocess.run(cmd, cwd=work, env=_env(), stdin=stdin, stdout=f, stderr=subprocess.STDOUT)
+        if done.returncode != 0:
+            raise RuntimeError(f"command failed ({done.returncode}), see {log}: {' '.join(cmd)}")
+        commands["greedy" if beam == 1 else "beam"] = cmd + ["<", str(data["test.de"])]
+    versions = package_versions("joeynmt", ["joeynmt", "torch"])
+    write_fixture(name, work, {
+        "model.ckpt": released, "src_vocab.txt": model_dir / "src_vocab.txt",
+        "trg_vocab.txt": model_dir / "trg_vocab.txt", "config.yaml": work / "config.yaml",
+        "translate_beam1.yaml": work / "translate_beam1.yaml", f"translate_beam{BEAM}.yaml": work / f"translate_beam{BEAM}.yaml",
+        "test.de": data["test.de"], "greedy.txt": work / "greedy.txt", "beam.txt": work / "beam.txt",
+    }, {
+        "toolkit": "joeynmt", "versions": versions, "options": config["model"],
+        "training": config["training"], "testing": config["testing"],
+        "commands": {k: shown(v, work) for k, v in commands.items()},
+        "notes": f"model.ckpt is {JOEY_UPDATES}.ckpt with optimizer/scheduler/scaler/iterator states set to None "
+                 "(the 'release' command); greedy/beam are `joeynmt translate` outputs (word level: "
+                 "space-joined target tokens).",
+    })
+
+
+# ---------------------------------------------------------------- fairseq
+
+FAIRSEQ_MODELS = {
+    "fairseq_lstm": [
+        "--arch", "lstm", "--encoder-embed-dim", "16", "--encoder-hidden-size", "32", "--encoder-layers", "1",
+        "--encoder-bidirectional", "--decoder-embed-dim", "16", "--decoder-hidden-size", "32",
+        "--decoder-layers", "1", "--decoder-out-embed-dim", "16", "--decoder-attention", "1",
+        "--dropout", "0.0", "--lr", "0.002",
+    ],
+    "fairseq_transformer": [
+        "--arch", "transformer", "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
+        "--encoder-layers", "2", "--encoder-attention-heads", "2", "--decoder-embed-dim", "32",
+        "--decoder-ffn-embed-dim", "64", "--decoder-layers", "2", "--decoder-attention-heads", "2",
+        "--dropout", "0.1", "--lr", "0.002", "--share-decoder-input-output-embed",
+    ],
+}
+
+FAIRSEQ_UPDATES = 800
+
+
+def make_fairseq(name: str, work: Path, data: dict[str, Path]) -> None:
+    ensure_venv("fairseq")
+    log = work / "log.txt"
+    bin_dir = work / "data-bin"
+    prefix = str(work.parent / "data")
+    commands = {"preprocess": run([
+        venv_bin("fairseq", "fairseq-preprocess"), "--source-lang", "de", "--target-lang", "en",
+        "--trainpref", f"{prefix}/train", "--validpref", f"{prefix}/valid", "--testpref", f"{prefix}/test",
+        "--destdir", str(bin_dir), "--nwordssrc", str(SRC_VOCAB_SIZE), "--nwordstgt", str(TGT_VOCAB_SIZE),
+        "--workers", "1", "--seed", str(SEED)], work, log)}
+    options = FAIRSEQ_MODELS[name]
+    commands["train"] = run([
+        venv_bin("fairseq", "fairseq-train"), str(bin_dir), *options,
+        "--optimizer", "adam", "--clip-norm", "1.0", "--batch-size", "64", "--max-update", str(FAIRSEQ_UPDATES),
+        "--max-epoch", "100", "--criterion", "cross_entropy", "--seed", str(SEED), "--cpu", "--num-workers", "0",
+        "--save-dir", str(work / "ckpt"), "--no-epoch-checkpoints", "--no-save-optimizer-state",
+        "--disable-validation", "--log-format", "simple", "--log-interval", "100"], work, log)
+    checkpoint = work / "ckpt" / "checkpoint_last.pt"
+    for beam, out in ((1, "greedy"), (BEAM, "beam")):
+        raw = work / f"generate_{out}.txt"
+        cmd = [venv_bin("fairseq", "fairseq-generate"), str(bin_dir), "--path", str(checkpoint),
+               "--gen-subset", "test", "--beam", str(beam), "--nbest", "1", "--batch-size", "16",
+               "--max-len-a", "0", "--max-len-b", str(MAX_LENGTH), "--cpu", "--seed", str(SEED),
+               "--results-path", str(work / f"results_{out}")]
+        commands[out] = run(cmd, work, log)
+        # --results-path writes generate-test.txt; H-<id>\tscore\ttokens, in length-sorted order
+        generated = (work / f"results_{out}" / "generate-test.txt").read_text(encoding="utf-8")
+        shutil.copyfile(work / f"results_{out}" / "generate-test.txt", raw)
+        hyps = {}
+        for line in generated.splitlines():
+            if line.startswith("H-"):
+                ident, _score, tokens = line.split("\t")
+                hyps[int(ident[2:])] = tokens
+        (work / f"{out}.txt").write_text("".join(hyps[i] + "\n" for i in range(TEST_LINES)), encoding="utf-8")
+    versions = package_versions("fairseq", ["fairseq", "fairseq-fixed", "torch", "omegaconf", "hydra-core"])
+    write_fixture(name, work, {
+        "checkpoint.pt": checkpoint, "dict.de.txt": bin_dir / "dict.de.txt", "dict.en.txt": bin_dir / "dict.en.txt",
+        "test.de": data["test.de"], "greedy.txt": work / "greedy.txt", "beam.txt": work / "beam.txt",
+        "generate_greedy.txt": work / "generate_greedy.txt", "generate_beam.txt": work / "generate_beam.txt",
+    }, {
+        "toolkit": "fairseq", "versions": versions, "options": options,
+        "commands": {k: shown(v, work) for k, v in commands.items()},
+        "notes": "checkpoint.pt is checkpoint_last.pt as fairseq-train saved it with --no-save-optimizer-state; "
+                 "greedy/beam are the H- lines of fairseq-generate (no --remove-bpe, no detokenizer) put back "
+                 "in test order; generate_*.txt are the raw fairseq-generate outputs (S/T/H/D/P lines).",
+    })
+
+
 # ---------------------------------------------------------------- registry
 
-FIXTURES = {name: make_opennmt for name in ONMT_MODELS}
+FIXTURES = {
+    **{name: make_opennmt for name in ONMT_MODELS},
+    **{name: make_joeynmt for name in JOEY_MODELS},
+    **{name: make_fairseq for name in FAIRSEQ_MODELS},
+}
 
 
 def main() -> None:
