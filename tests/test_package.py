@@ -64,6 +64,7 @@ def imported(tmp_path_factory):
     return import_alone("import hf_s2s, hf_s2s.cli", tmp_path_factory.mktemp("import"))
 
 
+@pytest.mark.slow
 def test_import_prints_nothing(imported):
     """Not a line on stdout or stderr: whatever `import hf_s2s` prints, every command prints. (With torchao
     installed, transformers' own modeling_utils imports it, and torchao 0.18 and torch log warnings at that import:
@@ -72,6 +73,7 @@ def test_import_prints_nothing(imported):
     assert completed.stdout == "" and completed.stderr == "", completed.stdout + completed.stderr
 
 
+@pytest.mark.slow
 def test_import_loads_no_optional_backend_that_transformers_does_not(imported, tmp_path):
     """None of OPTIONAL_BACKENDS is in sys.modules after `import hf_s2s`, except what importing the transformers
     classes hf_s2s builds on already loads in this environment (transformers.modeling_utils imports torchao
@@ -145,6 +147,7 @@ def run_installed(installed, *command, stdin=None):
     return completed
 
 
+@pytest.mark.slow
 def test_wheel_ships_the_recipes_and_the_card_template(installed):
     """The installed package is the venv's, not this checkout's, and carries its package data."""
     venv = installed[0].parent
@@ -152,10 +155,11 @@ def test_wheel_ships_the_recipes_and_the_card_template(installed):
               "sorted(p.stem for p in t.RECIPES_DIR.glob('*.json')), hub.CARD_TEMPLATE.is_file()]))")
     module_file, recipes, has_template = json.loads(run_installed(installed, "python", "-c", script).stdout)
     assert Path(module_file).is_relative_to(venv)
-    assert recipes == sorted(p.stem for p in (ROOT / "hf_s2s" / "recipes").glob("*.json")) and recipes
+    assert recipes == sorted(p.stem for p in (ROOT / "hf_s2s" / "training" / "recipes").glob("*.json")) and recipes
     assert has_template
 
 
+@pytest.mark.slow
 def test_entry_points_train_translate_and_push_from_the_wheel(installed):
     """`hf-s2s train` (a shipped recipe found by name, overridden down to a tiny job), then `hf-s2s translate`
     and `hf-s2s push-to-hub --dry-run` on its folder, all from the installed wheel; the run's log holds none
@@ -188,6 +192,7 @@ def test_entry_points_train_translate_and_push_from_the_wheel(installed):
     assert "transformer_small" in card and (work / "hub" / "model.safetensors").is_file()
 
 
+@pytest.mark.slow
 def test_serve_from_the_wheel(installed):
     """`hf-s2s serve` from the installed wheel (with the serve extra) answers a translation, then stops on SIGTERM."""
     httpx = pytest.importorskip("httpx")
