@@ -15,6 +15,7 @@ from transformers import AutoTokenizer
 from hf_s2s.importers import CheckpointError, convert
 from hf_s2s.importers.opennmt import opennmt_max_lengths
 from hf_s2s.models.modeling_rnn_seq2seq import RNNSeq2SeqForConditionalGeneration
+from hf_s2s.models.transformers_compat import output_cache
 from tests.helpers import run_without_hf_s2s
 
 FIXTURES = Path(__file__).parent / "fixtures" / "toolkits"
@@ -72,7 +73,7 @@ def opennmt_beam_search(model, tokenizer, source: str, beam: int, cap: int) -> s
         with torch.no_grad():
             out = model(encoder_outputs=encoder_outputs, attention_mask=encoded["attention_mask"],
                         decoder_input_ids=tokens[:, -1:], cache=cache, use_cache=True)
-        cache = out.past_key_values if getattr(out, "past_key_values", None) is not None else out.cache
+        cache = output_cache(out)
         log_probs = out.logits[:, -1].float().log_softmax(-1) + scores[:, None]  # (beam, V)
         top, index = (log_probs.view(-1) / (step + 1)).topk(beam)
         origin, token = index // log_probs.shape[1], index % log_probs.shape[1]

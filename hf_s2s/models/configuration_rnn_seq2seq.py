@@ -59,7 +59,7 @@ class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
       ``h~_t = W_c [c_t; h_t] + b_c`` (``GlobalAttention.forward``);
     - ``attention_query_bias=True``: the additive score's query projection has a bias,
       ``v^T tanh(W_q q + b_q + W_h h_i)`` (OpenNMT-py ``mlp``: ``linear_query``);
-    - ``output_bias=True``: the output layer has a bias, ``logits = W_o h~_t + b_o`` (OpenNMT-py's generator).
+    - ``output_bias=True``: the output layer has a bias, ``logits = W_o h~_t + b_o`` (OpenNMT-py's generator);
     - ``source_eos=False``: the source tokenizer appends no ``</s>`` (OpenNMT-py 3.x's ``numericalize``); the
       tokenizer check then expects none.
 
