@@ -53,3 +53,5 @@ def toolkits() -> list[str]:
 
 
 __all__ = ["CONVERSION_FILE", "CheckpointError", "Converted", "convert", "register", "toolkits"]
+
+from . import opennmt  # noqa: E402,F401  (registers --from opennmt-py)
