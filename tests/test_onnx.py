@@ -1,21 +1,25 @@
-"""ONNX export of the Transformer (issue 5): torch.onnx.export (the dynamo exporter, torch's default) of
+"""ONNX export of both families (hf_s2s.inference.onnx, ``hf-s2s export-onnx``) and the onnxruntime decoding loop
+(hf_s2s.inference.onnx_runtime).
 
-1. the encoder: input_ids, attention_mask -> last_hidden_state;
-2. ONE CACHED DECODER STEP with the self-attention cache given as explicit tensors: decoder_input_ids (B, 1),
-   encoder_hidden_states (B, T_src, D), attention_mask (B, T_src), past_keys / past_values
-   (decoder_layers, B, H, T_past, d_h) -> logits (B, 1, V), present_keys / present_values
-   (decoder_layers, B, H, T_past + 1, d_h). The cross-attention K/V are not cache inputs: each step projects them
-   again from encoder_hidden_states (correct, only not precomputed as the PyTorch cache does).
-
-Both run in onnxruntime with batch sizes and lengths other than the export example's (dynamic axes), with padded
-sources, and match PyTorch (float32, atol 1e-4); a greedy loop of ONNX steps from an empty cache reproduces
-``generate``. Encoder outputs are compared at real tokens only: at padding positions PyTorch's padding-free path
-returns zeros and the exported (padded) path computed values, which nothing reads (masked out of cross-attention).
-
-Wrappers are put in eval mode before export: the TorchScript exporter (``dynamo=False``) leaves a model in the
-mode of the object it was handed, so a fresh wrapper (training mode) switched an eval model to training mode
-after export, and PyTorch, not ONNX, then applied dropout, which looked like an export mismatch of up to 2.5.
+- On a model of each family trained for a few seconds on the reversal task (outputs differ per sentence and end at
+  different lengths), exported by the command, the runtime's tokens equal ``generate()``'s: the whole (rows, length)
+  array, for a padded batch of sources of different lengths, greedy and beam search, with the folder's generation
+  config (the source-relative length bound on) and with other lengths, beams, early stopping, length penalties,
+  n-best lists, minimum lengths and a bound that binds.
+- The graphs themselves: teacher-forced logits of ONNX steps equal the PyTorch forward (float32, atol 1e-4).
+- The RNN encoder without packing (masked steps under ``scan``, :func:`run_direction`) gives the packed encoder's
+  memory and the same first decoding step, in PyTorch, for every decoder_init, GRU and LSTM, bidirectional or not.
+- The command writes the folder; its runtime translates text as tokenizer + generate() + batch_decode, also in a
+  process where torch, transformers and hf_s2s cannot be imported; user errors are one ``error:`` line.
+- Slow tier: random models of more layouts (every RNN attention type, input feeding, LSTM, multi-head, no attention;
+  Transformer pre-LN, learned positions, separate vocabularies), and replacing an export.
 """
+
+import filecmp
+import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -25,160 +29,279 @@ ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 pytest.importorskip("onnxscript")  # the dynamo exporter builds the graph with it
 
-from transformers.cache_utils import DynamicCache, EncoderDecoderCache  # noqa: E402
+from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer  # noqa: E402
 
-from hf_s2s import TransformerSeq2SeqConfig, TransformerSeq2SeqForConditionalGeneration  # noqa: E402
-from hf_s2s.models.transformers_compat import output_cache  # noqa: E402
+from hf_s2s.cli import run_command  # noqa: E402
+from hf_s2s.data.synthetic import FIRST_SYMBOL_ID, PAD_ID, reversal_dataset  # noqa: E402
+from hf_s2s.importers.vocabulary import SpecialTokens, word_level_tokenizer  # noqa: E402
+from hf_s2s.inference import onnx_runtime  # noqa: E402
+from hf_s2s.inference.onnx import RNNDecoderStepForOnnx, RNNEncoderForOnnx, export_onnx, graph_specs  # noqa: E402
+from hf_s2s.inference.onnx_runtime import OnnxSeq2Seq  # noqa: E402
+from hf_s2s.models.configuration_rnn_seq2seq import DECODER_INITS  # noqa: E402
+from tests.helpers import TINY, random_tiny_model, single_thread, train_reversal  # noqa: E402
+from tests.saved_folders import separate_vocabulary_folders  # noqa: E402
 
 # also run by CI on the oldest supported releases (constraints/oldest.txt)
 pytestmark = pytest.mark.compat
 
-PAD, BOS, EOS = 1, 0, 2
-TINY = dict(
-    vocab_size=24, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-    decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, init_std=0.1, tie_word_embeddings=False,
-    pad_token_id=PAD, bos_token_id=BOS, eos_token_id=EOS, decoder_start_token_id=BOS,
-)
+NUM_SYMBOLS, MAX_LEN = 8, 6
+# The reversal task's vocabulary as words: ids 0-3 the special tokens, 4-11 the symbols a-h.
+SYMBOLS = list("abcdefgh")
+# Trained in the fast tier (config, training recipe): a bidirectional GRU encoder of 2 layers with Bahdanau attention
+# learns the task in 3 epochs; the Transformer (1+1 layers) does not in its 2, but its outputs differ by sentence and
+# length all the same (init_std 0.1: from the default 0.02 it repeats one token for hundreds of steps).
+TRAINED = {
+    "rnn": ("rnn_seq2seq", {"encoder_layers": 2, "decoder_layers": 2},
+            {"num_train": 1500, "epochs": 3, "learning_rate": 1e-2}),
+    "transformer": ("transformer_seq2seq", {"init_std": 0.1}, {"num_train": 3000, "epochs": 2, "learning_rate": 3e-3}),
+}
+# Decoding options, each compared with generate() given the same ones (None: the folder's generation config alone).
+OPTIONS = {
+    "config": {},
+    "beam": {"num_beams": 4},
+    "beam early n-best": {"num_beams": 4, "early_stopping": True, "num_return_sequences": 2},
+    "beam never, no length penalty": {"num_beams": 3, "early_stopping": "never", "length_penalty": 0.0},
+    "beam never, long favoured": {"num_beams": 3, "early_stopping": "never", "length_penalty": 2.0},
+    "binding bound": {"max_len_a": 0.5, "max_len_b": 1},
+    "beam, binding bound": {"num_beams": 4, "max_len_a": 0.5, "max_len_b": 1},
+    "min length, no bound": {"num_beams": 3, "min_new_tokens": 8, "max_new_tokens": 12, "max_len_a": None,
+                             "max_len_b": None},
+    "short": {"max_new_tokens": 3},
+}
 ATOL = 1e-4
-STEP_INPUTS = ("decoder_input_ids", "encoder_hidden_states", "attention_mask", "past_keys", "past_values")
 
 
-class EncoderForExport(torch.nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.encoder = model.get_encoder()
-
-    def forward(self, input_ids, attention_mask):
-        """(B, T_src), (B, T_src) -> (B, T_src, D)"""
-        return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+def padded(sources: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    width = max(map(len, sources))
+    input_ids = np.array([row + [PAD_ID] * (width - len(row)) for row in sources])
+    return input_ids, (input_ids != PAD_ID).astype(np.int64)
 
 
-class DecoderStepForExport(torch.nn.Module):
-    """One cached decoding step with the self-attention cache as stacked tensors (layers first)."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, decoder_input_ids, encoder_hidden_states, attention_mask, past_keys, past_values):
-        config = self.model.config
-        cache = EncoderDecoderCache(DynamicCache(config=config), DynamicCache(config=config))
-        for layer in range(config.decoder_layers):
-            cache.self_attention_cache.update(past_keys[layer], past_values[layer], layer)
-        outputs = self.model(
-            encoder_outputs=(encoder_hidden_states,), attention_mask=attention_mask,
-            decoder_input_ids=decoder_input_ids, cache=cache, use_cache=True,
-        )
-        layers = output_cache(outputs).self_attention_cache.layers
-        return outputs.logits, torch.stack([c.keys for c in layers]), torch.stack([c.values for c in layers])
-
-
-def sources(rows):
-    width = max(map(len, rows))
-    input_ids = torch.tensor([r + [PAD] * (width - len(r)) for r in rows])
-    return input_ids, (input_ids != PAD).long()
-
-
-def empty_past(model, batch_size):
-    config = model.config
-    head_dim = config.d_model // config.decoder_attention_heads
-    return torch.zeros(config.decoder_layers, batch_size, config.decoder_attention_heads, 0, head_dim)
+def generated(model, input_ids: np.ndarray, attention_mask: np.ndarray, **options) -> np.ndarray:
+    with torch.no_grad(), single_thread():
+        return model.generate(input_ids=torch.from_numpy(input_ids), attention_mask=torch.from_numpy(attention_mask),
+                              **options).numpy()
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    """The model, its export wrappers, and onnxruntime sessions of both, exported from batch 2 / T_src 5 / T_past 3."""
+def held_out() -> tuple[np.ndarray, np.ndarray]:
+    """A padded batch of reversal sources the models were not trained on, 4 to 7 tokens long."""
+    return padded(reversal_dataset(24, num_symbols=NUM_SYMBOLS, max_len=MAX_LEN, seed=7)["input_ids"])
+
+
+def reversal_tokenizer():
+    """Words a-h as the reversal task's symbols, </s> appended: "a b c" -> [4, 5, 6, 2]."""
+    return word_level_tokenizer(["<pad>", "<s>", "</s>", "<unk>", *SYMBOLS],
+                                SpecialTokens(unk="<unk>", pad="<pad>", bos="<s>", eos="</s>"), append_eos=True)
+
+
+@pytest.fixture(scope="module", params=list(TRAINED))
+def trained(request, tmp_path_factory):
+    """(model, tokenizer, model folder, ONNX folder) of a tiny model trained for a few seconds on the reversal task,
+    saved with its word-level tokenizer and exported by ``hf-s2s export-onnx``."""
+    model_type, overrides, recipe = TRAINED[request.param]
+    tokenizer = reversal_tokenizer()
+    config = AutoConfig.for_model(model_type, **TINY[model_type], **overrides, vocab_size=len(tokenizer), dropout=0.0)
     torch.manual_seed(0)
-    model = TransformerSeq2SeqForConditionalGeneration._from_config(TransformerSeq2SeqConfig(**TINY)).eval()
-    encoder, step = EncoderForExport(model).eval(), DecoderStepForExport(model).eval()
-    folder = tmp_path_factory.mktemp("onnx")
-    batch, src_len, past_len = torch.export.Dim("batch"), torch.export.Dim("src_len"), torch.export.Dim("past_len")
+    model = AutoModelForSeq2SeqLM.from_config(config)
+    work = tmp_path_factory.mktemp(f"onnx_{request.param}")
+    train_reversal(model, work / "trainer", num_symbols=NUM_SYMBOLS, max_len=MAX_LEN, **recipe)
+    model.eval()
+    model.save_pretrained(work / "model")
+    tokenizer.save_pretrained(work / "model")
+    assert run_command("export-onnx", [str(work / "model"), str(work / "onnx")]) == 0
+    return model, tokenizer, work / "model", work / "onnx"
 
-    input_ids, attention_mask = sources([[5, 9, 13, 7, EOS], [8, 6, EOS]])
-    torch.onnx.export(
-        encoder, (input_ids, attention_mask), folder / "encoder.onnx", dynamo=True,
-        input_names=["input_ids", "attention_mask"], output_names=["last_hidden_state"],
-        dynamic_shapes={"input_ids": {0: batch, 1: src_len}, "attention_mask": {0: batch, 1: src_len}},
-    )
+
+@pytest.fixture(scope="module")
+def runtime(trained) -> OnnxSeq2Seq:
+    return OnnxSeq2Seq(trained[3], threads=1)
+
+
+def test_trained_models_give_real_translations(trained, held_out):
+    """What makes the equalities meaningful: outputs differ per sentence and end at different lengths."""
+    rows = generated(trained[0], *held_out)[:, 1:].tolist()
+    assert len({tuple(row) for row in rows}) > len(rows) // 2
+    assert len({row.index(2) for row in rows if 2 in row}) >= 3
+
+
+@pytest.mark.parametrize("options", list(OPTIONS))
+def test_tokens_equal_generate(trained, runtime, held_out, options):
+    expected = generated(trained[0], *held_out, **OPTIONS[options])
+    actual = runtime.generate(*held_out, **OPTIONS[options])
+    assert actual.shape == expected.shape
+    np.testing.assert_array_equal(actual, expected)
+
+
+def test_onnx_steps_give_the_teacher_forced_logits(trained, runtime, held_out):
+    """The encoder graph, then one step graph call per target position, fed the tokens generate() chose: the logits
+    of one teacher-forced PyTorch forward, for a batch other than the export example's (batch 24, other lengths)."""
+    model = trained[0]
+    sequences = generated(model, *held_out, max_len_a=None, max_len_b=None, max_new_tokens=8, min_new_tokens=8)
     with torch.no_grad():
-        encoder_hidden_states = encoder(input_ids, attention_mask)
-    past = torch.randn(2, model.config.decoder_layers, 2, model.config.decoder_attention_heads, 3, 16)
-    torch.onnx.export(
-        step, (torch.tensor([[4], [7]]), encoder_hidden_states, attention_mask, past[0], past[1]),
-        folder / "decoder_step.onnx", dynamo=True,
-        input_names=list(STEP_INPUTS), output_names=["logits", "present_keys", "present_values"],
-        dynamic_shapes={"decoder_input_ids": {0: batch}, "encoder_hidden_states": {0: batch, 1: src_len},
-                        "attention_mask": {0: batch, 1: src_len}, "past_keys": {1: batch, 3: past_len},
-                        "past_values": {1: batch, 3: past_len}},
-    )
-    assert not model.training  # exporting left the model in eval mode
-    sessions = {name: ort.InferenceSession(str(folder / f"{name}.onnx")) for name in ("encoder", "decoder_step")}
-    return model, encoder, step, sessions
+        expected = model(input_ids=torch.from_numpy(held_out[0]), attention_mask=torch.from_numpy(held_out[1]),
+                         decoder_input_ids=torch.from_numpy(sequences[:, :-1])).logits.numpy()  # (B, T, V)
+    np.testing.assert_allclose(runtime.forced_logits(*held_out, sequences[:, :-1]), expected, atol=ATOL, rtol=0)
 
 
-def run_encoder(sessions, input_ids, attention_mask):
-    return sessions["encoder"].run(None, {"input_ids": input_ids.numpy(), "attention_mask": attention_mask.numpy()})[0]
+def test_the_command_writes_the_folder(trained, runtime):
+    folder, out = trained[2], trained[3]
+    manifest = json.loads((out / "onnx_manifest.json").read_text())
+    assert {"encoder.onnx", "decoder_step.onnx", "generation_config.json", "onnx_runtime.py", "tokenizer.json",
+            "tokenizer_config.json"} <= set(manifest["files"])
+    assert sorted(p.name for p in out.iterdir()) == sorted([*manifest["files"], "onnx_manifest.json"])
+    assert filecmp.cmp(out / "onnx_runtime.py", onnx_runtime.__file__, shallow=False)
+    assert json.loads((out / "generation_config.json").read_text())["max_len_a"] == 1.3  # the bound, written out
+    for name, session in (("encoder", runtime.encoder), ("decoder_step", runtime.decoder_step)):
+        assert [i.name for i in session.get_inputs()] == list(manifest[name]["inputs"])
+        assert [o.name for o in session.get_outputs()] == manifest[name]["outputs"]
+    assert set(manifest["state"]) == {name for name in manifest["decoder_step"]["inputs"] if name.startswith("past_")}
+    assert manifest["model_type"] == json.loads((folder / "config.json").read_text())["model_type"]
 
 
-def run_step(sessions, *inputs):
-    return sessions["decoder_step"].run(None, {name: x.numpy() for name, x in zip(STEP_INPUTS, inputs, strict=True)})
-
-
-# Batch 3 and T_src 8 (the export example had 2 and 5), two padded rows.
-SOURCES = [[5, 9, 13, 7, 21, 11, 3, EOS], [8, 6, EOS], [17, 4, 10, 12, EOS]]
-
-
-def test_encoder_matches_pytorch_on_other_shapes_with_padding(exported):
-    model, encoder, _, sessions = exported
-    for input_ids, attention_mask in [sources(SOURCES), sources([[4, 5, 6, 7, 8, 9, EOS]])]:
-        with torch.no_grad():
-            expected = encoder(input_ids, attention_mask).numpy()  # (B, T_src, D)
-        actual = run_encoder(sessions, input_ids, attention_mask)
-        assert actual.shape == expected.shape
-        real = attention_mask.bool().numpy()  # (B, T_src)
-        np.testing.assert_allclose(actual[real], expected[real], atol=ATOL, rtol=0)
-
-
-def test_decoder_step_matches_pytorch_on_other_shapes(exported):
-    model, encoder, step, sessions = exported
-    input_ids, attention_mask = sources(SOURCES)
+def expected_translations(model, tokenizer, sentences: list[str], **options) -> list[str]:
+    batch = tokenizer(sentences, padding=True, return_tensors="pt")
     with torch.no_grad():
-        encoder_hidden_states = encoder(input_ids, attention_mask)
-    torch.manual_seed(1)
-    past = torch.randn(2, model.config.decoder_layers, 3, model.config.decoder_attention_heads, 6, 16)  # T_past 6
-    inputs = (torch.tensor([[4], [9], [3]]), encoder_hidden_states, attention_mask, past[0], past[1])
+        return tokenizer.batch_decode(model.generate(**batch, **options), skip_special_tokens=True)
+
+
+SENTENCES = ["a b c d", "h g", "e e f a b c", "b", "d c a"]
+
+
+def test_text_in_and_out_as_the_transformers_tokenizer(trained, runtime):
+    model, tokenizer = trained[0], trained[1]
+    input_ids, attention_mask = runtime.encode(SENTENCES)
+    batch = tokenizer(SENTENCES, padding=True, return_tensors="np")
+    np.testing.assert_array_equal(input_ids, batch["input_ids"])
+    np.testing.assert_array_equal(attention_mask, batch["attention_mask"])
+    assert runtime.translate(SENTENCES, num_beams=3) == expected_translations(model, tokenizer, SENTENCES, num_beams=3)
+
+
+def test_the_runtime_needs_no_torch(trained, tmp_path):
+    """The folder's own onnx_runtime.py, run as a script in a process where torch, transformers and hf_s2s cannot be
+    imported, translates as tokenizer + generate() + batch_decode."""
+    model, tokenizer, _, out = trained
+    blocked = "import runpy, sys\nfor name in ('torch', 'transformers', 'hf_s2s'):\n    sys.modules[name] = None\n" \
+              f"sys.argv = ['onnx_runtime.py', {str(out)!r}, '--beams', '2', '--threads', '1']\n" \
+              f"runpy.run_path({str(out / 'onnx_runtime.py')!r}, run_name='__main__')\n"
+    completed = subprocess.run([sys.executable, "-c", blocked], input="\n".join(SENTENCES) + "\n", capture_output=True,
+                               text=True, cwd=tmp_path, timeout=120, env={**os.environ, "PYTHONPATH": ""})
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert completed.stdout.splitlines() == expected_translations(model, tokenizer, SENTENCES, num_beams=2)
+
+
+def cli_error(capsys, *argv) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        run_command("export-onnx", list(map(str, argv)))
+    assert exit_info.value.code not in (0, None)
+    lines = (str(exit_info.value.code) if isinstance(exit_info.value.code, str) else capsys.readouterr().err)
+    return lines.strip()
+
+
+def test_user_errors_are_one_error_line(tmp_path, capsys):
+    model = tmp_path / "model"
+    random_tiny_model("rnn_seq2seq", 12).save_pretrained(model)
+    reversal_tokenizer().save_pretrained(model)
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "notes.txt").write_text("mine")
+    cases = {
+        (tmp_path / "missing", tmp_path / "out"): "does not exist",
+        (model, taken): "already holds files (notes.txt)",
+        (model, taken, "--overwrite_output_dir"): "not an ONNX export",
+        (model, taken / "notes.txt"): "is a file",
+        (model, model): "the model folder itself",
+    }
+    for argv, expected in cases.items():
+        message = cli_error(capsys, *argv)
+        assert message.startswith("error: ") and "\n" not in message and expected in message, (argv, message)
+    assert (taken / "notes.txt").read_text() == "mine" and not (tmp_path / "out").exists()
+
+
+def test_a_training_model_is_refused():
+    with pytest.raises(ValueError, match="eval mode"):
+        graph_specs(random_tiny_model("rnn_seq2seq", 20).train())
+
+
+# The RNN encoder without packing: every decoder_init, both cell types, one or two directions (PyTorch only).
+RNN_ENCODERS = [({"cell_type": cell, "bidirectional": bidirectional, "decoder_init": init, "encoder_layers": 2,
+                  "decoder_layers": 2, "decoder_hidden_size": 32 if bidirectional else 16})
+                for cell in ("gru", "lstm") for bidirectional in (True, False) for init in DECODER_INITS]
+
+
+@pytest.mark.parametrize("overrides", RNN_ENCODERS, ids=lambda o: f"{o['cell_type']}-{o['decoder_init']}"
+                         f"-{'bi' if o['bidirectional'] else 'uni'}")
+def test_unpacked_rnn_encoder_equals_the_packed_one(overrides):
+    """Masked steps instead of packing: the memory at real tokens (zero at padding) and the first decoding step's
+    logits equal the model's, which packs the padded batch."""
+    model = random_tiny_model("rnn_seq2seq", 20, **overrides)
+    input_ids, attention_mask = (torch.from_numpy(x) for x in padded([[5, 6, 7, 8, 9, 10, 2], [11, 2], [4, 9, 2]]))
+    fields = ("memory", "keys", "context", "hidden", "cell", "input_feed")
     with torch.no_grad():
-        expected = [x.numpy() for x in step(*inputs)]
-    actual = run_step(sessions, *inputs)
-    assert [a.shape for a in actual] == [(3, 1, 24), (1, 3, 2, 7, 16), (1, 3, 2, 7, 16)]
-    for a, e in zip(actual, expected, strict=True):
-        np.testing.assert_allclose(a, e, atol=ATOL, rtol=0)
+        encoder = RNNEncoderForOnnx(model).eval()
+        state = encoder.encode(input_ids, attention_mask)
+        memory = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        fields = tuple(name for name in fields if getattr(state, name) is not None)
+        step = RNNDecoderStepForOnnx(model, fields).eval()
+        logits = step(torch.full((3, 1), 1), attention_mask, *(getattr(state, name) for name in fields))[0]
+        expected = model(input_ids=input_ids, attention_mask=attention_mask,
+                         decoder_input_ids=torch.full((3, 1), 1)).logits[:, 0]
+    torch.testing.assert_close(state.memory, memory, atol=1e-6, rtol=0)
+    torch.testing.assert_close(logits, expected, atol=1e-5, rtol=0)
 
 
-def test_greedy_decoding_with_onnx_steps_equals_generate(exported):
-    """ONNX encoder, then ONNX steps from an empty cache, each feeding back its present K/V: the tokens of
-    ``generate`` (greedy, cached) and the logits of one teacher-forced PyTorch forward."""
-    model, _, _, sessions = exported
-    input_ids, attention_mask = sources(SOURCES)
-    steps = 8
-    with torch.no_grad():
-        expected = model.generate(input_ids=input_ids, attention_mask=attention_mask, do_sample=False, num_beams=1,
-                                  max_new_tokens=steps, min_new_tokens=steps)  # (B, 1 + steps)
-    assert len(torch.unique(expected[:, 1:])) >= 3, expected  # a constant output would prove little
+# ---------------------------------------------------------------------------------------------------- slow tier
 
-    encoder_hidden_states = torch.from_numpy(run_encoder(sessions, input_ids, attention_mask))
-    tokens = torch.full((3, 1), BOS)
-    past_keys = past_values = empty_past(model, 3)
-    all_logits = []
-    for _ in range(steps):
-        logits, past_keys, past_values = (torch.from_numpy(x) for x in run_step(
-            sessions, tokens[:, -1:], encoder_hidden_states, attention_mask, past_keys, past_values))
-        all_logits.append(logits)
-        next_token = logits[:, -1].masked_fill(torch.arange(24) == EOS, -torch.inf).argmax(-1)  # as min_new_tokens
-        tokens = torch.cat([tokens, next_token[:, None]], dim=1)
-    assert torch.equal(tokens, expected)
+LAYOUTS = {
+    "lstm luong_general input feeding": ("rnn_seq2seq", {"cell_type": "lstm", "attention_type": "luong_general"}),
+    "gru scaled_dot 2 heads": ("rnn_seq2seq", {"attention_type": "scaled_dot", "attention_heads": 2}),
+    "gru luong_concat no feeding, last": ("rnn_seq2seq", {"attention_type": "luong_concat", "input_feeding": False,
+                                                          "decoder_init": "last"}),
+    "gru no attention, unidirectional": ("rnn_seq2seq", {"attention_type": "none", "bidirectional": False,
+                                                         "decoder_init": "zero", "decoder_hidden_size": 16}),
+    "transformer pre-LN, learned, separate vocabulary": (
+        "transformer_seq2seq", {"norm_position": "pre", "position_embedding_type": "learned",
+                                "max_position_embeddings": 64, "share_encoder_decoder_embeddings": False,
+                                "decoder_vocab_size": 23, "decoder_layers": 2}),
+}
 
-    with torch.no_grad():
-        teacher_forced = model(input_ids=input_ids, attention_mask=attention_mask,
-                               decoder_input_ids=expected[:, :-1]).logits  # (B, steps, V)
-    np.testing.assert_allclose(torch.cat(all_logits, dim=1).numpy(), teacher_forced.numpy(), atol=ATOL, rtol=0)
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_more_layouts_equal_generate(layout, tmp_path):
+    model_type, overrides = LAYOUTS[layout]
+    model = random_tiny_model(model_type, 20, pad_token_id=PAD_ID, **overrides)
+    runtime = OnnxSeq2Seq(export_onnx(model, tmp_path / "onnx"), threads=1)
+    batch = padded([[5, 6, 7, 8, 9, 10, 2], [11, 12, 2], [FIRST_SYMBOL_ID, 5, 6, 7, 2], [19, 2]])
+    for options in ({}, {"num_beams": 4}, {"num_beams": 3, "early_stopping": True, "max_len_a": None,
+                                           "max_len_b": None, "max_new_tokens": 20}):
+        np.testing.assert_array_equal(runtime.generate(*batch, **options), generated(model, *batch, **options))
+
+
+@pytest.mark.slow
+def test_separate_vocabularies_translate_as_the_transformers_tokenizer(tmp_path):
+    """A subword (BPE) tokenizer over separate source and target vocabularies: sources encode with tokenizer.json,
+    outputs decode with target_tokenizer.json."""
+    folder = separate_vocabulary_folders(tmp_path)["de_en"]
+    assert run_command("export-onnx", [str(folder), str(tmp_path / "onnx")]) == 0
+    runtime = OnnxSeq2Seq(tmp_path / "onnx", threads=1)
+    assert (tmp_path / "onnx" / "target_tokenizer.json").is_file()
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    sentences = ["a b c", "d e f g h", "j"]
+    assert runtime.translate(sentences) == expected_translations(model, tokenizer, sentences)
+
+
+@pytest.mark.slow
+def test_overwrite_replaces_only_the_export(tmp_path):
+    out = tmp_path / "onnx"
+    export_onnx(random_tiny_model("rnn_seq2seq", 20, attention_type="luong_dot", decoder_hidden_size=32), out)
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="already holds files"):
+        export_onnx(random_tiny_model("rnn_seq2seq", 20), out)
+    model = random_tiny_model("rnn_seq2seq", 20, cell_type="lstm")
+    export_onnx(model, out, overwrite=True)
+    assert (out / "notes.txt").read_text() == "mine"
+    assert "past_cell" in json.loads((out / "onnx_manifest.json").read_text())["state"]
+    batch = padded([[5, 6, 7, 2], [8, 2]])
+    np.testing.assert_array_equal(OnnxSeq2Seq(out).generate(*batch), generated(model, *batch))

@@ -27,6 +27,7 @@ COMMANDS = {
     "results-table": ("results_table", "print a markdown table comparing runs' results.json"),
     "bench": ("bench", "benchmark against MarianMT and a textbook RNN"),
     "export-ctranslate2": ("export_ctranslate2", "export a Transformer folder to a CTranslate2 model directory"),
+    "export-onnx": ("export_onnx", "export a model folder (either family) to ONNX graphs and a runtime without torch"),
     "similarity": ("similarity", "cosine similarity of sentence pairs under a model's encoder"),
     "convert": ("convert", "convert an OpenNMT-py, Joey NMT or fairseq checkpoint into an hf_s2s folder"),
     "serve": ("serve", "serve model folders over HTTP with dynamic batching (the serve extra)"),

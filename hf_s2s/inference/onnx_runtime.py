@@ -1,0 +1,430 @@
+"""Decoding an ONNX export (``hf-s2s export-onnx``) with onnxruntime and numpy: greedy and beam search over the
+decoder-step graph, as ``generate()`` decodes, with the export's generation config; text in and out through the
+``tokenizers`` package.
+
+This module imports neither torch nor transformers nor hf_s2s: the export copies it into its folder, so a deployment
+needs numpy, onnxruntime and tokenizers only::
+
+    python OUT/onnx_runtime.py OUT < source.txt > translations.txt
+    python OUT/onnx_runtime.py OUT --beams 5 --sentence "Ein Hund rennt."
+
+    from onnx_runtime import OnnxSeq2Seq  # or: from hf_s2s.inference.onnx_runtime import OnnxSeq2Seq
+    model = OnnxSeq2Seq("OUT")
+    model.translate(["Ein Hund rennt."], num_beams=5)
+    model.generate(input_ids, attention_mask)  # ids (rows, length) as generate() returns them
+
+The loops reproduce transformers' ``generate()`` (5.23 / 5.24) step for step, and tests/test_onnx.py checks the
+tokens equal on trained models of both families:
+
+- greedy: the argmax of the processed logits; a finished row gets the pad token; the loop ends when every row has
+  produced an end token or ``max_length`` is reached;
+- beam search: transformers' vectorised beam search, with its ``length_penalty`` (a finished hypothesis' summed
+  log-probability over length ** length_penalty), ``early_stopping`` (True: a sentence ends once ``num_beams``
+  hypotheses have finished; False: once the best running beam, scored at the current length, cannot beat the worst
+  finished one; "never": the same, scored at ``max_length`` when length_penalty > 0) and ``num_return_sequences``;
+- logits processors: ``min_length``, ``min_new_tokens`` and hf_s2s's source-relative length bound (each row ends with
+  </s> after at most ``floor(max_len_a x source tokens + max_len_b)`` tokens, hf_s2s.models.modeling_common's
+  ``SourceLengthBoundLogitsProcessor``). Any other generation option that changes the output (sampling, repetition
+  penalties, forced or suppressed tokens, ...) is refused with a ValueError naming it, never ignored.
+
+Shapes: B sentences, K beams, R = B x K decoding rows, S source length, V target vocabulary.
+"""
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+MANIFEST_FILE = "onnx_manifest.json"
+MANIFEST_FORMAT = 1
+
+# generation config fields this runtime does not implement, with the value that leaves generate() unchanged;
+# a config (or call) that sets one otherwise is refused
+_UNSUPPORTED = {
+    "do_sample": False, "repetition_penalty": 1.0, "encoder_repetition_penalty": 1.0, "no_repeat_ngram_size": 0,
+    "encoder_no_repeat_ngram_size": 0, "bad_words_ids": None, "sequence_bias": None, "forced_bos_token_id": None,
+    "forced_eos_token_id": None, "suppress_tokens": None, "begin_suppress_tokens": None,
+    "exponential_decay_length_penalty": None, "renormalize_logits": False, "remove_invalid_values": False,
+    "guidance_scale": None, "watermarking_config": None, "constraints": None, "force_words_ids": None,
+    "num_beam_groups": 1, "diversity_penalty": 0.0, "low_memory": None, "max_time": None, "stop_strings": None,
+}
+# what a call may set (generate()'s names); everything else comes from the folder's generation config
+OPTIONS = ("num_beams", "max_length", "max_new_tokens", "min_length", "min_new_tokens", "length_penalty",
+           "early_stopping", "num_return_sequences", "max_len_a", "max_len_b")
+_NEG = np.float32(-1.0e9)  # transformers' "very large negative" beam score
+
+
+@dataclass
+class DecodingOptions:
+    """The settings of one decoding call: the folder's generation config, completed and overridden as generate()
+    completes and overrides it. max_length counts decoder positions, the start token included."""
+
+    decoder_start_token_id: int
+    eos_token_ids: list[int]
+    pad_token_id: int
+    max_length: int
+    min_length: int
+    min_new_tokens: int
+    num_beams: int
+    num_return_sequences: int
+    length_penalty: float
+    early_stopping: bool | str
+    max_len_a: float | None
+    max_len_b: int | None
+
+    @classmethod
+    def resolve(cls, generation_config: dict, **overrides) -> "DecodingOptions":
+        unknown = sorted(set(overrides) - set(OPTIONS))
+        if unknown:
+            raise ValueError(f"unknown decoding option(s) {', '.join(unknown)}; allowed: {', '.join(OPTIONS)}")
+        bound_fields = {k: v for k, v in overrides.items() if k in ("max_len_a", "max_len_b")}  # None: no bound
+        config = {**generation_config, **{k: v for k, v in overrides.items() if v is not None}, **bound_fields}
+
+        def get(name, default=None):  # transformers writes None for "unset": its default then
+            value = config.get(name)
+            return default if value is None else value
+
+        for name, neutral in _UNSUPPORTED.items():
+            if get(name, neutral) != neutral:
+                raise ValueError(f"the generation config sets {name}={config[name]!r}, which the ONNX runtime does "
+                                 f"not implement (supported: greedy and beam search with {', '.join(OPTIONS)}); set "
+                                 f"it to {neutral!r}")
+        eos = get("eos_token_id")
+        eos_ids = [] if eos is None else [int(x) for x in (eos if isinstance(eos, list) else [eos])]
+        start = get("decoder_start_token_id", get("bos_token_id"))
+        if start is None:
+            raise ValueError("the generation config names no decoder_start_token_id (nor bos_token_id)")
+        pad = get("pad_token_id", eos_ids[0] if eos_ids else 0)  # as generate(): else the end token pads
+        # generate(): max_new_tokens wins over max_length; 20 is transformers' default
+        max_length = 1 + int(get("max_new_tokens")) if get("max_new_tokens") is not None else int(get("max_length", 20))
+        num_beams, num_return_sequences = int(get("num_beams", 1)), int(get("num_return_sequences", 1))
+        if num_beams < 1 or num_return_sequences < 1 or max_length < 2:
+            raise ValueError(f"num_beams ({num_beams}) and num_return_sequences ({num_return_sequences}) must be >= 1 "
+                             f"and max_length ({max_length}) >= 2 (the start token and one generated token)")
+        if num_return_sequences > num_beams:
+            raise ValueError(f"num_return_sequences ({num_return_sequences}) must be <= num_beams ({num_beams})")
+        early_stopping = get("early_stopping", False)
+        if early_stopping not in (True, False, "never"):
+            raise ValueError(f"early_stopping must be True, False or 'never', got {early_stopping!r}")
+        max_len_a, max_len_b = config.get("max_len_a"), config.get("max_len_b")
+        if max_len_a is not None and (isinstance(max_len_a, bool) or not isinstance(max_len_a, int | float)
+                                      or not math.isfinite(max_len_a) or max_len_a < 0):
+            raise ValueError(f"max_len_a must be a number >= 0 or None, got {max_len_a!r}")
+        if max_len_b is not None and (isinstance(max_len_b, bool) or not isinstance(max_len_b, int) or max_len_b < 0):
+            raise ValueError(f"max_len_b must be a whole number >= 0 or None, got {max_len_b!r}")
+        if (max_len_a is not None or max_len_b is not None) and not eos_ids:
+            raise ValueError("the source-relative length bound (max_len_a, max_len_b) ends rows with </s>, but the "
+                             "generation config names no eos_token_id")
+        return cls(decoder_start_token_id=int(start), eos_token_ids=eos_ids, pad_token_id=int(pad),
+                   max_length=max_length, min_length=int(get("min_length", 0)), min_new_tokens=int(get("min_new_tokens", 0)),
+                   num_beams=num_beams, num_return_sequences=num_return_sequences,
+                   length_penalty=float(get("length_penalty", 1.0)), early_stopping=early_stopping,
+                   max_len_a=max_len_a, max_len_b=max_len_b)
+
+
+# ---------------------------------------------------------------------------------------------------- processors
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """(R, V) float32 -> (R, V) float32 log-probabilities."""
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def source_length_bound(source_lengths: np.ndarray, max_len_a: float | None, max_len_b: int | None) -> np.ndarray:
+    """The most tokens each row may generate, </s> included: floor(max_len_a x source_len + max_len_b), at least 1
+    (hf_s2s.models.modeling_common.source_length_bound, in float64 with the same allowance)."""
+    scaled = source_lengths.astype(np.float64) * (max_len_a or 0.0) + (max_len_b or 0)
+    return np.maximum(np.floor(scaled + 1e-9), 1).astype(np.int64)
+
+
+class LogitsProcessors:
+    """generate()'s logits processors for these options, in its order: min_length, min_new_tokens, then the
+    source-relative bound. ``bound``: (R,) tokens each row may generate, or None without the bound."""
+
+    def __init__(self, options: DecodingOptions, bound: np.ndarray | None):
+        self.options, self.eos = options, np.asarray(options.eos_token_ids, dtype=np.int64)
+        if bound is not None:
+            earliest_eos = 1 + max(options.min_new_tokens, options.min_length - 1)  # an explicit minimum wins
+            bound = np.maximum(bound, earliest_eos)
+        self.bound = bound
+        # the first length at which some row is forced: the steps before it skip the check
+        self.first_bound_length = None if bound is None else int(bound.min())
+
+    def __call__(self, length: int, scores: np.ndarray) -> np.ndarray:
+        """length: decoder positions so far, the start token included (so length - 1 tokens generated);
+        scores (R, V), changed in place."""
+        options, eos = self.options, self.eos
+        if eos.size and (length < options.min_length or length - 1 < options.min_new_tokens):
+            scores[:, eos] = -np.inf
+        if self.bound is not None and length >= self.first_bound_length:
+            at_bound = length >= self.bound  # (R,): the token chosen now is the row's last
+            eos_scores = scores[:, eos]  # (R, n_eos)
+            forced = np.where(np.isneginf(eos_scores), np.float32(0.0), eos_scores)  # </s> back where removed
+            scores[at_bound] = -np.inf
+            scores[:, eos] = np.where(at_bound[:, None], forced, eos_scores)
+        return scores
+
+
+# ---------------------------------------------------------------------------------------------------- searches
+
+
+def greedy_search(step, options: DecodingOptions, processors: LogitsProcessors, rows: int) -> np.ndarray:
+    """transformers' greedy loop. step(tokens (R,)) -> logits (R, V), advancing the decoder state.
+    Returns the sequences (R, length), start token first, pad after each row's end."""
+    sequences = np.full((rows, 1), options.decoder_start_token_id, dtype=np.int64)
+    unfinished = np.ones(rows, dtype=bool)
+    eos = np.asarray(options.eos_token_ids, dtype=np.int64)
+    while True:
+        scores = processors(sequences.shape[1], step(sequences[:, -1]).astype(np.float32))
+        tokens = scores.argmax(axis=-1)
+        if eos.size:
+            tokens = np.where(unfinished, tokens, options.pad_token_id)
+        sequences = np.concatenate([sequences, tokens[:, None]], axis=1)
+        unfinished &= ~np.isin(tokens, eos)
+        if not unfinished.any() or sequences.shape[1] >= options.max_length:
+            return sequences
+
+
+def _topk(values: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k largest values of each row, largest first (ties: the lower index first, as torch.topk on the
+    CPU gives them)."""
+    return np.argsort(-values, axis=-1, kind="stable")[:, :k]
+
+
+def _gather(tensor: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """tensor (B, K, ...) rows picked per sentence by indices (B, K') -> (B, K', ...)."""
+    return np.take_along_axis(tensor, indices.reshape(*indices.shape, *[1] * (tensor.ndim - 2)), axis=1)
+
+
+def beam_search(step, reorder, options: DecodingOptions, processors: LogitsProcessors, batch: int) -> np.ndarray:
+    """transformers' vectorised beam search (GenerationMixin._beam_search), step for step. step(tokens (R,)) ->
+    logits (R, V); reorder(rows (R,)) moves the decoder state's rows. Returns the best ``num_return_sequences``
+    hypotheses per sentence (B x n, length), start token first, the fill token after each end."""
+    beams, eos = options.num_beams, np.asarray(options.eos_token_ids, dtype=np.int64)
+    keep = max(2, 1 + eos.size) * beams  # candidates kept per sentence, so that num_beams can go on
+    top_beams = np.arange(keep) < beams
+    length_penalty, early_stopping, max_length = options.length_penalty, options.early_stopping, options.max_length
+    fill = (options.pad_token_id or options.eos_token_ids[0]) if eos.size else -1  # generate()'s fill value
+
+    running = np.full((batch, beams, max_length), fill, dtype=np.int64)
+    running[:, :, 0] = options.decoder_start_token_id
+    finished = running.copy()
+    running_scores = np.zeros((batch, beams), dtype=np.float32)
+    running_scores[:, 1:] = _NEG  # only the first beam's continuations count at the first step
+    finished_scores = np.full((batch, beams), _NEG, dtype=np.float32)
+    is_finished = np.zeros((batch, beams), dtype=bool)
+    improvable = np.ones((batch, 1), dtype=bool)
+    running_origins = np.full((batch, beams, max_length - 1), -1, dtype=np.int64)  # beam index of each token
+    finished_origins = running_origins.copy()
+    length, rows = 1, np.arange(batch)[:, None]
+    while True:
+        log_probs = processors(length, log_softmax(step(running[:, :, length - 1].reshape(-1)).astype(np.float32)))
+        vocab = log_probs.shape[-1]
+        log_probs = (log_probs.reshape(batch, beams, vocab) + running_scores[:, :, None]).reshape(batch, -1)
+
+        # the top `keep` continuations over all beams of each sentence
+        top = _topk(log_probs, keep)  # (B, keep)
+        top_scores = np.take_along_axis(log_probs, top, axis=1)
+        top_beam = top // vocab
+        top_sequences = _gather(running, top_beam)
+        top_sequences[:, :, length] = top % vocab
+        top_origins = _gather(running_origins, top_beam)
+        top_origins[:, :, length - 1] = top_beam + rows * beams
+        hits = np.isin(top_sequences[:, :, length], eos) | (length + 1 >= max_length)  # (B, keep)
+
+        # the best `num_beams` unfinished continuations go on
+        go_on_scores = top_scores + hits.astype(np.float32) * _NEG
+        go_on = _topk(go_on_scores, beams)
+        running, running_scores = _gather(top_sequences, go_on), _gather(go_on_scores, go_on)
+        running_origins = _gather(top_origins, go_on)
+
+        # finished continuations among the top `num_beams` enter the finished set if they beat it
+        just_finished = hits & top_beams[None, :]
+        candidate_scores = top_scores / np.float32(length**length_penalty)  # length tokens generated
+        sentence_full = is_finished.all(axis=-1, keepdims=True) & (early_stopping is True)
+        candidate_scores = candidate_scores + sentence_full.astype(np.float32) * _NEG
+        candidate_scores = candidate_scores + (~improvable).astype(np.float32) * _NEG
+        candidate_scores = candidate_scores + (~just_finished).astype(np.float32) * _NEG
+        merged_scores = np.concatenate([finished_scores, candidate_scores], axis=1)
+        best = _topk(merged_scores, beams)
+        finished = _gather(np.concatenate([finished, top_sequences], axis=1), best)
+        finished_scores = _gather(merged_scores, best)
+        finished_origins = _gather(np.concatenate([finished_origins, top_origins], axis=1), best)
+        is_finished = _gather(np.concatenate([is_finished, just_finished], axis=1), best)
+
+        reorder(running_origins[:, :, length - 1].reshape(-1))
+        length += 1
+        # can a running beam still beat the worst finished hypothesis?
+        hypothetical = max_length - 1 if early_stopping == "never" and length_penalty > 0.0 else length - 1
+        best_running = running_scores[:, :1] / np.float32(hypothetical ** length_penalty)
+        worst_finished = np.where(is_finished, finished_scores.min(axis=1, keepdims=True), _NEG)
+        improvable = improvable & (best_running > worst_finished).any(axis=-1, keepdims=True)
+        if not (improvable.any() and not (is_finished.all() and early_stopping is True) and not hits.all()):
+            break
+
+    returned = options.num_return_sequences
+    sequences = finished[:, :returned].reshape(batch * returned, max_length)
+    generated = (finished_origins[:, :returned] != -1).reshape(batch * returned, -1).sum(axis=1).max()
+    return sequences[:, : 1 + generated]
+
+
+# ---------------------------------------------------------------------------------------------------- the model
+
+
+class OnnxSeq2Seq:
+    """An exported folder (``hf-s2s export-onnx``): its two graphs in onnxruntime sessions, its generation config
+    and (when the export had one) its tokenizer. ``providers`` / ``threads``: onnxruntime's execution providers and
+    intra-op threads (None: onnxruntime's defaults)."""
+
+    def __init__(self, folder: str | Path, providers: list[str] | None = None, threads: int | None = None):
+        import onnxruntime
+
+        self.folder = Path(folder)
+        manifest_path = self.folder / MANIFEST_FILE
+        if not manifest_path.is_file():
+            raise FileNotFoundError(f"{self.folder} holds no {MANIFEST_FILE}: not an ONNX export (hf-s2s export-onnx)")
+        self.manifest = json.loads(manifest_path.read_text())
+        if self.manifest.get("format") != MANIFEST_FORMAT:
+            raise ValueError(f"{manifest_path} has format {self.manifest.get('format')!r}; this runtime reads "
+                             f"format {MANIFEST_FORMAT}: export the model again")
+        self.generation_config = json.loads((self.folder / "generation_config.json").read_text())
+        session_options = onnxruntime.SessionOptions()
+        if threads is not None:
+            session_options.intra_op_num_threads = threads
+            session_options.inter_op_num_threads = 1
+        self.encoder, self.decoder_step = (
+            onnxruntime.InferenceSession(str(self.folder / self.manifest[name]["file"]), session_options,
+                                         providers=providers or onnxruntime.get_available_providers())
+            for name in ("encoder", "decoder_step"))
+        self.state = self.manifest["state"]  # step input -> the step output that replaces it
+        self.step_inputs = [graph_input.name for graph_input in self.decoder_step.get_inputs()]
+        self.step_outputs = [graph_output.name for graph_output in self.decoder_step.get_outputs()]
+        self._tokenizers = None
+
+    def options(self, **overrides) -> DecodingOptions:
+        """The folder's generation config with the call's ``overrides`` (generate()'s names, see ``OPTIONS``)."""
+        return DecodingOptions.resolve(self.generation_config, **overrides)
+
+    def _decoder(self, input_ids, attention_mask, beams: int):
+        """Run the encoder graph; returns (step, reorder, source_lengths): step(tokens (R,)) -> logits (R, V) runs the
+        decoder-step graph and advances the state, reorder(rows (R,)) moves the state's rows (beam search), and each
+        row's real source tokens (R,). Every sentence has ``beams`` rows."""
+        input_ids = np.asarray(input_ids, dtype=np.int64)
+        attention_mask = (np.ones_like(input_ids) if attention_mask is None
+                          else np.asarray(attention_mask, dtype=np.int64))
+        if input_ids.ndim != 2 or attention_mask.shape != input_ids.shape:
+            raise ValueError(f"input_ids must be (batch, length) and attention_mask the same shape, got "
+                             f"{input_ids.shape} and {attention_mask.shape}")
+        encoded = dict(zip((output.name for output in self.encoder.get_outputs()),
+                           self.encoder.run(None, {"input_ids": input_ids, "attention_mask": attention_mask}),
+                           strict=True))
+        encoded["attention_mask"] = attention_mask
+        # every row of a sentence's beams reads the same source side: repeated once, never reordered
+        feeds = {name: np.repeat(encoded[name], beams, axis=0) if beams > 1 else encoded[name]
+                 for name in self.step_inputs if name != "input_ids"}
+
+        def step(tokens: np.ndarray) -> np.ndarray:
+            outputs = dict(zip(self.step_outputs, self.decoder_step.run(
+                self.step_outputs, {**feeds, "input_ids": tokens[:, None]}), strict=True))
+            for past, present in self.state.items():
+                feeds[past] = outputs[present]
+            return outputs["logits"]  # (R, V)
+
+        def reorder(rows: np.ndarray) -> None:
+            for past in self.state:
+                feeds[past] = feeds[past][rows]
+
+        return step, reorder, np.repeat(attention_mask.sum(axis=1), beams)
+
+    def generate(self, input_ids, attention_mask=None, **overrides) -> np.ndarray:
+        """input_ids, attention_mask (B, S), right-padded (attention_mask: None = every position real) -> the decoded
+        sequences as generate() returns them: (B x num_return_sequences, length) int64, the start token first."""
+        options = self.options(**overrides)
+        if options.num_beams == 1 and options.num_return_sequences != 1:
+            raise ValueError("greedy search returns one sequence per input: num_return_sequences must be 1")
+        step, reorder, source_lengths = self._decoder(input_ids, attention_mask, options.num_beams)
+        bound = (None if options.max_len_a is None and options.max_len_b is None
+                 else source_length_bound(source_lengths, options.max_len_a, options.max_len_b))
+        processors = LogitsProcessors(options, bound)
+        if options.num_beams == 1:
+            return greedy_search(step, options, processors, len(source_lengths))
+        return beam_search(step, reorder, options, processors, len(source_lengths) // options.num_beams)
+
+    def forced_logits(self, input_ids, attention_mask, decoder_input_ids) -> np.ndarray:
+        """Teacher forcing, one step graph call per target position: the logits (B, T, V) of the next token after
+        each prefix of decoder_input_ids (B, T) (start token first), as the model's forward gives them; what scoring
+        a given translation needs."""
+        step, _, _ = self._decoder(input_ids, attention_mask, 1)
+        decoder_input_ids = np.asarray(decoder_input_ids, dtype=np.int64)
+        return np.stack([step(decoder_input_ids[:, t]) for t in range(decoder_input_ids.shape[1])], axis=1)
+
+    # ------------------------------------------------------------------------------------------------ text
+
+    @property
+    def tokenizers(self):
+        """(source, target) ``tokenizers.Tokenizer`` of the folder: tokenizer.json, and target_tokenizer.json for
+        separate vocabularies."""
+        if self._tokenizers is None:
+            from tokenizers import Tokenizer
+
+            source_file, target_file = self.folder / "tokenizer.json", self.folder / "target_tokenizer.json"
+            if not source_file.is_file():
+                raise FileNotFoundError(f"{self.folder} holds no tokenizer.json: export with the model's tokenizer to "
+                                        "translate text, or call generate() with token ids")
+            source = Tokenizer.from_file(str(source_file))
+            target = Tokenizer.from_file(str(target_file)) if target_file.is_file() else source
+            limit = json.loads((self.folder / "tokenizer_config.json").read_text()).get("model_max_length") \
+                if (self.folder / "tokenizer_config.json").is_file() else None
+            source = Tokenizer.from_str(source.to_str())  # a copy whose padding and truncation are ours
+            if isinstance(limit, int) and limit < 10**9:  # transformers' "no limit" is a huge number
+                source.enable_truncation(limit)
+            self._tokenizers = (source, target)
+        return self._tokenizers
+
+    def encode(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """sentences -> input_ids, attention_mask (B, S), right-padded with the pad token, cut to the tokenizer's
+        model_max_length as the transformers tokenizer cuts them."""
+        source, _ = self.tokenizers
+        encodings = source.encode_batch(list(sentences))
+        width = max((len(e.ids) for e in encodings), default=0)
+        pad = self.options().pad_token_id
+        input_ids = np.full((len(encodings), width), pad, dtype=np.int64)
+        attention_mask = np.zeros((len(encodings), width), dtype=np.int64)
+        for row, encoding in enumerate(encodings):
+            input_ids[row, : len(encoding.ids)] = encoding.ids
+            attention_mask[row, : len(encoding.ids)] = 1
+        return input_ids, attention_mask
+
+    def translate(self, sentences: list[str], **overrides) -> list[str]:
+        """Translations of ``sentences`` (num_return_sequences of each, in order), special tokens dropped."""
+        if not sentences:
+            return []
+        input_ids, attention_mask = self.encode(sentences)
+        _, target = self.tokenizers
+        return target.decode_batch(self.generate(input_ids, attention_mask, **overrides).tolist(),
+                                   skip_special_tokens=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Translate stdin (one sentence a line) or --sentence with an ONNX "
+                                                 "export; decoding options default to its generation config.")
+    parser.add_argument("folder", help="the folder hf-s2s export-onnx wrote")
+    parser.add_argument("--sentence", action="append", help="a sentence to translate (repeatable); default: stdin")
+    parser.add_argument("--beams", type=int, default=None, help="num_beams (default: the generation config's)")
+    parser.add_argument("--max-new-tokens", type=int, default=None)
+    parser.add_argument("--threads", type=int, default=None, help="onnxruntime intra-op threads")
+    args = parser.parse_args(argv)
+    model = OnnxSeq2Seq(args.folder, threads=args.threads)
+    sentences = args.sentence or [line.rstrip("\n") for line in sys.stdin]
+    for line in model.translate(sentences, num_beams=args.beams, max_new_tokens=args.max_new_tokens):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
