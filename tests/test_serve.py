@@ -211,31 +211,47 @@ def test_an_alignment_from_a_model_without_attention_is_refused(tmp_path):
         assert response.status_code == 422 and "attention" in response.json()["error"]
 
 
-class FailingEngine(TorchEngine):
-    """Fails any batch holding the sentence "boom"."""
+class GatedEngine(TorchEngine):
+    """Decodes once the test opens its gate (``entered`` says a batch is waiting at it), and fails any batch holding
+    the sentence "boom"."""
+
+    def __init__(self, folder):
+        super().__init__(folder)
+        self.gate, self.entered = threading.Event(), threading.Event()
 
     def _translate(self, sentences, options, batch_size, scores):
+        self.entered.set()
+        assert self.gate.wait(timeout=60)
         if "boom" in sentences:
             raise RuntimeError("the engine broke")
         return super()._translate(sentences, options, batch_size, scores)
 
 
 def test_a_full_queue_is_503_and_a_failed_batch_500_for_its_requests_only(folders):
-    """The first request waits in the queue (a long max_wait_ms), so the queue is full for the second."""
-    engines = {"tf": FailingEngine(folders["tf"])}
-    app = create_app(engines, BatchingConfig(max_wait_ms=1500, max_queue_sentences=4), RequestLimits(max_sentences=4))
+    """While the engine holds one request, a second fills the queue (4 sentences), and a third is refused."""
+    engine = GatedEngine(folders["tf"])
+    app = create_app({"tf": engine}, BatchingConfig(max_queue_sentences=4), RequestLimits(max_sentences=4))
     with serve_in_thread(app) as url:
-        waiting = {}
-        first = threading.Thread(target=lambda: waiting.update(response=post(url, {"sentences": ["a", "b", "c"]})))
+        answered = {}
+
+        def send(name, sentences):
+            answered[name] = post(url, {"sentences": sentences, "num_beams": 1})
+
+        first = threading.Thread(target=send, args=("first", ["a"]))
         first.start()
-        deadline = time.monotonic() + 10
-        while httpx.get(f"{url}/health").json()["queued_sentences"] < 3 and time.monotonic() < deadline:
+        assert engine.entered.wait(timeout=30)  # the first request is being decoded, out of the queue
+        second = threading.Thread(target=send, args=("second", ["a", "b", "c", "d"]))
+        second.start()
+        deadline = time.monotonic() + 30
+        while httpx.get(f"{url}/health").json()["queued_sentences"] < 4 and time.monotonic() < deadline:
             time.sleep(0.01)
-        full = post(url, {"sentences": ["d", "e"]})
+        full = post(url, {"sentences": ["e"]})
         assert full.status_code == 503 and full.headers["retry-after"] == "1"
-        assert "3 sentences are waiting" in full.json()["error"]
+        assert "4 sentences are waiting" in full.json()["error"]
+        engine.gate.set()
         first.join()
-        assert waiting["response"].status_code == 200
+        second.join()
+        assert answered["first"].status_code == answered["second"].status_code == 200
         failed = post(url, {"sentences": ["boom"], "num_beams": 1})
         assert failed.status_code == 500 and "the engine broke" in failed.json()["error"]
         assert post(url, {"sentences": ["a"], "num_beams": 1}).status_code == 200
@@ -282,10 +298,10 @@ def test_serve_command_refuses_bad_options_in_one_line(folders, tmp_path):
 
 @pytest.mark.slow  # a process of its own: importing torch and transformers takes seconds
 def test_sigterm_lets_the_request_in_flight_finish(folders, tmp_path):
-    """The request waits in the queue (max_wait_ms 1500) when SIGTERM arrives: it is still answered, then the
+    """The request waits in the queue (max_wait_ms 3000) when SIGTERM arrives: it is still answered, then the
     process ends and the port takes no more requests."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    process, url = start_server_process([f"tf={folders['tf']}", "--max-wait-ms", "1500"], tmp_path, env=env)
+    process, url = start_server_process([f"tf={folders['tf']}", "--max-wait-ms", "3000"], tmp_path, env=env)
     try:
         waiting = {}
         request = threading.Thread(target=lambda: waiting.update(response=post(url, {"sentences": ["a b", "c"]})))
