@@ -17,9 +17,9 @@ from collections.abc import Callable
 import torch
 from transformers import CompileConfig, GenerationConfig
 
+from ..inference.ctranslate2 import exported_translator, import_ctranslate2, translate_ids
+from .builders import EOS, PAD, START
 from .measure import interleaved_times, median
-
-PAD, START, EOS = 0, 1, 2
 
 
 def generation_config(new_tokens: int, num_beams: int, **overrides) -> GenerationConfig:
@@ -60,8 +60,6 @@ def generate_fn(model, inputs: dict, config: GenerationConfig) -> Callable[[], N
 def _ctranslate2_fns(model, inputs: dict, new_tokens: int, num_beams: int) -> dict[str, Callable]:
     """CTranslate2 float32 and int8 rows: the hf_s2s Transformer exported (no tokenizer: driven with token ids), on
     as many threads as torch uses here. None when ctranslate2 is not installed."""
-    from ..inference.ctranslate2 import exported_translator, import_ctranslate2, translate_ids
-
     try:
         import_ctranslate2()
     except ImportError:

@@ -1,21 +1,15 @@
 """Measuring tools of the benchmark: thread pinning, interleaved timing with warm-up and medians, the Multi30k
-length distribution and batches drawn from it, matmul FLOP counting, the machine's matmul peak, and peak memory
-of a training run in a fresh process.
+length distribution and batches drawn from it, matmul FLOP counting and the machine's matmul peak.
 
 Every speed the benchmark reports is a ratio of two models timed in the same process, round-robin: repeat r of
 model A, then repeat r of model B, ... so load from other processes on the shared cores hits both alike.
 """
 
 import gzip
-import json
-import os
 import re
-import resource
 import statistics
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from pathlib import Path
 
 import torch
@@ -162,38 +156,3 @@ def matmul_peak(size: int, repeats: int, warmup: int = 1, seed: int = 0) -> dict
     times = interleaved_times({"mm": lambda: torch.mm(a, b, out=out)}, repeats, warmup)["mm"]
     seconds = median(times)
     return {"size": size, "seconds": seconds, "flops_per_s": 2 * size**3 / seconds}
-
-
-# ----------------------------------------------------------------------------------------------------- memory
-
-
-def _rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def _memory_probe(spec: dict) -> dict:
-    """Runs in a fresh process: build the model named in ``spec``, then train it on the benchmark's batches and
-    report the peak resident memory above what the built model and its batches already held."""
-    from .suites import TRAINING_BUILDERS, TransformerDims, make_trainer  # fresh process: import here
-
-    set_threads(spec["threads"])
-    torch.manual_seed(spec["seed"])
-    dims = TransformerDims(**spec["dims"])
-    model = TRAINING_BUILDERS[spec["model"]](dims)
-    batches = make_batches([tuple(p) for p in spec["length_pairs"]], spec["steps"], dims.batch_size,
-                           dims.vocab_size, seed=spec["seed"])
-    step = make_trainer(model)
-    baseline = _rss_bytes()
-    for batch in batches:
-        step(batch)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
-    return {"peak_rss_growth_mb": (peak - baseline) / 2**20, "baseline_rss_mb": baseline / 2**20}
-
-
-def peak_training_memory(spec: dict) -> dict:
-    """Peak RSS growth of ``spec["steps"]`` training steps (forward + backward + AdamW) in a fresh process, so one
-    model's allocations never count against another's. Measures activations + gradients + optimizer state +
-    allocator slack, i.e. what the operating system had to provide; torch has no CPU allocator statistics."""
-    with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
-        return pool.submit(_memory_probe, json.loads(json.dumps(spec))).result()

@@ -26,6 +26,7 @@ from ..models.configuration_transformer_seq2seq import TransformerSeq2SeqConfig
 from ..models.modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
 from ..training.arguments import default_training_arguments, load_recipe
 from ..training.trainer import CountingSeq2SeqTrainer, smooth_labels_in_model
+from .builders import build_marian
 from .measure import median, multi30k_dir, set_threads
 
 RECIPE = "transformer_small"  # the README's main job
@@ -65,8 +66,6 @@ def build_pipeline_model(name: str, settings, tokenizer) -> torch.nn.Module:
     """The main job's model for this tokenizer, or a MarianMT of the same dimensions (post-LN, as Marian is)."""
     dims, ids = settings.dims, tokenization.special_token_ids(tokenizer)
     if name == "MarianMT":
-        from .suites import build_marian  # suites imports this module
-
         return build_marian(replace(dims, vocab_size=len(tokenizer)), **ids)
     return TransformerSeq2SeqForConditionalGeneration(TransformerSeq2SeqConfig(
         vocab_size=len(tokenizer), d_model=dims.d_model, encoder_layers=dims.layers, decoder_layers=dims.layers,

@@ -19,47 +19,36 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import torch
-from transformers import DataCollatorForSeq2Seq, MarianConfig, MarianMTModel
+from transformers import DataCollatorForSeq2Seq
 
 from ..data import corpus as data_lib
 from ..data import tokenization
 from ..data.sampling import LengthGroupedEpochSampler, TokenBudgetBatchSampler, padded_tokens
 from ..inference.int8 import quantize_int8
-from ..models.configuration_rnn_seq2seq import RNNSeq2SeqConfig
-from ..models.configuration_transformer_seq2seq import TransformerSeq2SeqConfig
-from ..models.modeling_rnn_seq2seq import RNNSeq2SeqForConditionalGeneration
-from ..models.modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
-from .generation import EOS, PAD, START, bench_generation_rows, generate_fn, generation_config
+from .builders import (
+    TRAINING_BUILDERS,
+    TransformerDims,
+    build_hf_s2s_rnn,
+    build_hf_s2s_transformer,
+    build_marian,
+    build_textbook_rnn,
+    make_trainer,
+    peak_training_memory,
+)
+from .generation import bench_generation_rows, generate_fn, generation_config
 from .measure import (
     count_matmul_flops,
     interleaved_times,
     make_batches,
     matmul_peak,
     median,
-    model_inputs,
     multi30k_length_pairs,
     padded_batch,
-    peak_training_memory,
     set_threads,
     synthetic_length_pairs,
 )
 from .pipeline import bench_pipeline
 from .reference_rnn import TextbookRNNSeq2Seq
-
-
-@dataclass
-class TransformerDims:
-    """Sizes shared by every model of a comparison (the issue's: 3+3 layers, d_model 256, 8 heads, FFN 512,
-    vocabulary 8000, 256 positions; RNNs with 256 hidden units) and the training batch size."""
-
-    vocab_size: int = 8000
-    d_model: int = 256
-    layers: int = 3
-    heads: int = 8
-    ffn_dim: int = 512
-    max_positions: int = 256
-    rnn_hidden: int = 256
-    batch_size: int = 64
 
 
 @dataclass
@@ -107,80 +96,9 @@ class BenchSettings:
         )
 
 
-# ------------------------------------------------------------------------------------------------------ models
-
-
-def build_hf_s2s_transformer(dims: TransformerDims, norm_position: str = "post") -> TransformerSeq2SeqForConditionalGeneration:
-    """hf_s2s configured as Marian is: post-LN, sinusoidal positions, scaled embeddings, one shared tied table."""
-    config = TransformerSeq2SeqConfig(
-        vocab_size=dims.vocab_size, d_model=dims.d_model, encoder_layers=dims.layers, decoder_layers=dims.layers,
-        encoder_attention_heads=dims.heads, decoder_attention_heads=dims.heads, encoder_ffn_dim=dims.ffn_dim,
-        decoder_ffn_dim=dims.ffn_dim, activation_function="relu", dropout=0.1, attention_dropout=0.0,
-        activation_dropout=0.0, norm_position=norm_position, position_embedding_type="sinusoidal",
-        max_position_embeddings=dims.max_positions, scale_embedding=True, share_encoder_decoder_embeddings=True,
-        tie_word_embeddings=True, pad_token_id=PAD, bos_token_id=START, eos_token_id=EOS,
-        decoder_start_token_id=START,
-    )
-    return TransformerSeq2SeqForConditionalGeneration(config)
-
-
-def build_marian(dims: TransformerDims, **token_ids) -> MarianMTModel:
-    """MarianMT of ``dims``, post-LN as Marian is; ``token_ids`` (pad/bos/eos/decoder start ids of a real tokenizer)
-    replace the benchmark's synthetic ones."""
-    ids = {"pad_token_id": PAD, "eos_token_id": EOS, "decoder_start_token_id": START, **token_ids}
-    config = MarianConfig(
-        vocab_size=dims.vocab_size, d_model=dims.d_model, encoder_layers=dims.layers, decoder_layers=dims.layers,
-        encoder_attention_heads=dims.heads, decoder_attention_heads=dims.heads, encoder_ffn_dim=dims.ffn_dim,
-        decoder_ffn_dim=dims.ffn_dim, activation_function="relu", dropout=0.1, attention_dropout=0.0,
-        activation_dropout=0.0, max_position_embeddings=dims.max_positions, scale_embedding=True,
-        share_encoder_decoder_embeddings=True, tie_word_embeddings=True, forced_eos_token_id=None, **ids,
-    )
-    return MarianMTModel(config)
-
-
-def build_hf_s2s_rnn(dims: TransformerDims, cell_type: str, attention_type: str, **overrides
-                     ) -> RNNSeq2SeqForConditionalGeneration:
-    h = dims.rnn_hidden
-    config = RNNSeq2SeqConfig(
-        **{"vocab_size": dims.vocab_size, **overrides}, encoder_embedding_size=h, decoder_embedding_size=h, encoder_hidden_size=h,
-        decoder_hidden_size=h, attention_size=h, cell_type=cell_type, attention_type=attention_type, dropout=0.1,
-        pad_token_id=PAD, bos_token_id=START, eos_token_id=EOS, decoder_start_token_id=START,
-    )
-    return RNNSeq2SeqForConditionalGeneration(config)
-
-
-def build_textbook_rnn(dims: TransformerDims, cell_type: str, attention_type: str,
-                       vocab_size: int | None = None) -> TextbookRNNSeq2Seq:
-    h = dims.rnn_hidden
-    return TextbookRNNSeq2Seq(vocab_size or dims.vocab_size, h, h, h, h, cell_type, attention_type, dropout=0.1)
-
-
-TRAINING_BUILDERS: dict[str, Callable[[TransformerDims], torch.nn.Module]] = {
-    "hf_s2s (post-LN)": build_hf_s2s_transformer,
-    "hf_s2s (pre-LN)": lambda dims: build_hf_s2s_transformer(dims, "pre"),
-    "MarianMT": build_marian,
-}
 RNN_VARIANTS = {"Bahdanau GRU": ("gru", "bahdanau"), "Luong LSTM": ("lstm", "luong_general")}
 TRANSFORMER_ROW = "hf_s2s Transformer (post-LN)"  # the generation rows the targets compare
 CT2_ROW = "CTranslate2 float32 (hf_s2s Transformer exported)"
-
-
-def make_trainer(model: torch.nn.Module, lr: float = 3e-4) -> Callable[[dict], None]:
-    """One training step per call: forward, backward, AdamW. The same optimizer for every model: torch's fused
-    CPU AdamW (the fastest implementation here)."""
-    model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, fused=True)
-
-    def step(batch: dict) -> None:
-        if isinstance(model, TextbookRNNSeq2Seq):
-            loss = model(**model_inputs(batch))
-        else:
-            loss = model(**model_inputs(batch)).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    return step
 
 
 def _generation_inputs(settings: BenchSettings, length_pairs, batch_size: int, seed: int) -> dict[str, torch.Tensor]:
