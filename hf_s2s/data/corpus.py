@@ -31,6 +31,7 @@ from typing import Any
 from datasets import Dataset, DatasetDict, IterableDataset, IterableDatasetDict, load_dataset
 
 from ..models.loading import looks_like_local_path
+from . import synthetic
 
 logger = logging.getLogger(__name__)
 
@@ -542,8 +543,6 @@ def load_translation_corpus(
     if dataset == "multi30k":
         return load_multi30k(source_lang, target_lang, data_dir=data_dir, streaming=streaming)
     if dataset.startswith("synthetic:"):
-        from . import synthetic
-
         if dataset not in SYNTHETIC_TASKS:
             raise ValueError(f"unknown synthetic task {dataset!r}; available: {list(SYNTHETIC_TASKS)}")
         _check_language_pair(source_lang, target_lang)
