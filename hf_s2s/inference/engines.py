@@ -183,6 +183,14 @@ class TorchEngine(Engine):
         return Alignment(source_tokens, target_tokens, weights.float().tolist())
 
 
+@dataclass
+class _ExportedModel:
+    """What decoding reads of a model whose weights live in CTranslate2: its config and generation config."""
+
+    config: object
+    generation_config: object
+
+
 class CTranslate2Engine(Engine):
     """A Transformer folder exported to CTranslate2 on start (the weights as saved, or ``int8``), decoding on the
     CPU with ``threads`` threads per batch (CTranslate2's ``intra_threads``; None: its default, the cores up to 4)."""
@@ -210,14 +218,6 @@ class CTranslate2Engine(Engine):
     def _translate(self, sentences, options, batch_size, scores):
         return translate_ctranslate2(self.translator, self.model, self.tokenizer, sentences, batch_size=batch_size,
                                      scores=scores, **options.decoding_kwargs())
-
-
-@dataclass
-class _ExportedModel:
-    """What decoding reads of a model whose weights live in CTranslate2: its config and generation config."""
-
-    config: object
-    generation_config: object
 
 
 # --engine NAME -> the engine's class
