@@ -228,12 +228,11 @@ ONMT_COMMON = {
 ONMT_MODELS = {
     # name: model options (everything else is ONMT_COMMON)
     "opennmt_rnn_general": {
-        "encoder_type": "brnn", "decoder_type": "rnn", "rnn_type": "LSTM", "layers": 2,
+        # With 2 layers this LSTM stayed at the unigram (13% accuracy, every output "a a a ..."), with
+        # OpenNMT-py's default dropout 0.3 (800 steps) and without dropout (600 of 1,500 steps): 1 layer.
+        "encoder_type": "brnn", "decoder_type": "rnn", "rnn_type": "LSTM", "layers": 1,
         "word_vec_size": 16, "hidden_size": 32, "global_attention": "general", "input_feed": 1,
-        "bridge": True,
-        # with OpenNMT-py's default dropout 0.3 this 2-layer LSTM stayed at the unigram (13% accuracy, every
-        # output "a a a ..."); without dropout and with more steps it learns
-        "dropout": [0.0], "train_steps": 1500, "save_checkpoint_steps": 1500,
+        "bridge": True, "dropout": [0.0], "train_steps": 1200, "save_checkpoint_steps": 1200,
     },
     "opennmt_rnn_mlp": {
         "encoder_type": "brnn", "decoder_type": "rnn", "rnn_type": "GRU", "layers": 1,
@@ -394,14 +393,20 @@ def make_joeynmt(name: str, work: Path, data: dict[str, Path]) -> None:
         test_config["data"]["trg"]["voc_file"] = str(model_dir / "trg_vocab.txt")
         cfg_path = work / f"translate_beam{beam}.yaml"
         cfg_path.write_text(_yaml(test_config))
-        cmd = [python, "-m", "joeynmt", "translate", str(cfg_path), "-o", str(work / out)]
-        with open(data["test.de"], encoding="utf-8") as stdin, open(log, "a", encoding="utf-8") as f:
-            f.write("$ " + " ".join(cmd) + f" < {data['test.de']}\n")
+        # stdout, not `-o FILE`: joeynmt 2.3.0's translate with an output path fails after decoding
+        # (prediction.py: save_hypothese(..., args.n_best): 'BaseConfig' object has no attribute 'n_best')
+        cmd = [python, "-m", "joeynmt", "translate", str(cfg_path)]
+        with open(data["test.de"], encoding="utf-8") as stdin, open(log, "a", encoding="utf-8") as f, \
+                open(work / out, "w", encoding="utf-8") as hyps:
+            f.write("$ " + " ".join(cmd) + f" < {data['test.de']} > {out}\n")
             f.flush()
-            done = subprocess.run(cmd, cwd=work, env=_env(), stdin=stdin, stdout=f, stderr=subprocess.STDOUT)
+            done = subprocess.run(cmd, cwd=work, env=_env(), stdin=stdin, stdout=hyps, stderr=f)
         if done.returncode != 0:
             raise RuntimeError(f"command failed ({done.returncode}), see {log}: {' '.join(cmd)}")
-        commands["greedy" if beam == 1 else "beam"] = cmd + ["<", str(data["test.de"])]
+        lines = (work / out).read_text(encoding="utf-8").splitlines()
+        if len(lines) != TEST_LINES:
+            raise RuntimeError(f"joeynmt translate printed {len(lines)} lines, expected {TEST_LINES}: {work / out}")
+        commands["greedy" if beam == 1 else "beam"] = cmd + ["<", str(data["test.de"]), ">", out]
     versions = package_versions("joeynmt", ["joeynmt", "torch"])
     write_fixture(name, work, {
         "model.ckpt": released, "src_vocab.txt": model_dir / "src_vocab.txt",
@@ -425,7 +430,9 @@ FAIRSEQ_MODELS = {
         "--arch", "lstm", "--encoder-embed-dim", "16", "--encoder-hidden-size", "32", "--encoder-layers", "1",
         "--encoder-bidirectional", "--decoder-embed-dim", "16", "--decoder-hidden-size", "32",
         "--decoder-layers", "1", "--decoder-out-embed-dim", "16", "--decoder-attention", "1",
-        "--dropout", "0.0", "--lr", "0.002",
+        # at lr 0.002 (800 updates) and 0.005 (1,500) it stayed at the unigram (loss 7.06 bits, every output
+        # "a a a ..."): a smaller rate for longer, like OpenNMT-py's LSTM, which left that plateau late
+        "--dropout", "0.0", "--lr", "0.001", "--max-update", "3000",
     ],
     "fairseq_transformer": [
         "--arch", "transformer", "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
@@ -451,7 +458,8 @@ def make_fairseq(name: str, work: Path, data: dict[str, Path]) -> None:
     options = FAIRSEQ_MODELS[name]
     commands["train"] = run([
         venv_bin("fairseq", "fairseq-train"), str(bin_dir), *options,
-        "--optimizer", "adam", "--clip-norm", "1.0", "--batch-size", "64", "--max-update", str(FAIRSEQ_UPDATES),
+        "--optimizer", "adam", "--clip-norm", "1.0", "--batch-size", "64",
+        *([] if "--max-update" in options else ["--max-update", str(FAIRSEQ_UPDATES)]),
         "--max-epoch", "100", "--criterion", "cross_entropy", "--seed", str(SEED), "--cpu", "--num-workers", "0",
         "--save-dir", str(work / "ckpt"), "--no-epoch-checkpoints", "--no-save-optimizer-state",
         "--disable-validation", "--log-format", "simple", "--log-interval", "100"], work, log)
@@ -459,7 +467,10 @@ def make_fairseq(name: str, work: Path, data: dict[str, Path]) -> None:
     for beam, out in ((1, "greedy"), (BEAM, "beam")):
         raw = work / f"generate_{out}.txt"
         cmd = [venv_bin("fairseq", "fairseq-generate"), str(bin_dir), "--path", str(checkpoint),
+               # --required-batch-size-multiple 1: with the default 8, fairseq-generate silently drops a last
+               # batch smaller than 8 (it translated 96 of the 100 sentences, the 4 longest missing)
                "--gen-subset", "test", "--beam", str(beam), "--nbest", "1", "--batch-size", "16",
+               "--required-batch-size-multiple", "1",
                "--max-len-a", "0", "--max-len-b", str(MAX_LENGTH), "--cpu", "--seed", str(SEED),
                "--results-path", str(work / f"results_{out}")]
         commands[out] = run(cmd, work, log)
@@ -471,6 +482,8 @@ def make_fairseq(name: str, work: Path, data: dict[str, Path]) -> None:
             if line.startswith("H-"):
                 ident, _score, tokens = line.split("\t")
                 hyps[int(ident[2:])] = tokens
+        if sorted(hyps) != list(range(TEST_LINES)):
+            raise RuntimeError(f"fairseq-generate returned {len(hyps)} of {TEST_LINES} hypotheses, see {raw}")
         (work / f"{out}.txt").write_text("".join(hyps[i] + "\n" for i in range(TEST_LINES)), encoding="utf-8")
     versions = package_versions("fairseq", ["fairseq", "fairseq-fixed", "torch", "omegaconf", "hydra-core"])
     write_fixture(name, work, {
