@@ -29,9 +29,12 @@ LUONG_STYLE_TYPES = ("luong_dot", "luong_general", "luong_concat", "scaled_dot")
 # Dot-product scores, which take several heads (attention_heads); luong_general is left out: with per-head query
 # and key projections its W_a is one more matrix in a product of projections, the same function as luong_dot's
 MULTI_HEAD_TYPES = ("luong_dot", "scaled_dot")
-DECODER_INITS = ("bridge", "last", "zero", "final_states", "final_states_bridge")
-# Decoder inits that start decoder layer l from encoder layer l's final states (OpenNMT-py RNNDecoderBase.init_state)
-FINAL_STATE_INITS = ("final_states", "final_states_bridge")
+DECODER_INITS = ("bridge", "last", "zero", "final_states", "final_states_bridge", "final_states_projected")
+# Decoder inits that start decoder layer l from encoder layer l's final states (OpenNMT-py RNNDecoderBase.init_state,
+# fairseq LSTMDecoder.extract_features)
+FINAL_STATE_INITS = ("final_states", "final_states_bridge", "final_states_projected")
+# ... of which these need encoder output size == decoder_hidden_size (the projected one maps E to H)
+UNPROJECTED_FINAL_STATE_INITS = ("final_states", "final_states_bridge")
 READOUT_ACTIVATIONS = ("tanh", "none")
 
 
@@ -55,6 +58,15 @@ class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
       (``RNNEncoder._bridge``): the final states of all layers, flattened in (layer, direction) order, are cut into
       ``directions`` rows of ``layers x encoder_hidden_size`` each and every row becomes ``relu(W_b x + b_b)``, with
       one (W_b, b_b) for hidden states and one for LSTM cells, before the regrouping above;
+    - ``decoder_init="final_states_projected"``: fairseq's ``lstm`` (``LSTMDecoder.extract_features``, when the
+      encoder output size E differs from H): decoder layer l starts from its encoder layer's final states through
+      one linear map for hidden states and one for cells, shared by all layers and without activation,
+      ``s_0^l = W_h [h_fwd^l; h_bwd^l] + b_h``, ``c_0^l = W_c [c_fwd^l; c_bwd^l] + b_c`` (``encoder_hidden_proj``,
+      ``encoder_cell_proj``); any E and H, encoder_layers == decoder_layers;
+    - ``output_projection_size=P``: fairseq's ``lstm`` ``additional_fc`` (when ``--decoder-hidden-size`` differs
+      from ``--decoder-out-embed-dim``): a linear map with a bias and no activation between the readout and the
+      output layer, ``logits = W_o (W_p h~_t + b_p) (+ b_o)``; the output layer (and a tied target embedding) then
+      has P inputs;
     - ``readout_activation="none"``: OpenNMT-py's ``mlp`` global attention has no tanh on the attentional vector,
       ``h~_t = W_c [c_t; h_t] + b_c`` (``GlobalAttention.forward``);
     - ``attention_query_bias=True``: the additive score's query projection has a bias,
@@ -93,10 +105,12 @@ class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
     input_feeding: bool | None = None  # Luong input feeding (previous attentional vector joins the input); None = on for
     # LUONG_STYLE_TYPES
     decoder_init: str = "bridge"  # decoder initial state: "bridge" (tanh projection), "last" (final state), "zero", or
-    # OpenNMT-py's per-layer "final_states" / "final_states_bridge" (see the class docstring)
+    # OpenNMT-py's per-layer "final_states" / "final_states_bridge", fairseq's "final_states_projected" (class docstring)
     readout_activation: str = "tanh"  # activation of the readout W_c [c_t; s_t]: "tanh", or "none" (OpenNMT-py mlp)
     attention_query_bias: bool = False  # bias b_q in the additive score's query projection (OpenNMT-py mlp)
     output_bias: bool = False  # bias of the output layer (OpenNMT-py's generator has one)
+    output_projection_size: int | None = None  # size P of a linear map (with bias) between readout and output layer
+    # (fairseq lstm's additional_fc); None = the output layer reads the H-sized readout
     source_eos: bool = True  # sources end with </s> (hf_s2s, Joey NMT, fairseq); False: OpenNMT-py 3.x feeds none
     dropout: float = 0.1  # dropout on embeddings, between RNN layers and on the readout vector
     teacher_forcing_ratio: float = 1.0  # training only: probability of feeding the gold token (< 1 = scheduled sampling)
@@ -125,6 +139,8 @@ class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
             check_positive(name, getattr(self, name))
         if self.decoder_vocab_size is not None:
             check_positive("decoder_vocab_size", self.decoder_vocab_size)
+        if self.output_projection_size is not None:
+            check_positive("output_projection_size", self.output_projection_size)
         check_choice("cell_type", self.cell_type, CELL_TYPES)
         check_choice("attention_type", self.attention_type, ATTENTION_TYPES)
         check_choice("decoder_init", self.decoder_init, DECODER_INITS)
@@ -134,7 +150,12 @@ class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
                 "`attention_query_bias`=True applies to the additive scores ('bahdanau', 'luong_concat') only, got "
                 f"attention_type={self.attention_type!r}"
             )
-        if self.decoder_init in FINAL_STATE_INITS and (
+        if self.decoder_init == "final_states_projected" and self.encoder_layers != self.decoder_layers:
+            raise ValueError(
+                f"`decoder_init`='final_states_projected' starts decoder layer l from encoder layer l's final states, "
+                f"so `encoder_layers` ({self.encoder_layers}) must equal `decoder_layers` ({self.decoder_layers})"
+            )
+        if self.decoder_init in UNPROJECTED_FINAL_STATE_INITS and (
             self.encoder_layers != self.decoder_layers or self.encoder_output_size != self.decoder_hidden_size
         ):
             raise ValueError(
@@ -142,7 +163,7 @@ class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
                 f"`encoder_layers` ({self.encoder_layers}) must equal `decoder_layers` ({self.decoder_layers}) and "
                 f"`decoder_hidden_size` ({self.decoder_hidden_size}) the encoder output size "
                 f"({self.encoder_output_size}); allowed "
-                "with other sizes: 'bridge', 'zero'"
+                "with other sizes: 'bridge', 'zero', 'final_states_projected'"
             )
         check_dropout("dropout", self.dropout)
         check_probability("teacher_forcing_ratio", self.teacher_forcing_ratio)
@@ -176,11 +197,11 @@ class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
                 f"encoder output size ({memory_size}), got {self.decoder_hidden_size}; allowed with other sizes: "
                 "'bridge', 'zero'"
             )
-        if self.tie_word_embeddings and self.decoder_embedding_size != self.decoder_hidden_size:
+        if self.tie_word_embeddings and self.decoder_embedding_size != self.decoder_output_size:
             raise ValueError(
                 "`tie_word_embeddings`=True shares the target embedding with the output projection, which reads the "
-                f"decoder_hidden_size ({self.decoder_hidden_size}) readout vector, so `decoder_embedding_size` "
-                f"({self.decoder_embedding_size}) must equal it"
+                f"{self.decoder_output_size}-sized decoder output (decoder_hidden_size, or output_projection_size "
+                f"when set), so `decoder_embedding_size` ({self.decoder_embedding_size}) must equal it"
             )
         target_vocab = self.target_vocab_size
         check_token_id("pad_token_id", self.pad_token_id, min(self.vocab_size, target_vocab), optional=True)
@@ -191,6 +212,11 @@ class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
     def encoder_output_size(self) -> int:
         """Size of one encoder memory vector h_i (both directions concatenated)."""
         return self.encoder_hidden_size * (2 if self.bidirectional else 1)
+
+    @property
+    def decoder_output_size(self) -> int:
+        """Size of the vector the output layer reads: the readout (H), or output_projection_size when set."""
+        return self.output_projection_size or self.decoder_hidden_size
 
     @property
     def uses_input_feeding(self) -> bool:

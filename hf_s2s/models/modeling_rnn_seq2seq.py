@@ -330,6 +330,16 @@ class RNNSeq2SeqDecoder(nn.Module):
             nn.ModuleList(nn.Linear(state_size, state_size) for _ in range(2 if config.cell_type == "lstm" else 1))
             if config.decoder_init == "final_states_bridge" else None
         )
+        # decoder_init="final_states_projected" (fairseq lstm's encoder_hidden_proj / encoder_cell_proj): one Linear
+        # E -> H per state kind (hidden, LSTM cell), shared by all layers, no activation
+        self.final_state_projection = (
+            nn.ModuleList(nn.Linear(memory_size, hidden_size) for _ in range(2 if config.cell_type == "lstm" else 1))
+            if config.decoder_init == "final_states_projected" else None
+        )
+        # output_projection_size (fairseq lstm's additional_fc): readout (H) -> W_p h~_t + b_p (P), what lm_head reads
+        self.output_projection = (
+            nn.Linear(hidden_size, config.output_projection_size) if config.output_projection_size else None
+        )
         # decoder_init="bridge": s_0 = tanh(W_b [h_fwd_final; h_bwd_final]), one slice of W_b per decoder layer
         self.bridge = (
             nn.Linear(memory_size, config.decoder_layers * hidden_size) if config.decoder_init == "bridge" else None
@@ -358,7 +368,10 @@ class RNNSeq2SeqDecoder(nn.Module):
             directions = 2 if self.config.bidirectional else 1
             rows = states.reshape(batch * directions, -1)  # (B x directions, layers x h), OpenNMT's bottle_hidden
             states = torch.relu(self.final_state_bridge[kind](rows)).view_as(states)
-        return states.reshape(batch, layers, -1)  # (B, L, H)
+        states = states.reshape(batch, layers, -1)  # (B, L, E) per layer [fwd^l; bwd^l]
+        if self.final_state_projection is not None:  # fairseq: W [fwd^l; bwd^l] + b, no activation
+            states = self.final_state_projection[kind](states)  # (B, L, H)
+        return states  # (B, L, H)
 
     def init_state(self, memory: torch.Tensor, source_mask: torch.Tensor, cache: RNNSeq2SeqCache,
                    final_states: tuple[torch.Tensor | None, torch.Tensor | None] = (None, None)) -> RNNSeq2SeqCache:
@@ -433,7 +446,7 @@ class RNNSeq2SeqDecoder(nn.Module):
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """input_ids (B, T) (or inputs_embeds (B, T, D)) -> readout (B, T, H), attention weights (B, heads, T, S) or None;
+        """input_ids (B, T) (or inputs_embeds (B, T, D)) -> readout (B, T, H) (P: output_projection_size), weights (B, heads, T, S) or None;
         advances ``state``. Called on its own (``model.get_decoder()``), the decoder starts a state from
         ``encoder_hidden_states`` (B, S, E) and ``encoder_attention_mask`` (B, S) when no ``state`` is given.
 
@@ -462,7 +475,8 @@ class RNNSeq2SeqDecoder(nn.Module):
             for t in range(embeds.shape[1]):
                 step = embeds[:, t : t + 1]  # (B, 1, D)
                 if next_token_fn is not None and t > 0:
-                    predicted = self.dropout(self.embed_tokens(next_token_fn(readouts[-1])))  # (B, 1, D)
+                    output = self.project_output(readouts[-1])  # (B, 1, P)
+                    predicted = self.dropout(self.embed_tokens(next_token_fn(output)))  # (B, 1, D)
                     sample = torch.rand(step.shape[0], 1, 1, device=step.device) >= ratio
                     step = torch.where(sample, predicted, step)
                 readout, weights = run(step, state)
@@ -471,7 +485,14 @@ class RNNSeq2SeqDecoder(nn.Module):
             readout = torch.cat(readouts, dim=1)  # (B, T, H)
             weights = torch.cat(all_weights, dim=2) if self.attention is not None else None  # (B, heads, T, S)
         state.advance(embeds.shape[1])
-        return self.dropout(readout), weights
+        return self.project_output(self.dropout(readout)), weights
+
+    def project_output(self, readout: torch.Tensor) -> torch.Tensor:
+        """What the output layer reads: readout (B, T, H) itself, or with ``output_projection_size`` (fairseq lstm's
+        additional_fc, then its dropout) the projected (B, T, P)."""
+        if self.output_projection is None:
+            return readout
+        return self.dropout(self.output_projection(readout))  # (B, T, P)
 
 
 class RNNSeq2SeqPreTrainedModel(Seq2SeqPreTrainedMixin, PreTrainedModel):
@@ -615,7 +636,7 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
     def __init__(self, config: RNNSeq2SeqConfig):
         super().__init__(config)
         self.model = RNNSeq2SeqModel(config)
-        self.lm_head = nn.Linear(config.decoder_hidden_size, config.target_vocab_size, bias=config.output_bias)
+        self.lm_head = nn.Linear(config.decoder_output_size, config.target_vocab_size, bias=config.output_bias)
         self.model.decoder.predict_next_token = self._predict_next_token
         self.post_init()
         self._set_default_generation_length()
