@@ -41,8 +41,13 @@ def test_quick_run_writes_json_and_markdown(tmp_path):
     pipeline = saved["pipeline"]
     assert set(pipeline["models"]) == {"hf_s2s (main job)", "MarianMT"} and pipeline["tokens_per_run"] > 0
     assert all(m["tokens_per_s"] > 0 and len(m["times"]) == 2 for m in pipeline["models"].values())
+    serving = saved["serving"]
+    assert {"Transformer | torch float32 | sequential", "Transformer | ctranslate2 int8 | dynamic batching",
+            "RNN Bahdanau GRU | torch int8 | dynamic batching"} <= set(serving["rows"])
+    assert all(row["answered_once"] and row["sentences_per_s"] > 0 for row in serving["rows"].values())
+    assert all(serving["same_translations_batched_and_sequential"].values())
     for heading in ("Transformer training", "Generation", "Cache scaling", "textbook", "RNN learning", "Batching",
-                    "Training job pipeline", "Targets"):
+                    "Training job pipeline", "Serving", "Targets"):
         assert heading in markdown
 
 

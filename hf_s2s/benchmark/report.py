@@ -1,5 +1,7 @@
 """The benchmark's markdown tables, built from the JSON report of ``run_benchmark``."""
 
+from .serving import serving_table
+
 
 def _fmt(value: float, digits: int = 0) -> str:
     return f"{value:,.{digits}f}"
@@ -117,6 +119,8 @@ def to_markdown(report: dict) -> str:
         lines += _table(["model", "tokens/s", "vs Marian", "peak RSS training (MB)", "growth (MB)",
                          "peak RSS process (MB)"], rows)
         lines.append("")
+    if "serving" in report:
+        lines += serving_table(report)
     lines += ["**Targets**", ""]
     lines += _table(["target", "met"], [[k, "yes" if v else "no"] for k, v in summary["targets"].items()])
     return "\n".join(lines) + "\n"

@@ -1,4 +1,4 @@
-"""The benchmark's five measurements, each hf_s2s against its peer timed side by side in one process:
+"""The benchmark's measurements, each hf_s2s against its peer timed side by side in one process:
 
 1. Transformer training tokens/s (+ peak memory) vs MarianMTModel of identical dimensions;
 2. generation tokens/s, greedy and beam, vs Marian, with the RNN family in the same table;
@@ -9,6 +9,8 @@
 7. batching: token-budget batches vs length-grouped batches of sentences, padding fraction and tokens/s;
 8. pipeline: the training job's own path (tokenizer, collator, trainer, the main job's recipe with label smoothing)
    for hf_s2s and MarianMT, tokens/s and peak memory (:mod:`.pipeline`).
+9. serving: ``hf-s2s serve`` under a fixed load of concurrent clients, dynamic batching against one request at a
+   time and CTranslate2 against torch, throughput and latency (:mod:`.serving`).
 """
 
 import os
@@ -49,6 +51,7 @@ from .measure import (
 )
 from .pipeline import bench_pipeline
 from .reference_rnn import TextbookRNNSeq2Seq
+from .serving import ServingLoad, bench_serving, serving_targets
 
 
 @dataclass
@@ -82,6 +85,7 @@ class BenchSettings:
     pipeline_pairs: int = 4096  # Multi30k training pairs the pipeline section tokenizes and trains on
     pipeline_steps: int = 16  # optimizer steps of one pipeline run (one timed repeat)
     pipeline_vocab_size: int = 8000  # BPE trained by the pipeline section (the main job's; > 260 byte-fallback ids)
+    serving: ServingLoad = field(default_factory=ServingLoad)  # the load the serving section sends
 
     @classmethod
     def quick(cls) -> "BenchSettings":
@@ -93,6 +97,7 @@ class BenchSettings:
             num_beams=2, cache_lengths=(4, 8), cache_batch=2, uncached_max_length=8, memory_steps=0, matmul_size=128,
             use_multi30k=False, learning_steps=3, learning_validation_pairs=16, token_budget=140,
             batching_batches=2, pipeline_pairs=64, pipeline_steps=2, pipeline_vocab_size=300,
+            serving=ServingLoad.quick(),
         )
 
 
@@ -308,7 +313,7 @@ def profile_top_ops(fn: Callable[[], object], top: int = 15) -> list[dict]:
 
 def run_benchmark(settings: BenchSettings, sections: tuple[str, ...] = ("training", "memory", "generation", "cache",
                                                                           "rnn", "peak", "learning", "batching",
-                                                                          "pipeline")
+                                                                          "pipeline", "serving")
                   ) -> dict:
     threads = set_threads(settings.threads)
     torch.manual_seed(settings.seed)
@@ -325,7 +330,8 @@ def run_benchmark(settings: BenchSettings, sections: tuple[str, ...] = ("trainin
     }
     runners = {"training": bench_training, "memory": bench_training_memory, "generation": bench_generation,
                "cache": bench_cache_scaling, "rnn": bench_rnn_vs_textbook,
-               "learning": bench_rnn_learning, "batching": bench_batching, "pipeline": bench_pipeline}
+               "learning": bench_rnn_learning, "batching": bench_batching, "pipeline": bench_pipeline,
+               "serving": bench_serving}
     report["section_seconds"] = {}
     for name in sections:
         start = time.perf_counter()
@@ -381,7 +387,8 @@ def summarize(report: dict, settings: BenchSettings) -> dict:
     if "learning" in report:
         for name, r in report["learning"].items():
             summary[f"learning_loss_ratio {name}"] = r["loss_ratio"]
-    summary["targets"] = _targets(summary, settings)
+    summary["targets"] = {**_targets(summary, settings),
+                          **(serving_targets(report["serving"]) if "serving" in report else {})}
     return summary
 
 

@@ -2,6 +2,7 @@
 
     hf-s2s bench --output runs/bench            # full run (~10 min on 2 CPU cores)
     hf-s2s bench --quick --output runs/bench_quick  # smoke run of every path, tiny sizes
+    hf-s2s bench --sections serving --output runs/bench_serving  # the server under load (the serve extra)
 
 Writes bench.json (every number, the thread count, the settings) and bench.md (the tables) into --output and
 prints the tables.
@@ -9,14 +10,17 @@ prints the tables.
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from transformers.utils import logging
 
 from hf_s2s.benchmark import BenchSettings, run_benchmark, to_markdown
 from hf_s2s.cli import HelpFormatter
+from hf_s2s.serving import require_serve_extra
 
-SECTIONS = ("training", "memory", "generation", "cache", "rnn", "peak", "learning", "batching", "pipeline")
+SECTIONS = ("training", "memory", "generation", "cache", "rnn", "peak", "learning", "batching", "pipeline",
+            "serving")
 
 
 def main(argv=None, prog=None):
@@ -28,14 +32,23 @@ def main(argv=None, prog=None):
                              "stalls whenever another process takes a core)")
     parser.add_argument("--repeats", type=int, default=None, help="timed repeats per measurement (median reported)")
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS), help="what to measure")
+    parser.add_argument("--serving-model", metavar="FOLDER", default=None,
+                        help="a trained model folder the serving section serves (default: random models of the "
+                             "benchmark's sizes)")
     args = parser.parse_args(argv)
     logging.set_verbosity_error()  # generate() warns on every call that max_new_tokens overrides max_length
 
+    if "serving" in args.sections:
+        try:  # before any section runs, not after the others' minutes
+            require_serve_extra(also=("httpx",))
+        except ImportError as error:
+            sys.exit(f"error: the serving section: {error}; or leave serving out of --sections")
     settings = BenchSettings.quick() if args.quick else BenchSettings()
+    settings.serving.model = args.serving_model
     if args.threads is not None:
         settings.threads = args.threads
     if args.repeats is not None:
-        settings.repeats = args.repeats
+        settings.repeats = settings.serving.repeats = args.repeats
     report = run_benchmark(settings, tuple(args.sections))
     markdown = to_markdown(report)
     output = Path(args.output)

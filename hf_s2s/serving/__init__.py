@@ -17,11 +17,13 @@ from importlib.util import find_spec
 SERVE_PACKAGES = ("fastapi", "uvicorn", "prometheus_client")
 
 
-def require_serve_extra() -> None:
-    """An ImportError naming the missing packages and the extra to install, where the serve extra is missing."""
-    missing = [name for name in SERVE_PACKAGES if find_spec(name) is None]
+def require_serve_extra(also: tuple[str, ...] = ()) -> None:
+    """An ImportError naming the missing packages and what to install, where the serve extra (or a package of
+    ``also``, such as the benchmark's HTTP client httpx) is missing."""
+    missing = [name for name in (*SERVE_PACKAGES, *also) if find_spec(name) is None]
     if missing:
-        raise ImportError(f"serving needs {', '.join(missing)}: pip install 'hf_s2s[serve]'")
+        others = "".join(f" {name}" for name in also if name in missing)
+        raise ImportError(f"serving needs {', '.join(missing)}: pip install 'hf_s2s[serve]'{others}")
 
 
 __all__ = ["SERVE_PACKAGES", "require_serve_extra"]
