@@ -1,5 +1,5 @@
-"""OpenNMT-py converter: token parity with the real toolkit's outputs (fixtures made by OpenNMT-py 3.5.1 with
-scripts/toolkit_fixtures/make.py), the safe checkpoint reading and the refusals."""
+"""OpenNMT-py converter (RNN and Transformer): token parity with the real toolkit's outputs (fixtures made by
+OpenNMT-py 3.5.1 with scripts/toolkit_fixtures/make.py), the safe checkpoint reading and the refusals."""
 
 import argparse
 import json
@@ -15,11 +15,14 @@ from transformers import AutoTokenizer
 from hf_s2s.importers import CheckpointError, convert
 from hf_s2s.importers.opennmt import opennmt_max_lengths
 from hf_s2s.models.modeling_rnn_seq2seq import RNNSeq2SeqForConditionalGeneration
+from hf_s2s.models.modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
 from hf_s2s.models.transformers_compat import output_cache
 from tests.helpers import run_without_hf_s2s
 
 FIXTURES = Path(__file__).parent / "fixtures" / "toolkits"
 OPENNMT = sorted(path for path in FIXTURES.glob("opennmt_*") if (path / "model.pt").is_file())
+RNN = [path for path in OPENNMT if "_rnn_" in path.name]
+MODEL_CLASSES = {"rnn": RNNSeq2SeqForConditionalGeneration, "transformer": TransformerSeq2SeqForConditionalGeneration}
 pytestmark = pytest.mark.skipif(not OPENNMT, reason="no OpenNMT-py fixture")
 
 
@@ -38,7 +41,8 @@ def translate_options(fixture: Path) -> dict:
 def converted(request, tmp_path_factory):
     fixture = request.param
     folder = convert("opennmt-py", fixture / "model.pt", tmp_path_factory.mktemp(fixture.name) / "model")
-    model = RNNSeq2SeqForConditionalGeneration.from_pretrained(folder).eval()
+    architecture = json.loads((folder / "conversion.json").read_text())["architecture"]
+    model = MODEL_CLASSES[architecture].from_pretrained(folder).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
     sources = (fixture / "test.de").read_text(encoding="utf-8").splitlines()
     caps = opennmt_max_lengths([len(line.split()) for line in sources], **translate_options(fixture))
@@ -134,7 +138,7 @@ def test_translate_command_on_the_converted_folder(converted, tmp_path):
     assert done.returncode == 0, done.stderr
     assert len(done.stdout.splitlines()) == 3
     record = json.loads((folder / "conversion.json").read_text())
-    assert record["toolkit"] == "opennmt-py" and record["architecture"] == "rnn"
+    assert record["toolkit"] == "opennmt-py" and record["architecture"] in fixture.name
 
 
 class Payload:  # a class no allow-list names: unpickling it would import this module
@@ -142,7 +146,7 @@ class Payload:  # a class no allow-list names: unpickling it would import this m
 
 
 def test_a_checkpoint_holding_another_class_is_refused_naming_it(tmp_path):
-    checkpoint = torch.load(OPENNMT[0] / "model.pt", map_location="cpu", weights_only=False)
+    checkpoint = torch.load(RNN[0] / "model.pt", map_location="cpu", weights_only=False)
     checkpoint["extra"] = Payload()
     path = tmp_path / "model.pt"
     torch.save(checkpoint, path)
@@ -155,9 +159,29 @@ def test_a_checkpoint_holding_another_class_is_refused_naming_it(tmp_path):
                                                ("rnn_type", "SRU"), ("n_src_feats", 1),
                                                ("global_attention_function", "sparsemax")])
 def test_an_unsupported_option_is_refused_naming_it(tmp_path, option, value):
-    checkpoint = torch.load(OPENNMT[0] / "model.pt", map_location="cpu", weights_only=False)
+    checkpoint = torch.load(RNN[0] / "model.pt", map_location="cpu", weights_only=False)
     setattr(checkpoint["opt"], option, value)
     assert isinstance(checkpoint["opt"], argparse.Namespace)
+    path = tmp_path / "model.pt"
+    torch.save(checkpoint, path)
+    with pytest.raises(CheckpointError, match=f"-{option} "):
+        convert("opennmt-py", path, tmp_path / "out")
+    assert not (tmp_path / "out" / "config.json").exists()
+
+
+TRANSFORMER = FIXTURES / "opennmt_transformer"
+
+
+@pytest.mark.skipif(not (TRANSFORMER / "model.pt").is_file(), reason="no OpenNMT-py Transformer fixture")
+@pytest.mark.parametrize(("option", "value"), [("max_relative_positions", 20), ("max_relative_positions", -1),
+                                               ("position_encoding_type", "SinusoidalConcat"),
+                                               ("position_encoding", False), ("num_kv", 1),
+                                               ("parallel_residual", True), ("layer_norm", "rms"),
+                                               ("self_attn_type", "average"), ("pos_ffn_activation_fn", "silu"),
+                                               ("decoder_type", "rnn"), ("copy_attn", True)])
+def test_an_unsupported_transformer_option_is_refused_naming_it(tmp_path, option, value):
+    checkpoint = torch.load(TRANSFORMER / "model.pt", map_location="cpu", weights_only=False)
+    setattr(checkpoint["opt"], option, value)
     path = tmp_path / "model.pt"
     torch.save(checkpoint, path)
     with pytest.raises(CheckpointError, match=f"-{option} "):

@@ -12,8 +12,16 @@ vocabularies). It maps onto ``rnn_seq2seq`` with the switches that reproduce Ope
   ``"final_states_bridge"`` with ``-bridge`` (OpenNMT-py's ReLU bridge and its row layout);
 - the generator ``Linear`` has a bias: ``output_bias``; sources get no end token (OpenNMT-py 3.x numericalize).
 
+Also the Transformer (``-encoder_type transformer -decoder_type transformer``, ``-position_encoding`` with
+``SinusoidalInterleaved``, ``-layer_norm standard``, ``relu``/``gelu``, with or without ``-add_qkvbias`` /
+``-add_ffnbias``, shared or separate embeddings). It maps onto ``transformer_seq2seq`` (pre-LN with final
+LayerNorms, embeddings scaled by sqrt(d)) with ``position_embedding_layout="interleaved"``,
+``layer_norm_eps=-norm_eps``, ``output_bias`` (the generator) and ``source_eos=False``; the separate query, key and
+value projections are concatenated into hf_s2s's fused ones, absent biases are zeros.
+
 Every checkpoint tensor is mapped or the conversion fails naming it; options the converter cannot express exactly
-(copy or coverage attention, context gates, source features, sparsemax, ...) are refused, naming the option.
+(copy or coverage attention, context gates, source features, sparsemax, relative or rotary positions, ...) are
+refused, naming the option.
 """
 
 from pathlib import Path
@@ -21,8 +29,11 @@ from pathlib import Path
 import torch
 from transformers import GenerationConfig
 
+from ..models.attention_transformer_seq2seq import sinusoidal_positions
 from ..models.configuration_rnn_seq2seq import RNNSeq2SeqConfig
+from ..models.configuration_transformer_seq2seq import TransformerSeq2SeqConfig
 from ..models.modeling_rnn_seq2seq import RNNSeq2SeqForConditionalGeneration
+from ..models.modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
 from .base import Converted, register
 from .checkpoints import CheckpointError, load_checkpoint, options
 from .vocabulary import SpecialTokens, translation_tokenizer
@@ -50,20 +61,43 @@ REQUIRED = {
     "lora_layers": ([], None),
     "quant_layers": ([], None),
 }
+# and, for the Transformer, these (relative/rotary/ALiBi positions, grouped-query attention, parallel residuals,
+# RMSNorm, average attention, sliding windows, mixtures of experts, guided alignment)
+TRANSFORMER_REQUIRED = {
+    "position_encoding": (True,),
+    "position_encoding_type": ("SinusoidalInterleaved",),
+    "max_relative_positions": (0,),
+    "relative_positions_buckets": (0, None),
+    "num_kv": (0, None),
+    "parallel_residual": (False, None),
+    "layer_norm": ("standard", None),
+    "self_attn_type": ("scaled-dot-flash", "scaled-dot"),
+    "pos_ffn_activation_fn": ("relu", "gelu"),
+    "sliding_window": (0, None),
+    "num_experts": (0, None),
+    "lambda_align": (0.0, 0, None),
+}
 
 
 def refuse(option: str, value, why: str) -> CheckpointError:
     return CheckpointError(f"OpenNMT-py option -{option} {value!r} is not supported: {why}")
 
 
-def check_options(opt: dict) -> None:
-    """Refuse, naming the option, whatever the RNN conversion cannot reproduce exactly."""
-    for name, allowed in REQUIRED.items():
+def check_required(opt: dict, required: dict) -> None:
+    for name, allowed in required.items():
         value = opt.get(name, allowed[0])
         if value not in allowed:
-            raise refuse(name, value, f"the converter reproduces only {allowed[0]!r} exactly")
+            shown = " or ".join(repr(a) for a in allowed if a is not None)
+            raise refuse(name, value, f"the converter reproduces only {shown} exactly")
+
+
+def check_options(opt: dict) -> None:
+    """Refuse, naming the option, whatever the RNN conversion cannot reproduce exactly."""
+    check_required(opt, REQUIRED)
     if opt.get("encoder_type") not in ("rnn", "brnn"):
-        raise refuse("encoder_type", opt.get("encoder_type"), "the converter handles 'rnn' and 'brnn' encoders")
+        raise refuse("encoder_type", opt.get("encoder_type"),
+                     "the converter handles 'rnn' and 'brnn' encoders with an 'rnn' decoder, and 'transformer' "
+                     "with 'transformer'")
     if opt.get("decoder_type") != "rnn":
         raise refuse("decoder_type", opt.get("decoder_type"), "the converter handles the 'rnn' decoder")
     if opt.get("rnn_type") not in CELL_TYPES:
@@ -148,13 +182,139 @@ def rnn_state_dict(model: dict, generator: dict, config: RNNSeq2SeqConfig) -> di
     if left:
         raise CheckpointError(f"the checkpoint holds parameters this converter does not know: {sorted(left)[:5]}; "
                               "they belong to an option it does not support")
+    out.update(generator_state(generator))
+    return out
+
+
+def check_transformer_options(opt: dict) -> None:
+    """Refuse, naming the option, whatever the Transformer conversion cannot reproduce exactly."""
+    check_required(opt, {**{k: v for k, v in REQUIRED.items() if k != "position_encoding"}, **TRANSFORMER_REQUIRED})
+    if opt.get("decoder_type") != "transformer":
+        raise refuse("decoder_type", opt.get("decoder_type"), "a 'transformer' encoder converts with a 'transformer' "
+                     "decoder only")
+    width = opt["enc_hid_size"]
+    for name in ("dec_hid_size", "src_word_vec_size", "tgt_word_vec_size"):
+        if opt[name] != width:
+            raise refuse(name, opt[name], f"hf_s2s's Transformer has one width, d_model: it must equal -enc_hid_size "
+                         f"({width})")
+
+
+def transformer_config(opt: dict, source_vocab: list[str], target_vocab: list[str]) -> TransformerSeq2SeqConfig:
+    """The transformer_seq2seq config whose math is OpenNMT-py's for these options: pre-LN layers with final
+    LayerNorms, embeddings x sqrt(d) + interleaved sinusoids from position 0, LayerNorm eps -norm_eps, a generator
+    with a bias, sources without </s>."""
+    shared = bool(opt.get("share_embeddings"))
+    return TransformerSeq2SeqConfig(
+        vocab_size=len(source_vocab),
+        decoder_vocab_size=None if shared else len(target_vocab),
+        d_model=opt["enc_hid_size"],
+        encoder_layers=opt["enc_layers"],
+        decoder_layers=opt["dec_layers"],
+        encoder_attention_heads=opt["heads"],
+        decoder_attention_heads=opt["heads"],
+        encoder_ffn_dim=opt["transformer_ff"],
+        decoder_ffn_dim=opt["transformer_ff"],
+        activation_function=opt.get("pos_ffn_activation_fn", "relu"),
+        dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,  # inference; fine-tuning sets its own
+        norm_position="pre",
+        position_embedding_type="sinusoidal",
+        position_embedding_layout="interleaved",
+        scale_embedding=True,
+        layer_norm_eps=float(opt.get("norm_eps", 1e-6)),
+        share_encoder_decoder_embeddings=shared,
+        tie_word_embeddings=bool(opt.get("share_decoder_embeddings")),
+        output_bias=True,
+        source_eos=False,
+        pad_token_id=target_vocab.index(SPECIALS.pad),
+        bos_token_id=target_vocab.index(SPECIALS.bos),
+        eos_token_id=target_vocab.index(SPECIALS.eos),
+        decoder_start_token_id=target_vocab.index(SPECIALS.bos),
+    )
+
+
+def transformer_state_dict(model: dict, generator: dict, config: TransformerSeq2SeqConfig) -> dict[str, torch.Tensor]:
+    """OpenNMT-py's Transformer parameter names -> hf_s2s's: separate query/key/value Linears concatenated into the
+    fused ``qkv_proj`` (self-attention, order q, k, v) and ``kv_proj`` (cross-attention, k, v); biases absent
+    without ``-add_qkvbias`` / ``-add_ffnbias`` become zeros. The stored sinusoid tables (``pe.pe``) are checked
+    against hf_s2s's interleaved ones and dropped. A checkpoint tensor left unmapped is an error naming it."""
+    out, left = {}, dict(model)
+    d_model = config.d_model
+
+    def take(name: str) -> torch.Tensor:
+        if name not in left:
+            raise CheckpointError(f"the checkpoint lacks {name}, which an OpenNMT-py Transformer of these options has")
+        return left.pop(name).float()
+
+    def linear(source: str, target: str) -> None:
+        weight = take(f"{source}.weight")
+        out[f"{target}.weight"] = weight
+        bias = f"{source}.bias"
+        out[f"{target}.bias"] = take(bias) if bias in left else weight.new_zeros(weight.shape[0])
+
+    def fused(source: str, parts: tuple[str, ...], target: str) -> None:
+        for part in parts:
+            linear(f"{source}.linear_{part}", f"{target}.{part}")
+        for kind in ("weight", "bias"):
+            out[f"{target}.{kind}"] = torch.cat([out.pop(f"{target}.{part}.{kind}") for part in parts])
+
+    def layer_norm(source: str, target: str) -> None:
+        for kind in ("weight", "bias"):
+            out[f"{target}.{kind}"] = take(f"{source}.{kind}")
+
+    for side in ("encoder", "decoder"):
+        table = take(f"{side}.embeddings.make_embedding.pe.pe")[:, 0]  # (max_len, D)
+        ours = sinusoidal_positions(torch.arange(table.shape[0]), d_model, "interleaved")
+        if not torch.allclose(table, ours, atol=1e-4):
+            raise CheckpointError(f"{side}.embeddings.make_embedding.pe.pe is not the SinusoidalInterleaved table "
+                                  "hf_s2s computes: the converter cannot reproduce these positions")
+        layer_norm(f"{side}.layer_norm", f"model.{side}.layer_norm")
+    out["model.encoder.embed_tokens.weight"] = take("encoder.embeddings.make_embedding.emb_luts.0.weight")
+    decoder_table = take("decoder.embeddings.make_embedding.emb_luts.0.weight")
+    if config.share_encoder_decoder_embeddings:
+        if not torch.equal(decoder_table, out["model.encoder.embed_tokens.weight"]):
+            raise CheckpointError("-share_embeddings is set but the encoder's and decoder's tables differ")
+    else:
+        out["model.decoder.embed_tokens.weight"] = decoder_table
+    for layer in range(config.encoder_layers):
+        source, target = f"encoder.transformer.{layer}", f"model.encoder.layers.{layer}"
+        layer_norm(f"{source}.layer_norm", f"{target}.self_attn_layer_norm")
+        fused(f"{source}.self_attn", ("query", "keys", "values"), f"{target}.self_attn.qkv_proj")
+        linear(f"{source}.self_attn.final_linear", f"{target}.self_attn.out_proj")
+        layer_norm(f"{source}.feed_forward.layer_norm", f"{target}.final_layer_norm")
+        linear(f"{source}.feed_forward.w_1", f"{target}.ffn.fc1")
+        linear(f"{source}.feed_forward.w_2", f"{target}.ffn.fc2")
+    for layer in range(config.decoder_layers):
+        source, target = f"decoder.transformer_layers.{layer}", f"model.decoder.layers.{layer}"
+        layer_norm(f"{source}.layer_norm_1", f"{target}.self_attn_layer_norm")
+        fused(f"{source}.self_attn", ("query", "keys", "values"), f"{target}.self_attn.qkv_proj")
+        linear(f"{source}.self_attn.final_linear", f"{target}.self_attn.out_proj")
+        layer_norm(f"{source}.layer_norm_2", f"{target}.encoder_attn_layer_norm")
+        linear(f"{source}.context_attn.linear_query", f"{target}.encoder_attn.q_proj")
+        fused(f"{source}.context_attn", ("keys", "values"), f"{target}.encoder_attn.kv_proj")
+        linear(f"{source}.context_attn.final_linear", f"{target}.encoder_attn.out_proj")
+        layer_norm(f"{source}.feed_forward.layer_norm", f"{target}.final_layer_norm")
+        linear(f"{source}.feed_forward.w_1", f"{target}.ffn.fc1")
+        linear(f"{source}.feed_forward.w_2", f"{target}.ffn.fc2")
+    if left:
+        raise CheckpointError(f"the checkpoint holds parameters this converter does not know: {sorted(left)[:5]}; "
+                              "they belong to an option it does not support")
+    out.update(generator_state(generator))
+    if config.tie_word_embeddings:
+        target_table = out["model.decoder.embed_tokens.weight" if "model.decoder.embed_tokens.weight" in out
+                           else "model.encoder.embed_tokens.weight"]
+        if not torch.equal(out["lm_head.weight"], target_table):
+            raise CheckpointError("-share_decoder_embeddings is set but the generator's weight is not the target "
+                                  "embedding table")
+    return out
+
+
+def generator_state(generator: dict) -> dict[str, torch.Tensor]:
+    """OpenNMT-py's generator (a Linear with a bias) as hf_s2s's lm_head."""
     generator = dict(generator)
     unknown = sorted(set(generator) - {"weight", "bias"})
     if unknown:
         raise CheckpointError(f"the generator holds {unknown}: only OpenNMT-py's Linear generator is supported")
-    out["lm_head.weight"] = generator["weight"].float()
-    out["lm_head.bias"] = generator["bias"].float()
-    return out
+    return {"lm_head.weight": generator["weight"].float(), "lm_head.bias": generator["bias"].float()}
 
 
 def vocabularies(checkpoint: dict) -> tuple[list[str], list[str]]:
@@ -197,13 +357,18 @@ def convert(checkpoint: Path, **files) -> Converted:
         if key not in data:
             raise CheckpointError(f"{checkpoint} lacks {key!r}: not an OpenNMT-py checkpoint")
     opt = options(data["opt"])
-    check_options(opt)
+    transformer = opt.get("encoder_type") == "transformer"
+    (check_transformer_options if transformer else check_options)(opt)
     source_vocab, target_vocab = vocabularies(data)
-    config = rnn_config(opt, source_vocab, target_vocab)
+    config = (transformer_config if transformer else rnn_config)(opt, source_vocab, target_vocab)
     if source_vocab.index(SPECIALS.pad) != config.pad_token_id:
         raise CheckpointError("the source and target vocabularies put <blank> at different ids")
-    model = RNNSeq2SeqForConditionalGeneration(config)
-    state = rnn_state_dict(data["model"], data["generator"], config)
+    if transformer:
+        model = TransformerSeq2SeqForConditionalGeneration(config)
+        state = transformer_state_dict(data["model"], data["generator"], config)
+    else:
+        model = RNNSeq2SeqForConditionalGeneration(config)
+        state = rnn_state_dict(data["model"], data["generator"], config)
     missing, unexpected = model.load_state_dict(state, strict=False)
     if missing or unexpected:
         raise CheckpointError(f"conversion mismatch: missing {missing}, unexpected {unexpected}")
@@ -219,11 +384,20 @@ def convert(checkpoint: Path, **files) -> Converted:
     model.generation_config.max_len_b = 5
     model._set_default_generation_length()
     tokenizer = translation_tokenizer(source_vocab, target_vocab, SPECIALS, source_eos=False)
-    details = {"rnn_type": opt["rnn_type"], "encoder_type": opt["encoder_type"],
-               "global_attention": opt["global_attention"], "input_feed": int(opt.get("input_feed", 1)),
-               "bridge": bool(opt.get("bridge")), "layers": opt["dec_layers"], "hidden_size": opt["dec_hid_size"],
-               "transforms": sorted(opt.get("transforms") or [])}
-    return Converted(model=model, tokenizer=tokenizer, toolkit=TOOLKIT, architecture="rnn", details=details)
+    if transformer:
+        details = {"encoder_type": "transformer", "layers": [opt["enc_layers"], opt["dec_layers"]],
+                   "hidden_size": opt["enc_hid_size"], "heads": opt["heads"], "transformer_ff": opt["transformer_ff"],
+                   "position_encoding_type": opt.get("position_encoding_type"), "norm_eps": config.layer_norm_eps,
+                   "add_qkvbias": bool(opt.get("add_qkvbias")), "add_ffnbias": bool(opt.get("add_ffnbias")),
+                   "share_embeddings": bool(opt.get("share_embeddings")),
+                   "share_decoder_embeddings": bool(opt.get("share_decoder_embeddings"))}
+    else:
+        details = {"rnn_type": opt["rnn_type"], "encoder_type": opt["encoder_type"],
+                   "global_attention": opt["global_attention"], "input_feed": int(opt.get("input_feed", 1)),
+                   "bridge": bool(opt.get("bridge")), "layers": opt["dec_layers"], "hidden_size": opt["dec_hid_size"]}
+    details["transforms"] = sorted(opt.get("transforms") or [])
+    architecture = "transformer" if transformer else "rnn"
+    return Converted(model=model, tokenizer=tokenizer, toolkit=TOOLKIT, architecture=architecture, details=details)
 
 
 __all__ = ["convert", "opennmt_max_lengths"]

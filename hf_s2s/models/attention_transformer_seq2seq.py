@@ -27,19 +27,24 @@ from .transformers_compat import attention_implementation
 # ----------------------------------------------------------------------------------------------------------
 
 
-def sinusoidal_positions(positions: torch.Tensor, dim: int) -> torch.Tensor:
+def sinusoidal_positions(positions: torch.Tensor, dim: int, layout: str = "concat") -> torch.Tensor:
     """Sinusoidal position encodings, Vaswani et al. 2017 section 3.5:
     PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(pos / 10000^(2i/D)).
 
-    Sines fill the first half of the vector and cosines the second (fairseq / Marian layout, same information).
-    Computed on the fly, so any length works and nothing needs saving. positions: (T,) -> (T, D), float32.
+    ``layout="concat"``: sines fill the first half of the vector and cosines the second (fairseq / Marian layout,
+    same information); ``"interleaved"``: sines at even and cosines at odd indices, the paper's formula as written
+    (OpenNMT-py, Joey NMT). Computed on the fly, so any length works and nothing needs saving.
+    positions: (T,) -> (T, D), float32.
     """
     half = dim // 2
     inv_freq = torch.exp(
         torch.arange(half, dtype=torch.float32, device=positions.device) * (-math.log(10000.0) / half)
     )  # (D/2,)
     angles = positions.float()[:, None] * inv_freq[None, :]  # (T, D/2)
-    table = torch.cat([angles.sin(), angles.cos()], dim=-1)  # (T, 2 * (D/2))
+    if layout == "interleaved":
+        table = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)  # (T, 2 * (D/2)): sin, cos, sin, ...
+    else:
+        table = torch.cat([angles.sin(), angles.cos()], dim=-1)  # (T, 2 * (D/2))
     return F.pad(table, (0, dim - 2 * half))  # odd D: one zero column
 
 
@@ -52,13 +57,14 @@ class TransformerSeq2SeqPositionalEmbedding(nn.Module):
         self.dim = config.d_model
         self.max_positions = config.max_position_embeddings
         self.learned = config.position_embedding_type == "learned"
+        self.layout = config.position_embedding_layout  # sinusoid layout: "concat" or "interleaved"
         self.weight_table = nn.Embedding(self.max_positions, self.dim) if self.learned else None
 
     def forward(self, seq_len: int, past_length: int | torch.Tensor, device: torch.device) -> torch.Tensor:
         """Embeddings of positions past_length .. past_length + seq_len - 1 -> (seq_len, D)."""
         positions = torch.arange(seq_len, device=device) + past_length  # (T,)
         if not self.learned:
-            return sinusoidal_positions(positions, self.dim)
+            return sinusoidal_positions(positions, self.dim, self.layout)
         if not is_capturing_graph() and int(past_length) + seq_len > self.max_positions:
             raise ValueError(
                 f"sequence needs positions up to {int(past_length) + seq_len - 1}, but position_embedding_type="

@@ -25,6 +25,7 @@ from .config_checks import (
 ACTIVATIONS = ("relu", "gelu")
 NORM_POSITIONS = ("pre", "post")
 POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
+POSITION_EMBEDDING_LAYOUTS = ("concat", "interleaved")
 
 
 class TransformerSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
@@ -32,6 +33,19 @@ class TransformerSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
 
     Every size is validated here: a wrong value raises ``ValueError`` naming the field, the value and what is
     allowed, and an unknown keyword (a typo) is an error rather than a silently ignored attribute.
+
+    Switches that match other toolkits' math exactly (defaults keep hf_s2s's own):
+
+    - ``position_embedding_layout="interleaved"``: the sinusoid's sines and cosines alternate,
+      ``PE(pos, 2i) = sin(pos / 10000^(2i/D))``, ``PE(pos, 2i+1) = cos(pos / 10000^(2i/D))`` (OpenNMT-py 3.x
+      ``PositionalEncoding`` "SinusoidalInterleaved", Joey NMT 2.x ``PositionalEncoding``); the default "concat"
+      puts the same sines in the first half and the cosines in the second, ``PE(pos, i) = sin(...)``,
+      ``PE(pos, D/2 + i) = cos(...)``;
+    - ``layer_norm_eps``: the epsilon of every LayerNorm, ``(x - mean) / sqrt(var + eps) * g + b``: 1e-6 in
+      OpenNMT-py (``-norm_eps``) and Joey NMT, 1e-5 (torch's and fairseq's default) here;
+    - ``output_bias=True``: the output projection has a bias, ``logits = W_o h + b_o`` (OpenNMT-py's generator);
+    - ``source_eos=False``: the source tokenizer appends no ``</s>`` (OpenNMT-py 3.x's ``numericalize``); the
+      tokenizer check then expects none.
     """
 
     model_type = "transformer_seq2seq"
@@ -60,6 +74,11 @@ class TransformerSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
     position_embedding_type: str = "sinusoidal"  # "sinusoidal" (any length) or "learned" (<= max_position_embeddings)
     max_position_embeddings: int = 512  # positions a learned table holds; sinusoidal tables grow past it
     scale_embedding: bool = True  # multiply token embeddings by sqrt(d_model) (paper section 3.4)
+    position_embedding_layout: str = "concat"  # sinusoid layout: "concat" (sines, then cosines) or "interleaved"
+    # (sin, cos alternating: OpenNMT-py, Joey NMT); see the class docstring
+    layer_norm_eps: float = 1e-5  # epsilon of every LayerNorm (OpenNMT-py and Joey NMT: 1e-6)
+    output_bias: bool = False  # bias of the output projection (OpenNMT-py's generator has one)
+    source_eos: bool = True  # sources end with </s> (hf_s2s, Joey NMT, fairseq); False: OpenNMT-py 3.x feeds none
     share_encoder_decoder_embeddings: bool = True  # one token embedding for source and target (needs one vocab)
     tie_word_embeddings: bool = True  # output projection shares the decoder input embedding's weight
     label_smoothing: float = 0.0  # eps of the label-smoothed loss the model computes from labels (Trainer's factor)
@@ -102,6 +121,9 @@ class TransformerSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
         check_choice("activation_function", self.activation_function, ACTIVATIONS)
         check_choice("norm_position", self.norm_position, NORM_POSITIONS)
         check_choice("position_embedding_type", self.position_embedding_type, POSITION_EMBEDDING_TYPES)
+        check_choice("position_embedding_layout", self.position_embedding_layout, POSITION_EMBEDDING_LAYOUTS)
+        if not (isinstance(self.layer_norm_eps, int | float) and self.layer_norm_eps > 0):
+            raise ValueError(f"`layer_norm_eps` must be a positive float, got {self.layer_norm_eps!r}")
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             check_dropout(name, getattr(self, name))
         check_probability("label_smoothing", self.label_smoothing)

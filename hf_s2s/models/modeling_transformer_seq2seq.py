@@ -81,9 +81,9 @@ class TransformerSeq2SeqEncoderLayer(GradientCheckpointingLayer):
         self.pre_norm = config.norm_position == "pre"
         self.dropout = config.dropout
         self.self_attn = TransformerSeq2SeqAttention(config, config.encoder_attention_heads)
-        self.self_attn_layer_norm = nn.LayerNorm(config.d_model)
+        self.self_attn_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
         self.ffn = TransformerSeq2SeqFeedForward(config, config.encoder_ffn_dim)
-        self.final_layer_norm = nn.LayerNorm(config.d_model)
+        self.final_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
 
     def forward(
         self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
@@ -115,11 +115,11 @@ class TransformerSeq2SeqDecoderLayer(GradientCheckpointingLayer):
         self.dropout = config.dropout
         heads = config.decoder_attention_heads
         self.self_attn = TransformerSeq2SeqAttention(config, heads, is_causal=True, layer_idx=layer_idx)
-        self.self_attn_layer_norm = nn.LayerNorm(config.d_model)
+        self.self_attn_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
         self.encoder_attn = TransformerSeq2SeqAttention(config, heads, is_cross_attention=True, layer_idx=layer_idx)
-        self.encoder_attn_layer_norm = nn.LayerNorm(config.d_model)
+        self.encoder_attn_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
         self.ffn = TransformerSeq2SeqFeedForward(config, config.decoder_ffn_dim)
-        self.final_layer_norm = nn.LayerNorm(config.d_model)
+        self.final_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
 
     def forward(
         self,
@@ -207,7 +207,7 @@ class TransformerSeq2SeqEncoder(nn.Module):
         self.embed_positions = TransformerSeq2SeqPositionalEmbedding(config)
         self.dropout = config.dropout
         self.layers = nn.ModuleList([TransformerSeq2SeqEncoderLayer(config) for _ in range(config.encoder_layers)])
-        self.layer_norm = nn.LayerNorm(config.d_model) if config.norm_position == "pre" else None
+        self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_position == "pre" else None
 
     @can_return_tuple
     def forward(
@@ -285,7 +285,7 @@ class TransformerSeq2SeqDecoder(nn.Module):
         self.layers = nn.ModuleList(
             [TransformerSeq2SeqDecoderLayer(config, layer_idx=i) for i in range(config.decoder_layers)]
         )
-        self.layer_norm = nn.LayerNorm(config.d_model) if config.norm_position == "pre" else None
+        self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_position == "pre" else None
         # With a shared vocabulary the target table is the encoder's. The encoder is referenced, not registered as
         # a submodule (its weights stay under "encoder." in checkpoints); TransformerSeq2SeqModel sets it.
         object.__setattr__(self, "shared_embeddings_owner", None)
@@ -532,7 +532,7 @@ class TransformerSeq2SeqForConditionalGeneration(
     def __init__(self, config: TransformerSeq2SeqConfig):
         super().__init__(config)
         self.model = TransformerSeq2SeqModel(config)
-        self.lm_head = nn.Linear(config.d_model, config.target_vocab_size, bias=False)
+        self.lm_head = nn.Linear(config.d_model, config.target_vocab_size, bias=config.output_bias)
         target_table = "encoder" if config.share_encoder_decoder_embeddings else "decoder"
         # applies only when config.tie_word_embeddings is True (transformers checks it)
         self._tied_weights_keys = {"lm_head.weight": f"model.{target_table}.embed_tokens.weight"}
