@@ -54,4 +54,4 @@ def toolkits() -> list[str]:
 
 __all__ = ["CONVERSION_FILE", "CheckpointError", "Converted", "convert", "register", "toolkits"]
 
-from . import opennmt  # noqa: E402,F401  (registers --from opennmt-py)
+from . import fairseq, opennmt  # noqa: E402,F401  (each registers its --from name)

@@ -239,11 +239,6 @@ ONMT_MODELS = {
         "word_vec_size": 16, "hidden_size": 32, "global_attention": "mlp", "input_feed": 1,
         "bridge": False,
     },
-    "opennmt_rnn_dot": {
-        "encoder_type": "rnn", "decoder_type": "rnn", "rnn_type": "LSTM", "layers": 1,
-        "word_vec_size": 16, "hidden_size": 32, "global_attention": "dot", "input_feed": 0,
-        "bridge": False,
-    },
     "opennmt_transformer": {
         "encoder_type": "transformer", "decoder_type": "transformer", "layers": 2,
         "word_vec_size": 32, "hidden_size": 32, "heads": 2, "transformer_ff": 64,

@@ -1,0 +1,437 @@
+"""fairseq 0.12.x checkpoints (``fairseq-train``'s ``checkpoint_*.pt``) as hf_s2s folders.
+
+fairseq keeps the dictionaries beside the data (``data-bin/dict.<lang>.txt``), not in the checkpoint: they come from
+``source_vocab`` / ``target_vocab``, by default the two ``dict.*.txt`` beside the checkpoint. A dictionary's ids are
+``<s>`` 0, ``<pad>`` 1, ``</s>`` 2, ``<unk>`` 3, then the file's lines in order (``data/dictionary.py``). Sources end
+with ``</s>`` and decoding starts from ``</s>`` (``SequenceGenerator``: ``tokens[:, 0] = eos``).
+
+Supported: ``--arch lstm`` (and its named variants) -> ``rnn_seq2seq``:
+
+- ``AttentionLayer``: score ``h_s . (W_in h_t)`` -> ``luong_general`` with ``W_k = W_in^T``; its ``output_proj``,
+  ``tanh(W_out [c_t; h_t])`` without bias, is the readout with a zero bias; input feeding is always on;
+- the decoder starts from every encoder layer's final (h, c), directions concatenated, through
+  ``encoder_hidden_proj`` / ``encoder_cell_proj`` when the sizes differ: ``decoder_init="final_states_projected"``
+  (else ``"final_states"``);
+- ``additional_fc`` (``--decoder-hidden-size`` != ``--decoder-out-embed-dim``): ``output_projection_size``; ``fc_out``
+  has a bias (``output_bias``), or the output layer is the tied decoder embedding.
+
+And ``--arch transformer`` (and its named variants) -> ``transformer_seq2seq``:
+
+- post-norm (``--encoder/decoder-normalize-before`` off, fairseq's default: no final LayerNorm) or pre-norm (with
+  the final LayerNorms), LayerNorm eps 1e-5, ``relu``/``gelu``, embeddings scaled by sqrt(d) unless
+  ``--no-scale-embedding``, ``q_proj/k_proj/v_proj`` concatenated into hf_s2s's fused projections;
+- positions: fairseq numbers real tokens from ``padding_idx + 1`` (= 2) and its sinusoid is tensor2tensor's,
+  ``[sin(p w_i); cos(p w_i)]`` with ``w_i = 10000^(-i / (d/2 - 1))``. The converter writes these values, computed
+  as fairseq computes them, as a ``position_embedding_type="learned"`` table whose row j is fairseq's position
+  j + 2 (learned fairseq positions: their table without its first ``padding_idx + 1`` rows). Fine-tuning then
+  trains the table, which fairseq would not;
+- the output projection (no bias) tied to the decoder embedding (``--share-decoder-input-output-embed``), or not;
+  ``--share-all-embeddings`` -> ``share_encoder_decoder_embeddings``.
+
+Every checkpoint tensor is mapped or the conversion fails naming it; options the converter cannot express exactly
+are refused, naming the option.
+"""
+
+import argparse
+import math
+from pathlib import Path
+
+import torch
+from transformers import GenerationConfig
+
+from ..models.configuration_rnn_seq2seq import RNNSeq2SeqConfig
+from ..models.configuration_transformer_seq2seq import TransformerSeq2SeqConfig
+from ..models.modeling_rnn_seq2seq import RNNSeq2SeqForConditionalGeneration
+from ..models.modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
+from .base import Converted, register
+from .checkpoints import CheckpointError, load_checkpoint, options
+from .vocabulary import SpecialTokens, translation_tokenizer
+
+TOOLKIT = "fairseq"
+# data/dictionary.py: Dictionary(bos="<s>", pad="<pad>", eos="</s>", unk="<unk>"), added in this order
+SPECIALS = SpecialTokens(unk="<unk>", pad="<pad>", bos="<s>", eos="</s>")
+SPECIAL_ORDER = [SPECIALS.bos, SPECIALS.pad, SPECIALS.eos, SPECIALS.unk]
+# fairseq-generate's defaults (dataclass/configs.py GenerationConfig): what the converted folder's generation
+# config reproduces
+GENERATE_DEFAULTS = {"beam": 5, "max_len_a": 0.0, "max_len_b": 200, "min_len": 1, "lenpen": 1.0}
+
+LSTM_ARCHS = ("lstm", "lstm_wiseman_iwslt_de_en", "lstm_luong_wmt_en_de")
+TRANSFORMER_ARCHS = ("transformer", "transformer_tiny", "transformer_iwslt_de_en", "transformer_wmt_en_de",
+                     "transformer_vaswani_wmt_en_de_big", "transformer_vaswani_wmt_en_fr_big",
+                     "transformer_wmt_en_de_big", "transformer_wmt_en_de_big_t2t")
+# transformer option -> the values this converter reproduces exactly (anything else is refused, naming the option)
+TRANSFORMER_REQUIRED = {
+    "layernorm_embedding": (False, None),
+    "no_token_positional_embeddings": (False, None),
+    "cross_self_attention": (False, None),
+    "no_cross_attention": (False, None),
+    "adaptive_softmax_cutoff": (None,),
+    "adaptive_input": (False, None),
+    "tie_adaptive_weights": (False, None),
+    "quant_noise_pq": (0, None),
+    "quant_noise_scalar": (0, None),
+    "merge_src_tgt_embed": (False, None),
+    "encoder_layers_to_keep": (None,),
+    "decoder_layers_to_keep": (None,),
+    "alignment_layer": (None,),
+    "alignment_heads": (None,),
+}
+
+
+def refuse(option: str, value, why: str) -> CheckpointError:
+    return CheckpointError(f"fairseq option --{option.replace('_', '-')} {value!r} is not supported: {why}")
+
+
+def read_dictionary(path: Path) -> list[str]:
+    """A fairseq ``dict.<lang>.txt`` as the token list in id order: the four specials, then one ``<token> <count>``
+    per line (``Dictionary.add_from_file``)."""
+    tokens = list(SPECIAL_ORDER)
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        fields = line.rstrip().rsplit(" ", 1)
+        if len(fields) != 2 or not fields[1].lstrip("-").isdigit():
+            if line.rstrip().endswith("#fairseq:overwrite"):
+                raise CheckpointError(f"{path}:{number} uses #fairseq:overwrite, which gives one token two ids; the "
+                                      "converter needs one id per token")
+            raise CheckpointError(f"{path}:{number} is not '<token> <count>': {line!r} (not a fairseq dictionary)")
+        tokens.append(fields[0])
+    return tokens
+
+
+def dictionary_paths(checkpoint: Path, source_vocab: Path | None, target_vocab: Path | None,
+                     model_args: dict) -> tuple[Path, Path]:
+    """--source-vocab / --target-vocab, else ``dict.<source_lang>.txt`` / ``dict.<target_lang>.txt`` beside the
+    checkpoint (the languages from the checkpoint's task options, else the only two dict.*.txt there)."""
+    if source_vocab is not None and target_vocab is not None:
+        return source_vocab, target_vocab
+    folder = checkpoint.parent
+    source_lang, target_lang = model_args.get("source_lang"), model_args.get("target_lang")
+    if not (source_lang and target_lang):
+        found = sorted(folder.glob("dict.*.txt"))
+        if len(found) != 2:
+            raise CheckpointError(
+                f"fairseq keeps its dictionaries beside the data: pass --source-vocab and --target-vocab "
+                f"(data-bin/dict.<lang>.txt); {folder} holds {len(found)} dict.*.txt, so which is which is unknown")
+        # the checkpoint does not say the languages: the fixture convention (and fairseq-preprocess's) is one file
+        # per side; tell them apart by which one matches the embedding sizes in convert()
+        return found[0], found[1]
+    return (source_vocab or folder / f"dict.{source_lang}.txt"), (target_vocab or folder / f"dict.{target_lang}.txt")
+
+
+def model_options(data: dict) -> dict:
+    """The model's options: ``cfg["model"]`` (a Namespace for the legacy architectures, a dict otherwise) in
+    fairseq >= 0.10 checkpoints, else the older ``args``; plus the task's languages."""
+    cfg = data.get("cfg")
+    if isinstance(cfg, dict) and cfg.get("model") is not None:
+        opts = options(cfg["model"])
+        task = cfg.get("task") or {}
+        task = options(task) if isinstance(task, argparse.Namespace | dict) else {}
+        for key in ("source_lang", "target_lang"):
+            opts[key] = opts.get(key) or task.get(key)
+        return opts
+    if data.get("args") is not None:
+        return options(data["args"])
+    raise CheckpointError("the checkpoint holds neither cfg['model'] nor args: not a fairseq checkpoint")
+
+
+# ---------------------------------------------------------------------------------------------------- lstm
+
+def check_lstm_options(opt: dict) -> None:
+    """Refuse, naming the option, whatever the lstm conversion cannot reproduce exactly."""
+    if str(opt.get("decoder_attention", "1")).lower() in ("0", "false", "none"):
+        raise refuse("decoder_attention", opt.get("decoder_attention"), "without attention fairseq's decoder feeds "
+                     "the raw LSTM output on, and hf_s2s's attention_type 'none' computes something else")
+    if opt.get("criterion") == "adaptive_loss":
+        raise refuse("criterion", "adaptive_loss", "the adaptive softmax (--adaptive-softmax-cutoff) has no hf_s2s "
+                     "counterpart")
+    if opt["encoder_layers"] != opt["decoder_layers"]:
+        raise refuse("encoder_layers", opt["encoder_layers"], f"must equal --decoder-layers ({opt['decoder_layers']})")
+
+
+def lstm_config(opt: dict, source_vocab: list[str], target_vocab: list[str]) -> RNNSeq2SeqConfig:
+    """The rnn_seq2seq config whose math is fairseq's ``lstm`` for these options."""
+    bidirectional = bool(opt.get("encoder_bidirectional"))
+    encoder_output = opt["encoder_hidden_size"] * (2 if bidirectional else 1)
+    hidden, out_embed = opt["decoder_hidden_size"], opt["decoder_out_embed_dim"]
+    tied = bool(opt.get("share_decoder_input_output_embed") or opt.get("share_all_embeddings"))
+    return RNNSeq2SeqConfig(
+        vocab_size=len(source_vocab),
+        decoder_vocab_size=None if source_vocab == target_vocab else len(target_vocab),
+        encoder_embedding_size=opt["encoder_embed_dim"],
+        decoder_embedding_size=opt["decoder_embed_dim"],
+        encoder_hidden_size=opt["encoder_hidden_size"],
+        decoder_hidden_size=hidden,
+        attention_size=hidden,
+        encoder_layers=opt["encoder_layers"],
+        decoder_layers=opt["decoder_layers"],
+        bidirectional=bidirectional,
+        cell_type="lstm",
+        attention_type="luong_general",
+        input_feeding=True,
+        decoder_init="final_states" if encoder_output == hidden else "final_states_projected",
+        output_projection_size=out_embed if out_embed != hidden else None,
+        output_bias=not tied,
+        tie_word_embeddings=tied,
+        source_eos=True,
+        dropout=0.0,  # inference; fine-tuning sets its own
+        **special_ids(target_vocab),
+    )
+
+
+def special_ids(target_vocab: list[str]) -> dict:
+    return {"pad_token_id": target_vocab.index(SPECIALS.pad), "bos_token_id": target_vocab.index(SPECIALS.bos),
+            "eos_token_id": target_vocab.index(SPECIALS.eos),
+            "decoder_start_token_id": target_vocab.index(SPECIALS.eos)}  # fairseq starts decoding from </s>
+
+
+class StateDict:
+    """A checkpoint's tensors, taken one by one; what is left at the end is an error naming it."""
+
+    def __init__(self, tensors: dict):
+        self.left = {name: tensor for name, tensor in tensors.items() if not name.endswith(".version")}
+
+    def take(self, name: str) -> torch.Tensor:
+        if name not in self.left:
+            raise CheckpointError(f"the checkpoint lacks {name}, which a fairseq model of these options has")
+        return self.left.pop(name).float()
+
+    def has(self, name: str) -> bool:
+        return name in self.left
+
+    def finish(self) -> None:
+        if self.left:
+            raise CheckpointError(f"the checkpoint holds parameters this converter does not know: {sorted(self.left)[:5]}; "
+                                  "they belong to an option it does not support")
+
+
+def lstm_state_dict(model: dict, config: RNNSeq2SeqConfig) -> dict[str, torch.Tensor]:
+    """fairseq's lstm parameter names -> hf_s2s's."""
+    state, out = StateDict(model), {}
+    out["model.encoder.embed_tokens.weight"] = state.take("encoder.embed_tokens.weight")
+    out["model.decoder.embed_tokens.weight"] = state.take("decoder.embed_tokens.weight")
+    for name in [n for n in state.left if n.startswith("encoder.lstm.")]:  # nn.LSTM: the same names
+        out["model.encoder.rnn." + name.removeprefix("encoder.lstm.")] = state.take(name)
+    if config.decoder_init == "final_states_projected":
+        for kind, source in enumerate(("encoder_hidden_proj", "encoder_cell_proj")):
+            for part in ("weight", "bias"):
+                out[f"model.decoder.final_state_projection.{kind}.{part}"] = state.take(f"decoder.{source}.{part}")
+    for layer in range(config.decoder_layers):  # one nn.LSTMCell per layer -> one nn.LSTM
+        for part in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            out[f"model.decoder.rnn.{part}_l{layer}"] = state.take(f"decoder.layers.{layer}.{part}")
+    # score h_s . (W_in h_t) = h_t . (W_in^T h_s): hf_s2s's key projection is W_in^T
+    out["model.decoder.attention.key_proj.weight"] = state.take("decoder.attention.input_proj.weight").t().contiguous()
+    readout = state.take("decoder.attention.output_proj.weight")
+    out["model.decoder.readout.weight"] = readout
+    out["model.decoder.readout.bias"] = readout.new_zeros(readout.shape[0])  # AttentionLayer(bias=False)
+    if config.output_projection_size:
+        out["model.decoder.output_projection.weight"] = state.take("decoder.additional_fc.weight")
+        out["model.decoder.output_projection.bias"] = state.take("decoder.additional_fc.bias")
+    if config.tie_word_embeddings:
+        out["lm_head.weight"] = out["model.decoder.embed_tokens.weight"]
+    else:
+        out["lm_head.weight"] = state.take("decoder.fc_out.weight")
+        out["lm_head.bias"] = state.take("decoder.fc_out.bias")
+    state.finish()
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------- transformer
+
+def check_transformer_options(opt: dict) -> None:
+    """Refuse, naming the option, whatever the transformer conversion cannot reproduce exactly."""
+    for name, allowed in TRANSFORMER_REQUIRED.items():
+        value = opt.get(name, allowed[0])
+        if value not in allowed:
+            raise refuse(name, value, f"the converter reproduces only {allowed[0]!r} exactly")
+    d_model = opt["encoder_embed_dim"]
+    for name in ("decoder_embed_dim", "decoder_input_dim", "decoder_output_dim"):
+        if opt.get(name, d_model) != d_model:
+            raise refuse(name, opt[name], f"hf_s2s's Transformer has one width: must equal --encoder-embed-dim "
+                         f"({d_model}) (fairseq's project_in_dim / project_out_dim have no counterpart)")
+    if bool(opt.get("encoder_normalize_before")) != bool(opt.get("decoder_normalize_before")):
+        raise refuse("decoder_normalize_before", opt.get("decoder_normalize_before"), "hf_s2s places the LayerNorm "
+                     "alike in encoder and decoder: must equal --encoder-normalize-before")
+    if opt.get("activation_fn", "relu") not in ("relu", "gelu"):
+        raise refuse("activation_fn", opt.get("activation_fn"), "hf_s2s has 'relu' and 'gelu' (erf)")
+    if opt.get("encoder_learned_pos") and opt.get("decoder_learned_pos") and (
+            opt.get("max_source_positions") != opt.get("max_target_positions")):
+        raise refuse("max_source_positions", opt.get("max_source_positions"), "learned position tables of "
+                     f"different sizes: must equal --max-target-positions ({opt.get('max_target_positions')})")
+
+
+def transformer_config(opt: dict, source_vocab: list[str], target_vocab: list[str]) -> TransformerSeq2SeqConfig:
+    """The transformer_seq2seq config whose math is fairseq's ``transformer`` for these options."""
+    shared = bool(opt.get("share_all_embeddings"))
+    return TransformerSeq2SeqConfig(
+        vocab_size=len(source_vocab),
+        decoder_vocab_size=None if source_vocab == target_vocab else len(target_vocab),
+        d_model=opt["encoder_embed_dim"],
+        encoder_layers=opt["encoder_layers"],
+        decoder_layers=opt["decoder_layers"],
+        encoder_attention_heads=opt["encoder_attention_heads"],
+        decoder_attention_heads=opt["decoder_attention_heads"],
+        encoder_ffn_dim=opt["encoder_ffn_embed_dim"],
+        decoder_ffn_dim=opt["decoder_ffn_embed_dim"],
+        activation_function=opt.get("activation_fn", "relu"),
+        dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,  # inference; fine-tuning sets its own
+        norm_position="pre" if opt.get("encoder_normalize_before") else "post",
+        position_embedding_type="learned",  # fairseq's positions, written as a table (module docstring)
+        max_position_embeddings=max(opt.get("max_source_positions") or 1024, opt.get("max_target_positions") or 1024),
+        scale_embedding=not opt.get("no_scale_embedding"),
+        share_encoder_decoder_embeddings=shared,
+        tie_word_embeddings=shared or bool(opt.get("share_decoder_input_output_embed")),
+        **special_ids(target_vocab),
+    )
+
+
+def fairseq_sinusoids(rows: int, dim: int, padding_idx: int) -> torch.Tensor:
+    """Rows for fairseq positions padding_idx + 1 .. padding_idx + rows, as
+    ``SinusoidalPositionalEmbedding.get_embedding`` computes them (float32, the same operations): -> (rows, dim)."""
+    half = dim // 2
+    frequencies = torch.exp(torch.arange(half, dtype=torch.float) * -(math.log(10000) / (half - 1)))  # (d/2,)
+    table = torch.arange(rows + padding_idx + 1, dtype=torch.float).unsqueeze(1) * frequencies.unsqueeze(0)
+    table = torch.cat([torch.sin(table), torch.cos(table)], dim=1).view(rows + padding_idx + 1, -1)
+    if dim % 2 == 1:
+        table = torch.cat([table, torch.zeros(table.shape[0], 1)], dim=1)
+    return table[padding_idx + 1 :]  # (rows, dim)
+
+
+def transformer_state_dict(model: dict, config: TransformerSeq2SeqConfig, opt: dict) -> dict[str, torch.Tensor]:
+    """fairseq's transformer parameter names -> hf_s2s's (q/k/v concatenated, positions as tables)."""
+    state, out = StateDict(model), {}
+    for name in [n for n in state.left if n.endswith("embed_positions._float_tensor")]:  # deprecated buffers
+        state.left.pop(name)
+    padding_idx, rows = config.pad_token_id, config.max_position_embeddings
+    for side in ("encoder", "decoder"):
+        out[f"model.{side}.embed_tokens.weight"] = state.take(f"{side}.embed_tokens.weight")
+        if opt.get(f"{side}_learned_pos"):
+            table = state.take(f"{side}.embed_positions.weight")[padding_idx + 1 :]
+            if table.shape[0] != rows:
+                raise CheckpointError(f"{side}.embed_positions holds {table.shape[0]} positions, not {rows}")
+        else:
+            table = fairseq_sinusoids(rows, config.d_model, padding_idx)
+        out[f"model.{side}.embed_positions.weight_table.weight"] = table
+        layers = config.encoder_layers if side == "encoder" else config.decoder_layers
+        for layer in range(layers):
+            prefix, target = f"{side}.layers.{layer}.", f"model.{side}.layers.{layer}."
+            for part in ("weight", "bias"):
+                out[f"{target}self_attn.qkv_proj.{part}"] = torch.cat(
+                    [state.take(f"{prefix}self_attn.{p}_proj.{part}") for p in "qkv"])
+                out[f"{target}self_attn.out_proj.{part}"] = state.take(f"{prefix}self_attn.out_proj.{part}")
+                if side == "decoder":
+                    out[f"{target}encoder_attn.q_proj.{part}"] = state.take(f"{prefix}encoder_attn.q_proj.{part}")
+                    out[f"{target}encoder_attn.kv_proj.{part}"] = torch.cat(
+                        [state.take(f"{prefix}encoder_attn.{p}_proj.{part}") for p in "kv"])
+                    out[f"{target}encoder_attn.out_proj.{part}"] = state.take(f"{prefix}encoder_attn.out_proj.{part}")
+                    out[f"{target}encoder_attn_layer_norm.{part}"] = state.take(
+                        f"{prefix}encoder_attn_layer_norm.{part}")
+                out[f"{target}self_attn_layer_norm.{part}"] = state.take(f"{prefix}self_attn_layer_norm.{part}")
+                out[f"{target}ffn.fc1.{part}"] = state.take(f"{prefix}fc1.{part}")
+                out[f"{target}ffn.fc2.{part}"] = state.take(f"{prefix}fc2.{part}")
+                out[f"{target}final_layer_norm.{part}"] = state.take(f"{prefix}final_layer_norm.{part}")
+        if config.norm_position == "pre":
+            for part in ("weight", "bias"):
+                out[f"model.{side}.layer_norm.{part}"] = state.take(f"{side}.layer_norm.{part}")
+    projection = state.take("decoder.output_projection.weight")
+    if config.tie_word_embeddings:
+        if not torch.equal(projection, out["model.decoder.embed_tokens.weight"]):
+            raise CheckpointError("decoder.output_projection differs from the decoder embedding, though the options "
+                                  "tie them (--share-decoder-input-output-embed)")
+    out["lm_head.weight"] = projection
+    if config.share_encoder_decoder_embeddings:
+        del out["model.decoder.embed_tokens.weight"]  # the encoder's table serves both
+    state.finish()
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------- convert
+
+def generation_config(config, max_target_positions: int) -> GenerationConfig:
+    """fairseq-generate's defaults: beam 5, normalized scores with --lenpen 1 (sum of log-probabilities over the
+    generated tokens, </s> counted: transformers' length_penalty=1.0), a sentence done when beam hypotheses have
+    finished (early_stopping=True), --min-len 1, <pad> never generated, and the length bound: at most
+    ``max_len_a x source length + max_len_b`` tokens, then </s> forced (hf_s2s's bound counts the </s>: b + 1)."""
+    generation = GenerationConfig(
+        decoder_start_token_id=config.decoder_start_token_id, bos_token_id=config.bos_token_id,
+        eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id,
+        num_beams=GENERATE_DEFAULTS["beam"], length_penalty=GENERATE_DEFAULTS["lenpen"], early_stopping=True,
+        min_new_tokens=GENERATE_DEFAULTS["min_len"], suppress_tokens=[config.pad_token_id],
+        # fairseq caps the tokens before </s> at max_decoder_positions - 1; the start token counts in max_length
+        max_length=max_target_positions + 1,
+    )
+    generation.max_len_a = GENERATE_DEFAULTS["max_len_a"]
+    generation.max_len_b = GENERATE_DEFAULTS["max_len_b"] + 1
+    return generation
+
+
+def vocabularies(checkpoint: Path, files: dict, opt: dict, model: dict) -> tuple[list[str], list[str]]:
+    source_path, target_path = dictionary_paths(checkpoint, files.get("source_vocab"), files.get("target_vocab"), opt)
+    for path in (source_path, target_path):
+        if not path.is_file():
+            raise CheckpointError(f"{path} is not a file: pass the fairseq dictionaries (data-bin/dict.<lang>.txt) "
+                                  "with --source-vocab and --target-vocab")
+    source, target = read_dictionary(source_path), read_dictionary(target_path)
+    rows = (model["encoder.embed_tokens.weight"].shape[0], model["decoder.embed_tokens.weight"].shape[0])
+    guessed = not (files.get("source_vocab") and files.get("target_vocab")) and not (
+        opt.get("source_lang") and opt.get("target_lang"))
+    if guessed and source != target:  # two dict.*.txt beside a checkpoint that does not name its languages
+        if rows[0] == rows[1]:
+            raise CheckpointError(f"the checkpoint does not name its languages and {source_path.name} and "
+                                  f"{target_path.name} have the same size: pass --source-vocab and --target-vocab")
+        if (len(target), len(source)) == rows:
+            source, target = target, source
+    if (len(source), len(target)) != rows:
+        raise CheckpointError(f"the dictionaries have {len(source)} (source) and {len(target)} (target) entries, the "
+                              f"checkpoint's embeddings {rows[0]} and {rows[1]} rows: not this model's dictionaries")
+    return source, target
+
+
+@register(TOOLKIT)
+def convert(checkpoint: Path, source_vocab: Path | None = None, target_vocab: Path | None = None,
+            **files) -> Converted:
+    """A fairseq checkpoint and its dictionaries as an hf_s2s model and tokenizer."""
+    unused = sorted(name for name, value in files.items() if value is not None)
+    if unused:
+        raise ValueError(f"a fairseq conversion reads the checkpoint and its dictionaries; {unused} is not used")
+    data = load_checkpoint(checkpoint, TOOLKIT)
+    if "model" not in data:
+        raise CheckpointError(f"{checkpoint} lacks 'model': not a fairseq checkpoint")
+    opt = model_options(data)
+    arch = opt.get("arch") or opt.get("_name")
+    source_vocab_tokens, target_vocab_tokens = vocabularies(
+        checkpoint, {"source_vocab": source_vocab, "target_vocab": target_vocab}, opt, data["model"])
+    if arch in LSTM_ARCHS:
+        check_lstm_options(opt)
+        config = lstm_config(opt, source_vocab_tokens, target_vocab_tokens)
+        model = RNNSeq2SeqForConditionalGeneration(config)
+        state = lstm_state_dict(data["model"], config)
+        architecture = "lstm"
+        details = {"arch": arch, "encoder_bidirectional": config.bidirectional, "layers": config.decoder_layers,
+                   "encoder_hidden_size": opt["encoder_hidden_size"], "decoder_hidden_size": config.decoder_hidden_size,
+                   "decoder_out_embed_dim": opt["decoder_out_embed_dim"],
+                   "share_decoder_input_output_embed": config.tie_word_embeddings}
+    elif arch in TRANSFORMER_ARCHS:
+        check_transformer_options(opt)
+        config = transformer_config(opt, source_vocab_tokens, target_vocab_tokens)
+        model = TransformerSeq2SeqForConditionalGeneration(config)
+        state = transformer_state_dict(data["model"], config, opt)
+        architecture = "transformer"
+        details = {"arch": arch, "d_model": config.d_model, "layers": [config.encoder_layers, config.decoder_layers],
+                   "normalize_before": config.norm_position == "pre",
+                   "learned_pos": [bool(opt.get("encoder_learned_pos")), bool(opt.get("decoder_learned_pos"))],
+                   "share_decoder_input_output_embed": config.tie_word_embeddings,
+                   "share_all_embeddings": config.share_encoder_decoder_embeddings}
+    else:
+        raise refuse("arch", arch, f"the converter handles {list(LSTM_ARCHS + TRANSFORMER_ARCHS)}")
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    tied = {"lm_head.weight", "model.decoder.embed_tokens.weight"} if config.tie_word_embeddings else set()
+    missing = [name for name in missing if name not in tied]
+    if missing or unexpected:
+        raise CheckpointError(f"conversion mismatch: missing {missing}, unexpected {unexpected}")
+    model.eval()
+    model.generation_config = generation_config(config, int(opt.get("max_target_positions") or 1024))
+    model._set_default_generation_length()
+    tokenizer = translation_tokenizer(source_vocab_tokens, target_vocab_tokens, SPECIALS, source_eos=True)
+    return Converted(model=model, tokenizer=tokenizer, toolkit=TOOLKIT, architecture=architecture, details=details)
+
+
+__all__ = ["convert", "read_dictionary"]
