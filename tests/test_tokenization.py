@@ -174,7 +174,7 @@ def test_fit_check_accepts_a_matching_config(small):
         (dict(pad_token_id=3), r"config\.pad_token_id is 3 but the tokenizer's is 0"),
         (dict(eos_token_id=None), r"config\.eos_token_id is None but the tokenizer's is 2"),
         (dict(bos_token_id=5), r"config\.bos_token_id is 5 but the tokenizer's is 1"),
-        (dict(decoder_start_token_id=2), r"decoder_start_token_id is 2; it must be .* one of \[0, 1\]"),
+        (dict(decoder_start_token_id=3), r"decoder_start_token_id is 3; it must be .* one of \[0, 1, 2\]"),
         (dict(decoder_start_token_id=None), r"decoder_start_token_id is None"),
     ],
 )

@@ -396,10 +396,11 @@ def check_tokenizer_fits_model(
                     f"{getattr(tokenizer, field)} vs {getattr(target_tokenizer, field)}"
                 )
     start = getattr(config, "decoder_start_token_id", None)
-    allowed_start = {target_tokenizer.bos_token_id, target_tokenizer.pad_token_id} - {None}
+    # <s> (hf_s2s, OpenNMT-py, Joey NMT), <pad> (Marian), </s> (fairseq: SequenceGenerator starts from eos)
+    allowed_start = {target_tokenizer.bos_token_id, target_tokenizer.pad_token_id, target_tokenizer.eos_token_id} - {None}
     if start not in allowed_start:
         problems.append(
-            f"config.decoder_start_token_id is {start!r}; it must be the tokenizer's <s> or <pad> id, "
+            f"config.decoder_start_token_id is {start!r}; it must be the tokenizer's <s>, <pad> or </s> id, "
             f"one of {sorted(allowed_start)}"
         )
     eos_token_id = getattr(config, "eos_token_id", None)
