@@ -33,7 +33,8 @@ def single_thread():
         torch.set_num_threads(threads)
 
 
-def random_tiny_model(model_type: str, vocab_size: int, seed: int = 0, **config_overrides):
+def random_tiny_model(model_type: str, vocab_size: int, seed: int = 0, attn_implementation: str | None = None,
+                      **config_overrides):
     """A random tiny model (``TINY`` sizes) whose greedy outputs differ between inputs: a tiny model at its
     init repeats one token for every input, which would make equality tests toothless, so every matrix is
     redrawn with a larger std. Returned in eval mode."""
@@ -41,7 +42,7 @@ def random_tiny_model(model_type: str, vocab_size: int, seed: int = 0, **config_
 
     config = AutoConfig.for_model(model_type, **{**TINY[model_type], "vocab_size": vocab_size, **config_overrides})
     torch.manual_seed(seed)
-    model = AutoModelForSeq2SeqLM.from_config(config)
+    model = AutoModelForSeq2SeqLM.from_config(config, attn_implementation=attn_implementation)
     with torch.no_grad():
         for parameter in model.parameters():
             if parameter.dim() > 1:
