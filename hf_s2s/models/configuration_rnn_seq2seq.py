@@ -29,7 +29,9 @@ LUONG_STYLE_TYPES = ("luong_dot", "luong_general", "luong_concat", "scaled_dot")
 # Dot-product scores, which take several heads (attention_heads); luong_general is left out: with per-head query
 # and key projections its W_a is one more matrix in a product of projections, the same function as luong_dot's
 MULTI_HEAD_TYPES = ("luong_dot", "scaled_dot")
-DECODER_INITS = ("bridge", "last", "zero", "final_states", "final_states_bridge", "final_states_projected")
+DECODER_INITS = ("bridge", "last", "zero", "final_states", "final_states_bridge", "final_states_projected",
+                 "last_forward")
+DECODER_INIT_CELLS = ("zero", "copy_hidden")
 # Decoder inits that start decoder layer l from encoder layer l's final states (OpenNMT-py RNNDecoderBase.init_state,
 # fairseq LSTMDecoder.extract_features)
 FINAL_STATE_INITS = ("final_states", "final_states_bridge", "final_states_projected")
@@ -67,6 +69,12 @@ class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
       from ``--decoder-out-embed-dim``): a linear map with a bias and no activation between the readout and the
       output layer, ``logits = W_o (W_p h~_t + b_p) (+ b_o)``; the output layer (and a tied target embedding) then
       has P inputs;
+    - ``decoder_init="last_forward"``: Joey NMT 2.x ``init_hidden: last`` with a bidirectional encoder twice the
+      decoder's size (``RecurrentDecoder._init_hidden``): every decoder layer starts from the top encoder layer's
+      final *forward* state only, ``s_0^l = h_fwd^L`` (needs encoder_hidden_size == decoder_hidden_size);
+    - ``decoder_init_cell="copy_hidden"``: an LSTM decoder's initial cell equals its initial hidden state,
+      ``c_0^l = s_0^l`` (Joey NMT 2.x ``_init_hidden`` returns ``(hidden, hidden)`` for bridge and last); the
+      default ``"zero"`` starts cells at 0. Applies to decoder_init "bridge", "last", "last_forward";
     - ``readout_activation="none"``: OpenNMT-py's ``mlp`` global attention has no tanh on the attentional vector,
       ``h~_t = W_c [c_t; h_t] + b_c`` (``GlobalAttention.forward``);
     - ``attention_query_bias=True``: the additive score's query projection has a bias,
@@ -109,6 +117,7 @@ class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
     readout_activation: str = "tanh"  # activation of the readout W_c [c_t; s_t]: "tanh", or "none" (OpenNMT-py mlp)
     attention_query_bias: bool = False  # bias b_q in the additive score's query projection (OpenNMT-py mlp)
     output_bias: bool = False  # bias of the output layer (OpenNMT-py's generator has one)
+    decoder_init_cell: str = "zero"  # LSTM decoder's initial cell: "zero", or "copy_hidden" (c_0 = s_0, Joey NMT)
     output_projection_size: int | None = None  # size P of a linear map (with bias) between readout and output layer
     # (fairseq lstm's additional_fc); None = the output layer reads the H-sized readout
     source_eos: bool = True  # sources end with </s> (hf_s2s, Joey NMT, fairseq); False: OpenNMT-py 3.x feeds none
@@ -190,6 +199,20 @@ class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
                 f"encoder output size (encoder_hidden_size x {2 if self.bidirectional else 1} directions = {memory_size}), "
                 f"got decoder_hidden_size={self.decoder_hidden_size}; use 'luong_general' for different sizes, or "
                 "attention_heads > 1 (its heads project the decoder state)"
+            )
+        check_choice("decoder_init_cell", self.decoder_init_cell, DECODER_INIT_CELLS)
+        if self.decoder_init_cell == "copy_hidden" and self.decoder_init not in ("bridge", "last", "last_forward"):
+            raise ValueError(
+                "`decoder_init_cell`='copy_hidden' copies the initial hidden state computed by decoder_init 'bridge', "
+                f"'last' or 'last_forward', got decoder_init={self.decoder_init!r}; allowed with it: 'zero'"
+            )
+        if self.decoder_init == "last_forward" and not (
+            self.bidirectional and self.encoder_hidden_size == self.decoder_hidden_size
+        ):
+            raise ValueError(
+                "`decoder_init`='last_forward' copies the final forward encoder state, so it needs bidirectional=True "
+                f"and `encoder_hidden_size` ({self.encoder_hidden_size}) == `decoder_hidden_size` "
+                f"({self.decoder_hidden_size})"
             )
         if self.decoder_init == "last" and memory_size != self.decoder_hidden_size:
             raise ValueError(

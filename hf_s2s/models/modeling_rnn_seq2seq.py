@@ -390,6 +390,8 @@ class RNNSeq2SeqDecoder(nn.Module):
             hidden = torch.tanh(self.bridge(final)).view(batch, layers, hidden_size)  # (B, L, H)
         elif self.config.decoder_init == "last":
             hidden = final[:, None, :].expand(batch, layers, hidden_size).contiguous()  # (B, L, H)
+        elif self.config.decoder_init == "last_forward":  # Joey NMT: the forward half of [h_fwd; h_bwd]
+            hidden = final[:, None, :hidden_size].expand(batch, layers, hidden_size).contiguous()  # (B, L, H)
         elif self.config.decoder_init in FINAL_STATE_INITS:
             hidden = self._final_states(final_states[0], 0)  # (B, L, H)
         else:
@@ -398,6 +400,8 @@ class RNNSeq2SeqDecoder(nn.Module):
         cache.cell = torch.zeros_like(hidden) if self.config.cell_type == "lstm" else None
         if cache.cell is not None and self.config.decoder_init in FINAL_STATE_INITS:
             cache.cell = self._final_states(final_states[1], 1)  # (B, L, H)
+        elif cache.cell is not None and self.config.decoder_init_cell == "copy_hidden":
+            cache.cell = hidden.clone()  # c_0 = s_0 (Joey NMT), (B, L, H)
         cache.input_feed = memory.new_zeros(batch, hidden_size) if self.input_feeding else None
         cache.memory, cache.source_mask = memory, source_mask
         # Source-side half of the score, computed once per source here and read back at every step.
