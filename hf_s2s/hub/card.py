@@ -210,4 +210,73 @@ def write_model_card(model_dir: str | Path, results: RunResults | dict | None = 
     return path
 
 
-__all__ = ["CARD_TEMPLATE", "model_card_data", "render_model_card", "write_model_card"]
+TOOLKIT_NAMES = {"opennmt-py": "OpenNMT-py", "joeynmt": "Joey NMT", "fairseq": "fairseq"}
+
+
+def render_conversion_card(model_dir: str | Path, repo_id: str | None = None, license: str = "apache-2.0") -> str:
+    """The model card of a folder that ``hf-s2s convert`` wrote (conversion.json beside config.json): where the
+    weights came from (toolkit, architecture, checkpoint file and its sha256), the architecture, how to feed it text
+    and how to use it. It claims no scores: the conversion measured none."""
+    model_dir = Path(model_dir)
+    conversion = json.loads((model_dir / "conversion.json").read_text())
+    config = json.loads((model_dir / "config.json").read_text())
+    family = get_family(config.get("model_type"))
+    full_config = family.full_config(config)
+    toolkit = TOOLKIT_NAMES.get(conversion.get("toolkit"), str(conversion.get("toolkit")))
+    name = repo_id.split("/")[-1] if repo_id else f"{toolkit} {conversion.get('architecture')} model"
+    data = ModelCardData(model_name=name, license=license, library_name="transformers", pipeline_tag="translation",
+                         tags=["translation", "seq2seq", family.model_type, "hf_s2s", "custom_code", "safetensors",
+                               "converted", str(conversion.get("toolkit"))])
+    rows = "\n".join(f"| `{field}` | {full_config.get(field)} |" for field in family.card_fields)
+    repo = repo_id or PLACEHOLDER_REPO_ID
+    citations = "\n".join(f"```bibtex\n{citation}\n```" for citation in (family.citation,))
+    content = f"""---
+{data.to_yaml()}
+---
+
+# {name}
+
+A translation model trained with {toolkit} ({conversion.get("architecture")}) and converted into an hf_s2s
+`{family.model_type}` folder by `hf-s2s convert --from {conversion.get("toolkit")}`: the weights are the
+checkpoint's, unchanged in value, and greedy decoding gives the tokens {toolkit} gives (the converters are tested
+token for token against the toolkit itself).
+
+Source checkpoint: `{conversion.get("checkpoint")}` (sha256 `{conversion.get("checkpoint_sha256")}`); the options
+that decided the conversion are in `conversion.json`.
+
+## Architecture
+
+{family.describe(full_config)}
+
+| field | value |
+| --- | --- |
+{rows}
+
+## Input
+
+The tokenizer splits on whitespace and maps each token to the id {toolkit} gave it: feed text tokenized (and
+segmented into subwords) exactly as the toolkit's input was. Tokens outside the vocabulary become the unknown token.
+
+## How to use
+
+```python
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+repo = "{repo}"
+tokenizer = AutoTokenizer.from_pretrained(repo, trust_remote_code=True)
+model = AutoModelForSeq2SeqLM.from_pretrained(repo, trust_remote_code=True)
+batch = tokenizer(["a tokenized source sentence"], return_tensors="pt", padding=True)
+print(tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True))
+```
+
+`trust_remote_code=True` runs the Python files of this repository: read them first. They import only torch and
+transformers; the weights are safetensors.
+
+## Citation
+
+{citations}
+"""
+    return str(ModelCard(content))
+
+
+__all__ = ["CARD_TEMPLATE", "model_card_data", "render_conversion_card", "render_model_card", "write_model_card"]

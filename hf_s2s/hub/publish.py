@@ -22,11 +22,12 @@ from pathlib import Path
 
 from huggingface_hub import HfApi, ModelCard
 
+from ..importers import CONVERSION_FILE
 from ..models.families import FAMILIES
 from ..models.loading import load_model, load_tokenizer
 from ..models.modeling_common import CUSTOM_PIPELINES
 from ..models.version import __version__
-from .card import render_model_card
+from .card import render_conversion_card, render_model_card
 from .code_integrity import (
     COMPILED_SUFFIXES,
     PICKLED_SUFFIXES,
@@ -190,9 +191,9 @@ def build_hub_folder(model_dir: str | Path, output_dir: str | Path, repo_id: str
         raise HubFolderError(f"model folder {model_dir} does not exist")
     if not (model_dir / "config.json").is_file():
         raise HubFolderError(f"{model_dir} holds no config.json: not a saved model folder")
-    if not ((model_dir / "results.json").is_file() or (model_dir / "README.md").is_file()):
-        raise HubFolderError(f"{model_dir} has neither results.json nor README.md: no model card can be written "
-                             "(write one with hf-s2s make-model-card)")
+    if not any((model_dir / name).is_file() for name in ("results.json", "README.md", CONVERSION_FILE)):
+        raise HubFolderError(f"{model_dir} has neither results.json, README.md nor {CONVERSION_FILE}: no model card "
+                             "can be written (write one with hf-s2s make-model-card)")
     _check_staging_folder(model_dir, output_dir)
     model = load_model(model_dir)
     if type(model).__module__.split(".")[0] != "hf_s2s":
@@ -206,8 +207,11 @@ def build_hub_folder(model_dir: str | Path, output_dir: str | Path, repo_id: str
         results = json.loads((model_dir / "results.json").read_text())
         shutil.copyfile(model_dir / "results.json", output_dir / "results.json")
         (output_dir / "README.md").write_text(render_model_card(results, repo_id=repo_id, license=license))
-    else:
+    elif (model_dir / "README.md").is_file():
         shutil.copyfile(model_dir / "README.md", output_dir / "README.md")
+    else:  # a folder hf-s2s convert wrote: the card says where it came from
+        shutil.copyfile(model_dir / CONVERSION_FILE, output_dir / CONVERSION_FILE)
+        (output_dir / "README.md").write_text(render_conversion_card(model_dir, repo_id=repo_id, license=license))
     check_hub_folder(output_dir, allow_modified_code=allow_modified_code)
     return output_dir
 
