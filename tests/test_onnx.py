@@ -5,17 +5,19 @@
   different lengths), exported by the command, the runtime's tokens equal ``generate()``'s: the whole (rows, length)
   array, for a padded batch of sources of different lengths, greedy and beam search, with the folder's generation
   config (the source-relative length bound on) and with other lengths, beams, early stopping, length penalties,
-  n-best lists, minimum lengths and a bound that binds.
+  n-best lists, minimum lengths and a bound that binds. Training puts these in the slow tier; the fast tier checks
+  the same equality, greedy and beam, on random tiny models of both families.
 - The graphs themselves: teacher-forced logits of ONNX steps equal the PyTorch forward (float32, atol 1e-4).
 - The RNN encoder without packing (masked steps under ``scan``, :func:`run_direction`) gives the packed encoder's
   memory and the same first decoding step, in PyTorch, for every decoder_init, GRU and LSTM, bidirectional or not.
 - The command writes the folder; its runtime translates text as tokenizer + generate() + batch_decode, also in a
   process where torch, transformers and hf_s2s cannot be imported; user errors are one ``error:`` line.
-- Slow tier: random models of more layouts (every RNN attention type, input feeding, LSTM, multi-head, no attention;
-  Transformer pre-LN, learned positions, separate vocabularies), and replacing an export.
+- Slow tier besides: random models of more layouts (RNN attention types, input feeding, LSTM, multi-head, no
+  attention; Transformer pre-LN, learned positions, separate vocabularies), and replacing an export.
 """
 
 import filecmp
+import itertools
 import json
 import os
 import subprocess
@@ -118,6 +120,7 @@ def runtime(trained) -> OnnxSeq2Seq:
     return OnnxSeq2Seq(trained[3], threads=1)
 
 
+@pytest.mark.slow
 def test_trained_models_give_real_translations(trained, held_out):
     """What makes the equalities meaningful: outputs differ per sentence and end at different lengths."""
     rows = generated(trained[0], *held_out)[:, 1:].tolist()
@@ -125,6 +128,7 @@ def test_trained_models_give_real_translations(trained, held_out):
     assert len({row.index(2) for row in rows if 2 in row}) >= 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options", list(OPTIONS))
 def test_tokens_equal_generate(trained, runtime, held_out, options):
     expected = generated(trained[0], *held_out, **OPTIONS[options])
@@ -133,6 +137,7 @@ def test_tokens_equal_generate(trained, runtime, held_out, options):
     np.testing.assert_array_equal(actual, expected)
 
 
+@pytest.mark.slow
 def test_onnx_steps_give_the_teacher_forced_logits(trained, runtime, held_out):
     """The encoder graph, then one step graph call per target position, fed the tokens generate() chose: the logits
     of one teacher-forced PyTorch forward, for a batch other than the export example's (batch 24, other lengths)."""
@@ -144,6 +149,7 @@ def test_onnx_steps_give_the_teacher_forced_logits(trained, runtime, held_out):
     np.testing.assert_allclose(runtime.forced_logits(*held_out, sequences[:, :-1]), expected, atol=ATOL, rtol=0)
 
 
+@pytest.mark.slow
 def test_the_command_writes_the_folder(trained, runtime):
     folder, out = trained[2], trained[3]
     manifest = json.loads((out / "onnx_manifest.json").read_text())
@@ -168,6 +174,7 @@ def expected_translations(model, tokenizer, sentences: list[str], **options) -> 
 SENTENCES = ["a b c d", "h g", "e e f a b c", "b", "d c a"]
 
 
+@pytest.mark.slow
 def test_text_in_and_out_as_the_transformers_tokenizer(trained, runtime):
     model, tokenizer = trained[0], trained[1]
     input_ids, attention_mask = runtime.encode(SENTENCES)
@@ -177,6 +184,7 @@ def test_text_in_and_out_as_the_transformers_tokenizer(trained, runtime):
     assert runtime.translate(SENTENCES, num_beams=3) == expected_translations(model, tokenizer, SENTENCES, num_beams=3)
 
 
+@pytest.mark.slow
 def test_the_runtime_needs_no_torch(trained, tmp_path):
     """The folder's own onnx_runtime.py, run as a script in a process where torch, transformers and hf_s2s cannot be
     imported, translates as tokenizer + generate() + batch_decode."""
@@ -188,6 +196,26 @@ def test_the_runtime_needs_no_torch(trained, tmp_path):
                                text=True, cwd=tmp_path, timeout=120, env={**os.environ, "PYTHONPATH": ""})
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert completed.stdout.splitlines() == expected_translations(model, tokenizer, SENTENCES, num_beams=2)
+
+
+# The fast tier's equality, without training: random tiny models of both families (helpers.random_tiny_model redraws
+# the weights so that outputs differ per sentence), exported in this process.
+RANDOM = {"rnn": ("rnn_seq2seq", {"encoder_layers": 2, "decoder_layers": 2}), "transformer": ("transformer_seq2seq", {})}
+
+
+@pytest.fixture(scope="module", params=list(RANDOM))
+def random_exported(request, tmp_path_factory) -> tuple:
+    model_type, overrides = RANDOM[request.param]
+    model = random_tiny_model(model_type, 16, seed=2, **overrides)
+    return model, OnnxSeq2Seq(export_onnx(model, tmp_path_factory.mktemp("random") / "onnx"), threads=1)
+
+
+@pytest.mark.parametrize("options", ["config", "beam", "beam early n-best", "min length, no bound"])
+def test_random_model_tokens_equal_generate(random_exported, held_out, options):
+    model, runtime = random_exported
+    expected = generated(model, *held_out, **OPTIONS[options])
+    assert len({tuple(row) for row in expected.tolist()}) > len(expected) // 3  # not one output for all
+    np.testing.assert_array_equal(runtime.generate(*held_out, **OPTIONS[options]), expected)
 
 
 def cli_error(capsys, *argv) -> str:
@@ -223,10 +251,26 @@ def test_a_training_model_is_refused():
         graph_specs(random_tiny_model("rnn_seq2seq", 20).train())
 
 
-# The RNN encoder without packing: every decoder_init, both cell types, one or two directions (PyTorch only).
-RNN_ENCODERS = [({"cell_type": cell, "bidirectional": bidirectional, "decoder_init": init, "encoder_layers": 2,
-                  "decoder_layers": 2, "decoder_hidden_size": 32 if bidirectional else 16})
-                for cell in ("gru", "lstm") for bidirectional in (True, False) for init in DECODER_INITS]
+def rnn_encoders() -> list[dict]:
+    """Every decoder_init with both cell types and one or two directions, where the config allows the combination:
+    2+2 layers, the decoder as large as the encoder output or as one direction (inits such as "last" need the one,
+    others the other)."""
+    cases = []
+    for cell, bidirectional, init in itertools.product(("gru", "lstm"), (True, False), DECODER_INITS):
+        for decoder_hidden_size in (32 if bidirectional else 16, 16):
+            overrides = {"cell_type": cell, "bidirectional": bidirectional, "decoder_init": init, "encoder_layers": 2,
+                         "decoder_layers": 2, "decoder_hidden_size": decoder_hidden_size}
+            try:
+                AutoConfig.for_model("rnn_seq2seq", **{**TINY["rnn_seq2seq"], **overrides})
+            except ValueError:
+                continue
+            cases.append(overrides)
+            break
+    return cases
+
+
+# The RNN encoder without packing (PyTorch only).
+RNN_ENCODERS = rnn_encoders()
 
 
 @pytest.mark.parametrize("overrides", RNN_ENCODERS, ids=lambda o: f"{o['cell_type']}-{o['decoder_init']}"

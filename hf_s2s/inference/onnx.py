@@ -156,8 +156,6 @@ def _transformer_graphs(model: nn.Module) -> tuple[GraphSpec, GraphSpec]:
 # The decoder state's tensors (RNNSeq2SeqCache): what a step reads about the source, then what it advances.
 RNN_SOURCE_FIELDS = ("memory", "keys", "context")
 RNN_STATE_FIELDS = ("hidden", "cell", "input_feed")
-# decoder_init values that start the decoder from the encoder's final states (RNNSeq2SeqEncoderOutput.final_hidden)
-_FINAL_STATE_INITS = ("final_states", "final_states_bridge")
 
 
 # scan: torch's scan operator, which torch.export captures and the exporter writes as an ONNX Scan; torch 2.13 has no
@@ -208,17 +206,19 @@ class RNNEncoderForOnnx(nn.Module):
 
     def __init__(self, model: nn.Module, fields: tuple[str, ...] = ()):
         super().__init__()
-        self.config = model.config
         encoder = model.get_encoder()
         if type(encoder.rnn) not in (nn.GRU, nn.LSTM):
             raise ValueError(f"ONNX export needs the float model's nn.GRU / nn.LSTM, got {type(encoder.rnn).__name__} "
                              "(export the model before quantizing it)")
         self.embed_tokens, self.rnn = encoder.embed_tokens, encoder.rnn
         self.decoder = model.base_model.decoder
+        # the decoder inits that start from the encoder's final states (OpenNMT-py's) read them from init_state's
+        # final_states; the others ignore it
+        self.takes_final_states = "final_states" in inspect.signature(self.decoder.init_state).parameters
         self.fields = fields
 
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> RNNSeq2SeqCache:
-        config, rnn = self.config, self.rnn
+        rnn = self.rnn
         directions = 2 if rnn.bidirectional else 1
         mask = attention_mask.bool()  # (B, S)
         lengths = mask.sum(dim=1)  # (B,)
@@ -235,7 +235,7 @@ class RNNEncoderForOnnx(nn.Module):
             states = torch.cat(outputs, dim=-1)  # (B, S, E): the next layer's input (no dropout in eval mode)
         memory = states * mask[:, :, None].to(states.dtype)  # (B, S, E), zero on padding
         final_states = {}
-        if config.decoder_init in _FINAL_STATE_INITS:  # (B, layers x directions, h), as RNNSeq2SeqEncoderOutput
+        if self.takes_final_states:  # (B, layers x directions, h) each, as RNNSeq2SeqEncoderOutput has them
             final_states["final_states"] = (torch.stack(final_hidden, dim=1),
                                             torch.stack(final_cell, dim=1) if final_cell else None)
         return self.decoder.init_state(memory, mask, RNNSeq2SeqCache(), **final_states)
@@ -270,6 +270,13 @@ class RNNDecoderStepForOnnx(nn.Module):
                                                 if name in RNN_STATE_FIELDS))
 
 
+def _source_axes(short: torch.Tensor, long: torch.Tensor) -> dict[int, str]:
+    """A cache tensor's dynamic axes: 0 the batch, and the source length wherever the tensors of two examples one
+    source token apart differ (memory (B, S, E): 1; multi-head keys (B, 2, heads, S, d): 3; context: none)."""
+    lengths = {axis: "source_length" for axis, (a, b) in enumerate(zip(short.shape, long.shape, strict=True)) if a != b}
+    return {0: "batch", **lengths}
+
+
 def _rnn_graphs(model: nn.Module) -> tuple[GraphSpec, GraphSpec]:
     config = model.config
     input_ids, attention_mask = _example_source(config)
@@ -277,14 +284,12 @@ def _rnn_graphs(model: nn.Module) -> tuple[GraphSpec, GraphSpec]:
         examples = [RNNEncoderForOnnx(model).eval().encode(*_example_source(config, length))
                     for length in (_EXAMPLE_SOURCE, _EXAMPLE_SOURCE + 1)]
     fields = tuple(name for name in RNN_SOURCE_FIELDS + RNN_STATE_FIELDS if getattr(examples[0], name) is not None)
-    # the source-length axis of each tensor: where the two examples' shapes differ
-    axes = {name: {0: "batch", **{axis: "source_length" for axis, (a, b) in enumerate(zip(
-        getattr(examples[0], name).shape, getattr(examples[1], name).shape, strict=True)) if a != b}}
-        for name in fields}
+    axes = {name: _source_axes(getattr(examples[0], name), getattr(examples[1], name)) for name in fields}
     io_names = {name: name if name in RNN_SOURCE_FIELDS else f"past_{name}" for name in fields}
     batch_source = {0: "batch", 1: "source_length"}
     encoder = GraphSpec(RNNEncoderForOnnx(model, fields), {"input_ids": input_ids, "attention_mask": attention_mask},
-                        [io_names[name] for name in fields], {"input_ids": batch_source, "attention_mask": batch_source})
+                        [io_names[name] for name in fields],
+                        {"input_ids": batch_source, "attention_mask": batch_source})
     step_inputs = {"input_ids": _example_tokens(config), "attention_mask": attention_mask,
                    **{io_names[name]: getattr(examples[0], name) for name in fields}}
     step_axes = {"input_ids": {0: "batch"}, "attention_mask": batch_source,
@@ -326,8 +331,8 @@ def graph_specs(model: nn.Module) -> tuple[GraphSpec, GraphSpec]:
 
 def _export_graph(spec: GraphSpec, path: Path) -> None:
     dims: dict[str, torch.export.Dim] = {}
-    shapes = [{axis: dims.setdefault(dim, torch.export.Dim(dim)) for axis, dim in spec.dynamic_axes.get(name, {}).items()}
-              for name in spec.inputs]
+    shapes = [{axis: dims.setdefault(dim, torch.export.Dim(dim))
+               for axis, dim in spec.dynamic_axes.get(name, {}).items()} for name in spec.inputs]
     # in argument order; the step wrappers take their cache tensors as *tensors, one argument for torch.export
     named = sum(p.kind == p.POSITIONAL_OR_KEYWORD for p in inspect.signature(spec.module.forward).parameters.values())
     dynamic_shapes = [*shapes[:named], tuple(shapes[named:])] if len(shapes) > named else shapes
