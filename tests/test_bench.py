@@ -13,6 +13,7 @@ from hf_s2s.cli.bench import main as bench_command
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_quick_run_writes_json_and_markdown(tmp_path):
     report = bench_command(["--quick", "--output", str(tmp_path)])
     saved = json.loads((tmp_path / "bench.json").read_text())

@@ -62,6 +62,7 @@ def test_average_refuses_to_write_into_one_of_its_checkpoints_even_when_asked_to
     assert snapshot(inputs[1]) == before
 
 
+@pytest.mark.slow
 def test_average_script_refuses_without_a_traceback_and_overwrites_when_asked(checkpoints, trained_model_dir):
     command = [sys.executable, str(ROOT / "scripts" / "average_checkpoints.py"), "--checkpoints",
                str(checkpoints["first"]), str(checkpoints["second"]), "--output", str(trained_model_dir)]
@@ -146,6 +147,7 @@ def test_file_problem_names_a_damaged_file_of_each_kind_without_unpickling(tmp_p
     assert "incomplete metadata, file not fully covered" in file_problem(tmp_path / "cut.safetensors")
 
 
+@pytest.mark.slow
 def test_average_refuses_checkpoints_of_different_vocabularies_as_an_ensemble_would(tmp_path):
     """Equal configs and shapes but other tokens (a de-en and a de-fr model sharing the source vocabulary): the
     averaged embeddings would mix rows of different tokens. The check is the ensemble's (hf_s2s.data.vocabulary)."""

@@ -84,6 +84,7 @@ def trained(request, tmp_path_factory):
     return model, export_ctranslate2(model, work / "ct2")
 
 
+@pytest.mark.slow
 def test_trained_model_outputs_are_real_translations(trained, held_out):
     """What makes the equalities below meaningful: outputs differ per sentence and end at different lengths (not
     one repeated token, nor an immediate end)."""
@@ -182,6 +183,7 @@ def test_command_exports_a_folder_with_its_tokenizers_vocabulary(tmp_path):
     assert_translates_like_generate(model_dir, tmp_path / "ct2", num_beams=3)
 
 
+@pytest.mark.slow
 def test_script_exports_separate_vocabularies(tmp_path):
     """scripts/export_ctranslate2.py (a fresh process) on a folder whose tokenizer has two vocabularies: the target
     one, of another size, becomes target_vocabulary.json."""

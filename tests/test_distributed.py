@@ -55,7 +55,8 @@ finally:
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("strategy", list(STRATEGIES))
+@pytest.mark.parametrize("strategy", [pytest.param(name, marks=pytest.mark.slow) if name == "fsdp" else name
+                                      for name in STRATEGIES])  # ddp stays in the fast tier
 def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path, strategy):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     launch = LAUNCH + STRATEGIES[strategy]
@@ -94,6 +95,7 @@ def assert_same_weights(folder: Path, reference: Path, atol: float) -> None:
         torch.testing.assert_close(weights[key], expected[key], rtol=0, atol=atol, msg=key)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_token_budget_on_two_processes_matches_one_process_with_the_summed_budget(tmp_path):
     """Each process trains on its piece of a global batch built with the summed budget (2 x 200 tokens); the
@@ -111,6 +113,7 @@ def test_token_budget_on_two_processes_matches_one_process_with_the_summed_budge
     assert_same_weights(tmp_path / "two" / "model", tmp_path / "one" / "model", atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_two_process_run_resumed_in_its_second_epoch_ends_like_the_uninterrupted_one(tmp_path):
     """256 pairs in global batches of 2 x 200 tokens make 10 steps an epoch; the run resumed from step 12 must

@@ -26,6 +26,7 @@ def run(command: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
     return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_the_committed_reference_pages_are_what_the_code_generates(tmp_path):
     result = run([sys.executable, str(ROOT / "scripts" / "gen_docs_reference.py"), "--output-dir", str(tmp_path)],
                  tmp_path)

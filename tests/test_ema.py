@@ -54,6 +54,7 @@ def test_the_saved_ema_is_the_formula_over_every_step(tmp_path):
     assert results["ema"]["decay"] == DECAY
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("baseline", [-1.0, 1e9], ids=["ema-wins", "raw-wins"])
 def test_the_run_keeps_the_ema_only_when_it_validates_better(tmp_path, baseline):
     results = run(*tiny_args(tmp_path, "transformer_seq2seq", "--ema_decay", str(DECAY), "--test_num_beams", "1"),
@@ -78,6 +79,7 @@ def test_the_run_keeps_the_ema_only_when_it_validates_better(tmp_path, baseline)
             f"{'the EMA is this model' if ema['used'] else 'the raw weights are this model'} |") in card
 
 
+@pytest.mark.slow
 def test_a_resumed_run_continues_the_same_average(tmp_path):
     common = ("--ema_decay", str(DECAY), "--eval_strategy", "no", "--save_strategy", "steps", "--save_steps", "4",
               "--max_steps", "12", "--load_best_model_at_end", "false", "--test_num_beams", "1", "--model_config",

@@ -143,6 +143,7 @@ def test_sentence_vectors_are_the_mean_memory_and_do_not_depend_on_the_batch(tok
         sentence_embeddings(model, tokenizer, ["a"], batch_size=0)
 
 
+@pytest.mark.slow
 def test_similarity_command_prints_one_cosine_per_pair_and_names_a_bad_line(tokenizer, tmp_path):
     folder = save_tiny_model_folder(tmp_path / "rnn", "rnn_seq2seq", tokenizer)
     pairs = tmp_path / "pairs.tsv"
@@ -199,6 +200,7 @@ def one_word_dropped(sentence: str, rng: random.Random) -> str:
     return " ".join(words)
 
 
+@pytest.mark.slow
 def test_trained_encoder_puts_an_edited_sentence_closer_than_an_unrelated_one():
     """Multi30k task 1 has one caption per image, so no real paraphrases: each of 300 test sentences with one word
     dropped stands in, and the other 299 edits are the unrelated sentences (edits too, so the right one is not

@@ -36,6 +36,7 @@ def generate(model, tokenizer, sentences, num_beams):
                               return_dict_in_generate=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("num_beams", [1, 3])
 @pytest.mark.parametrize("family", FAMILIES)
 def test_an_ensemble_of_one_and_of_two_copies_decodes_as_the_model(folders, family, num_beams):
@@ -112,6 +113,7 @@ def test_members_of_different_vocabularies_are_refused_naming_the_difference(fol
         load_for_decoding([folders["transformer_seq2seq"], other_folder])
 
 
+@pytest.mark.slow
 def test_members_of_one_source_but_different_target_vocabularies_are_refused(tmp_path):
     """A de-en and a de-fr model of equal sizes: the old check compared the source vocabularies only, and the
     ensemble averaged distributions over unrelated target tokens (garbage, exit 0)."""
@@ -128,6 +130,7 @@ def run_translate(*args: str, stdin: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=180)
 
 
+@pytest.mark.slow
 def test_translate_script_takes_several_folders(folders):
     stdin = "\n".join(SENTENCES) + "\n"
     one = run_translate(str(folders["rnn_seq2seq"]), "--beams", "3", "--scores", "--max-new-tokens", "8",

@@ -110,6 +110,7 @@ def translate_ids(model, tokenizer, **kwargs):
 # ---------------------------------------------------------------------------------------------- model card
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model_type", list(TINY))
 def test_training_run_fills_the_card_from_results_json(trained, model_type):
     model_dir, results = trained[model_type]
@@ -142,6 +143,7 @@ def test_training_run_fills_the_card_from_results_json(trained, model_type):
             f"{greedy['max_len_b']} tokens |") in card.text
 
 
+@pytest.mark.slow
 def test_card_metadata_parses_with_the_hub_helpers_and_multi30k_is_cited(trained, tmp_path):
     _, results = trained["transformer_seq2seq"]
     multi30k = {**results, "dataset": "multi30k", "source_lang": "de", "target_lang": "en"}
@@ -178,6 +180,7 @@ def test_card_refuses_results_that_are_not_a_training_run():
         render_model_card({"model_type": "bert", "model_config": {}})
 
 
+@pytest.mark.slow
 def test_make_model_card_script_regenerates_the_card(trained, tmp_path):
     model_dir, _ = trained["rnn_seq2seq"]
     output = tmp_path / "card.md"
@@ -212,6 +215,7 @@ def test_make_model_card_never_replaces_its_results_and_other_files_only_with_ov
 # ---------------------------------------------------------------------------------------------- Hub folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model_type", list(TINY))
 def test_dry_run_folder_is_complete_safetensors_only_and_its_code_is_the_releases(hub_folders, model_type):
     folder = hub_folders[model_type]
@@ -235,6 +239,7 @@ def test_dry_run_folder_is_complete_safetensors_only_and_its_code_is_the_release
     assert 'repo = "someone/tiny-' in card.text  # the card names the repository it is uploaded to
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("piece", ["model.safetensors", "tokenizer.json", "generation_config.json", "README.md",
                                    "modeling_common.py", "config_checks.py", "pipeline_seq2seq.py"])
 def test_check_refuses_a_folder_that_lacks_a_piece(hub_folders, tmp_path, piece):
@@ -244,6 +249,7 @@ def test_check_refuses_a_folder_that_lacks_a_piece(hub_folders, tmp_path, piece)
         check_hub_folder(folder)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model_type", ["rnn_seq2seq", "transformer_seq2seq"])
 def test_check_refuses_a_folder_without_its_attention_module(hub_folders, tmp_path, model_type):
     folder = shutil.copytree(hub_folders[model_type], tmp_path / "folder")
@@ -252,6 +258,7 @@ def test_check_refuses_a_folder_without_its_attention_module(hub_folders, tmp_pa
         check_hub_folder(folder)
 
 
+@pytest.mark.slow
 def test_check_refuses_pickles_changed_code_and_incomplete_config(hub_folders, tmp_path):
     source = hub_folders["transformer_seq2seq"]
     folder = shutil.copytree(source, tmp_path / "pickled")
@@ -282,6 +289,7 @@ def test_check_refuses_pickles_changed_code_and_incomplete_config(hub_folders, t
         check_hub_folder(folder, allow_modified_code=True)
 
 
+@pytest.mark.slow
 def test_check_refuses_code_loaded_from_another_repository(hub_folders, tmp_path):
     """An auto_map entry may name another repository's code (``namespace/repo--module.Class``): the folder's own
     files being the release's would then vouch for nothing."""
@@ -316,6 +324,7 @@ PAYLOADS = {
 PAYLOAD_FILE = "modeling_rnn_seq2seq.py"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", [*PAYLOADS, "comment"])
 def test_check_refuses_any_change_to_the_code_and_passes_it_only_allowed_with_the_diff(hub_folders, tmp_path,
                                                                                        capsys, change):
@@ -335,6 +344,7 @@ def test_check_refuses_any_change_to_the_code_and_passes_it_only_allowed_with_th
     assert added == ["", *text.splitlines()]  # exactly the change, line for line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("payload", ["operator_attrgetter_globals", "torch_save_anywhere"])
 def test_check_refuses_code_the_release_does_not_ship_and_shows_it_in_full(hub_folders, tmp_path, capsys, payload):
     """An extra .py file, imported by nothing, is still served by the Hub: refused, and shown whole when allowed."""
@@ -348,6 +358,7 @@ def test_check_refuses_code_the_release_does_not_ship_and_shows_it_in_full(hub_f
     assert "".join(f"+{line}\n" for line in PAYLOADS[payload].splitlines()) in err
 
 
+@pytest.mark.slow
 def test_check_refuses_compiled_code(hub_folders, tmp_path):
     folder = shutil.copytree(hub_folders["rnn_seq2seq"], tmp_path / "folder")
     (folder / "fast_kernels.so").write_bytes(b"\x7fELF")
@@ -384,6 +395,7 @@ def modified_install(tmp_path: Path, payload: str) -> Path:
     return site
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("payload", list(PAYLOADS))
 def test_push_to_hub_dry_run_refuses_a_payload_in_the_installed_code_and_shows_it_with_the_flag(
         tiny_model_dir, tmp_path, payload):
@@ -429,6 +441,7 @@ print(json.dumps(results))
     assert "".join(f"+{line}\n" for line in PAYLOADS[payload].splitlines()) in err
 
 
+@pytest.mark.slow
 def test_refused_code_is_never_uploaded_and_allowed_code_is_after_its_diff(trained, tmp_path, monkeypatch, capsys):
     """Without the flag the build stops before any Hub call; with it, the diff is printed before the upload."""
     calls = []
@@ -461,6 +474,7 @@ def model_files(model_dir: Path) -> dict[str, bytes]:
     return {str(p.relative_to(model_dir)): p.read_bytes() for p in sorted(model_dir.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 def test_dry_run_never_deletes_the_run_folder_that_holds_the_model(trained, tmp_path):
     run_dir = shutil.copytree(trained["rnn_seq2seq"][0].parent, tmp_path / "run")
     before = model_files(run_dir)
@@ -474,6 +488,7 @@ def test_dry_run_never_deletes_the_run_folder_that_holds_the_model(trained, tmp_
     assert model_files(run_dir) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("staging", ["model", "inside", "non_empty"])
 def test_staging_folder_must_be_new_or_empty_and_apart_from_the_model(trained, tmp_path, staging):
     model_dir = shutil.copytree(trained["rnn_seq2seq"][0], tmp_path / "model")
@@ -489,12 +504,14 @@ def test_staging_folder_must_be_new_or_empty_and_apart_from_the_model(trained, t
     assert model_files(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_an_existing_empty_staging_folder_is_used(trained, tmp_path):
     (tmp_path / "staging").mkdir()
     folder = push_to_hub(trained["rnn_seq2seq"][0], "someone/x", dry_run=True, staging_dir=tmp_path / "staging")
     assert folder == tmp_path / "staging" and (folder / "model.safetensors").is_file()
 
 
+@pytest.mark.slow
 def test_build_refuses_a_model_without_card_source(trained, tmp_path):
     model_dir = shutil.copytree(trained["transformer_seq2seq"][0], tmp_path / "model")
     (model_dir / "results.json").unlink()
@@ -504,6 +521,7 @@ def test_build_refuses_a_model_without_card_source(trained, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_push_to_hub_creates_the_repo_and_uploads_the_checked_folder(trained, tmp_path, monkeypatch):
     calls = []
 
@@ -533,6 +551,7 @@ def test_push_to_hub_creates_the_repo_and_uploads_the_checked_folder(trained, tm
 # ------------------------------------------------------------------------- fresh environment without hf_s2s
 
 
+@pytest.mark.slow
 @pytest.mark.compat  # also run by CI on the oldest supported releases
 @pytest.mark.parametrize("model_type", list(TINY))
 def test_folder_loads_and_translates_the_same_without_hf_s2s(random_model_dirs, model_type, tmp_path):
@@ -579,6 +598,7 @@ def test_folder_loads_and_translates_the_same_without_hf_s2s(random_model_dirs, 
     assert result["text2text"] == expected_texts
 
 
+@pytest.mark.slow
 @pytest.mark.compat  # also run by CI on the oldest supported releases
 @pytest.mark.parametrize("model_type", list(TINY))
 def test_translation_pipeline_loads_the_folders_a_save_writes_without_hf_s2s(trained, random_model_dirs, model_type,

@@ -190,6 +190,7 @@ def test_lowercasing_data_is_refused_naming_it(tmp_path):
         convert("joeynmt", checkpoint, tmp_path / "out")
 
 
+@pytest.mark.slow
 def test_config_and_vocabularies_are_read_from_where_the_cli_says(tmp_path):
     """Nothing beside the checkpoint: --config / --source-vocab / --target-vocab name the files; without them the
     error says which file is missing and how to pass it."""

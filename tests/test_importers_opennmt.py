@@ -92,6 +92,7 @@ def opennmt_beam_search(model, tokenizer, source: str, beam: int, cap: int) -> s
     return tokenizer.decode(best, skip_special_tokens=True).strip()
 
 
+@pytest.mark.slow
 def test_greedy_is_the_toolkits_token_for_token(converted):
     fixture, _, model, tokenizer, sources, caps = converted
     expected = (fixture / "greedy.txt").read_text(encoding="utf-8").splitlines()
@@ -99,6 +100,7 @@ def test_greedy_is_the_toolkits_token_for_token(converted):
     assert sum(a == b for a, b in zip(got, expected, strict=True)) == len(expected) == 100
 
 
+@pytest.mark.slow
 def test_beam_is_the_toolkits_under_its_search_rules(converted):
     """The converted model under OpenNMT-py's beam-search rules gives beam.txt exactly; generate()'s differ from
     them in two named ways (docs/importers.md), measured and printed here."""
@@ -112,6 +114,7 @@ def test_beam_is_the_toolkits_under_its_search_rules(converted):
     print(f"{fixture.name}: generate() beam equal to onmt_translate on {equal}/100")
 
 
+@pytest.mark.slow
 def test_folder_loads_and_generates_without_hf_s2s(converted, tmp_path):
     _, folder, model, tokenizer, sources, _ = converted
     batch = tokenizer(sources[:4], return_tensors="pt", padding=True)
@@ -129,6 +132,7 @@ def test_folder_loads_and_generates_without_hf_s2s(converted, tmp_path):
     assert got == expected
 
 
+@pytest.mark.slow
 def test_translate_command_on_the_converted_folder(converted, tmp_path):
     fixture, folder, _, _, sources, _ = converted
     source = tmp_path / "in.de"
@@ -195,6 +199,7 @@ def test_the_cap_follows_onmt_translate_batches():
     assert opennmt_max_lengths([100], batch_size=2, max_length=50) == [50]
 
 
+@pytest.mark.slow
 def test_cli_convert(tmp_path):
     out = tmp_path / "cli"
     done = subprocess.run([sys.executable, "-m", "hf_s2s.cli", "convert", "--from", "opennmt-py",

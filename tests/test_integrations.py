@@ -76,6 +76,7 @@ def test_transformers_5_removed_the_builtin_translation_pipelines():
             pipeline(task)
 
 
+@pytest.mark.slow
 @FAMILIES
 def test_shipped_pipelines_batched_equal_single_and_generate(saved, tokenizer, model_type):
     model_dir, hub_folder = saved[model_type]
@@ -118,6 +119,7 @@ def test_shipped_pipeline_takes_truncation_as_the_tokenizers_as_transformers_4_d
 # ---------------------------------------------------------------------------------------------- Trainer
 
 
+@pytest.mark.slow
 @FAMILIES
 def test_seq2seq_trainer_fine_tunes_a_folder_loaded_through_auto_classes(saved, tokenizer, corpus, model_type,
                                                                          tmp_path):
@@ -238,6 +240,7 @@ def test_peft_lora_on_transformer_attention_trains_and_merges(saved, tokenizer, 
 # ---------------------------------------------------------------------------------------------- torch.compile
 
 
+@pytest.mark.slow
 def test_torch_compile_forward_matches_eager(saved, tokenizer):
     """Inductor on CPU (gcc is present here). Tiny model; compiling still takes about a minute on shared cores."""
     model = AutoModelForSeq2SeqLM.from_pretrained(saved["transformer_seq2seq"][0]).eval()

@@ -52,6 +52,7 @@ def eos_positions(sequences):
     return [row.index(EOS) if EOS in row else None for row in sequences.tolist()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("decoding", DECODINGS)
 @pytest.mark.parametrize("model_type", FAMILIES)
 def test_each_row_ends_with_eos_exactly_at_its_bound_while_longer_sources_continue(model_type, decoding):
@@ -97,6 +98,7 @@ def test_batched_equals_single_with_the_bound(model_type, decoding):
             torch.testing.assert_close(batched.sequences_scores[index], single.sequences_scores[0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model_type", FAMILIES)
 def test_the_bound_is_saved_in_generation_config_json_and_reloads(model_type, tmp_path):
     model = model_of(model_type)
@@ -131,6 +133,7 @@ def test_a_generation_config_saved_without_the_fields_decodes_with_the_default_b
     assert eos_positions(generate(reloaded)) == expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model_type", FAMILIES)
 def test_off_the_model_decodes_as_transformers_does(model_type):
     """Off, no processor is added: the processors are exactly transformers' own (here with another processor in the
@@ -252,6 +255,7 @@ def translate_lines(model_dir, capsys, *flags):
     return capsys.readouterr().out.splitlines()
 
 
+@pytest.mark.slow
 def test_translate_command_flags_change_or_turn_off_the_folders_bound(tmp_path, capsys):
     from hf_s2s.inference.translate import translate
     from hf_s2s.models.loading import load_model, load_tokenizer
@@ -300,6 +304,7 @@ def test_translate_command_refuses_bad_bound_flags_before_loading(tmp_path, caps
 
 # --- The training job: its flags set the bound of validation, test decoding and the saved folder --------------------
 
+@pytest.mark.slow
 def test_training_job_flags_set_the_bound_its_results_and_folder_record(tmp_path):
     from hf_s2s.models.loading import load_model
     from hf_s2s.training.run import run

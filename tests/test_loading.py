@@ -100,6 +100,7 @@ def run_script(name: str, *args: str, stdin: str = "") -> subprocess.CompletedPr
                           capture_output=True, text=True, timeout=180)
 
 
+@pytest.mark.slow
 def test_translate_script_refuses_a_broken_folder_instead_of_translating_with_random_weights(folders, tmp_path):
     folder, _ = broken_copy(folders, "transformer_seq2seq", "missing", tmp_path)
     completed = run_script("translate.py", str(folder), "--beams", "1", stdin="a b c\n")
@@ -108,6 +109,7 @@ def test_translate_script_refuses_a_broken_folder_instead_of_translating_with_ra
     assert "Traceback" not in completed.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["missing_folder", "no_tokenizer", "truncated"])
 def test_translate_script_names_the_missing_or_corrupt_piece(folders, tmp_path, case):
     folder = shutil.copytree(folders["rnn_seq2seq"], tmp_path / "model")
@@ -145,6 +147,7 @@ def test_training_refuses_to_fine_tune_a_folder_whose_weights_do_not_match(folde
     assert not list((tmp_path / "run").glob("checkpoint-*"))
 
 
+@pytest.mark.slow
 def test_train_tokenizer_refuses_a_folder_holding_a_tokenizer(folders, tmp_path):
     folder = shutil.copytree(folders["rnn_seq2seq"], tmp_path / "model")
     before = {p.name: p.read_bytes() for p in folder.iterdir()}

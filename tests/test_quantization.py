@@ -113,6 +113,7 @@ def test_linear_and_recurrent_layers_hold_int8_weights_and_the_float_model_is_un
     assert in_place is model and type(model.lm_head) is dynamic_int8.Linear
 
 
+@pytest.mark.slow
 def test_greedy_int8_agrees_with_float32_on_a_trained_model(trained):
     """A model that has learned the task (exact match >= 0.9, so its outputs differ from sentence to sentence and
     the comparison has teeth) keeps its greedy tokens under int8: >= 95% of the sentences are the float32
@@ -129,6 +130,7 @@ def test_greedy_int8_agrees_with_float32_on_a_trained_model(trained):
     assert solved[0] >= 0.9 and solved[1] >= solved[0] - 0.03, solved
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("num_beams", [1, 3])
 def test_int8_batched_generation_equals_each_sentence_alone(trained, num_beams):
     """Padding, packed sequences (the RNN encoder) and beam reordering go through the int8 layers as through the
@@ -182,6 +184,7 @@ def test_training_and_saving_an_int8_model_are_refused(variant, tmp_path):
 # ---- translate --int8 ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model_type", ["transformer_seq2seq", "rnn_seq2seq"])
 def test_translate_int8_decodes_a_saved_folder_as_the_python_api_does(model_type, tmp_path):
     """translate --int8 prints the int8 model's hypotheses and scores, which are not the float32 model's: the

@@ -140,6 +140,7 @@ def test_padded_tokens_counts_each_side_padded_to_its_longest():
     assert padded_tokens([], [2], [3]) == 0
 
 
+@pytest.mark.slow
 def test_token_budget_with_accumulation_trains_like_the_summed_budget_in_one_step(tmp_path):
     """2 accumulated micro-batches of 200 tokens are the pieces of the global batch of 400 tokens; with the loss
     normalised over the whole step (num_items_in_batch) the run ends with the weights of 1 x 400."""

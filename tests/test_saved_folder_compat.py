@@ -44,6 +44,7 @@ def test_hf_s2s_verify_still_knows_the_code_of_a_folder_saved_by_0_2_0(model_typ
     assert problems == [] and "0.2.0" in report.identical_releases
 
 
+@pytest.mark.slow
 @pytest.mark.compat
 @pytest.mark.parametrize("model_type", FAMILIES)
 def test_a_folder_saved_before_the_layout_change_runs_its_own_code_without_hf_s2s(model_type, tmp_path):

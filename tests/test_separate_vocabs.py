@@ -65,6 +65,7 @@ def varied(trained, tmp_path_factory):
     return folder
 
 
+@pytest.mark.slow
 def test_saved_tokenizer_encodes_each_side_with_its_own_vocabulary(trained):
     model_dir, _ = trained
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -91,6 +92,7 @@ def test_saved_tokenizer_encodes_each_side_with_its_own_vocabulary(trained):
         assert config.share_encoder_decoder_embeddings is False
 
 
+@pytest.mark.slow
 def test_saved_folder_translates_with_the_target_vocabulary(trained, varied):
     model_dir, results = varied, trained[1]
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -106,6 +108,7 @@ def test_saved_folder_translates_with_the_target_vocabulary(trained, varied):
     assert results["model_config"]["decoder_vocab_size"] == len(tokenizer.target_tokenizer)
 
 
+@pytest.mark.slow
 def test_hub_folder_loads_the_tokenizer_as_remote_code(varied, tmp_path):
     model_dir = varied
     folder = build_hub_folder(model_dir, tmp_path / "hub", repo_id="someone/separate")
@@ -134,6 +137,7 @@ def test_hub_folder_loads_the_tokenizer_as_remote_code(varied, tmp_path):
         check_hub_folder(folder)
 
 
+@pytest.mark.slow
 def test_a_tokenizer_left_in_output_dir_is_never_reused_for_other_vocabularies(trained):
     """The separate-vocabulary tokenizer an earlier run left is never silently reused by a joint run: the folder is
     refused, and resuming it with joint vocabularies stops before training, naming the difference."""

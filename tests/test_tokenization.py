@@ -54,6 +54,7 @@ def test_normalization():
     assert normalize_text("Ein\rHund") == "Ein Hund"  # a lone \r kept inside a corpus line (hf_s2s.data.corpus)
 
 
+@pytest.mark.slow
 def test_joint_bpe_round_trips_the_multi30k_test_set(multi30k, joint):
     assert len(joint) == 3000
     for lang in ("de", "en"):
@@ -245,6 +246,7 @@ def test_fit_check_separate_decoder_vocabulary(small):
 # ------------------------------------------------------------------------------------------------ script
 
 
+@pytest.mark.slow
 def test_train_tokenizer_script(tmp_path):
     folder = tmp_path / "corpus"
     folder.mkdir()
@@ -264,6 +266,7 @@ def test_train_tokenizer_script(tmp_path):
     assert tokenizer.decode(tokenizer("c a f")["input_ids"], skip_special_tokens=True) == "c a f"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("flags", "message"), [
     (["--target_vocab_size", "300"], "error: --target_vocab_size is the target side of --separate_vocabs"),
     (["--dataset", "no/such/corpus_{split}.tsv"], "error: "),

@@ -46,6 +46,7 @@ def trained(tmp_path_factory):
     return runs
 
 
+@pytest.mark.slow
 @pytest.mark.compat  # also run by CI on the oldest supported releases
 @pytest.mark.parametrize("model_type", list(TINY))
 def test_run_writes_results_and_a_loadable_model_folder(trained, model_type):
@@ -89,6 +90,7 @@ def test_the_results_json_a_run_writes_reads_into_run_results_and_back_unchanged
     assert RunResults.from_dict(json.loads(text)).to_json() == text == RunResults.from_dict(results).to_json()
 
 
+@pytest.mark.slow
 def test_streaming_corpus_trains_for_max_steps(tmp_path):
     results = run(*tiny_args(tmp_path, "transformer_seq2seq", "--streaming", "true", "--max_steps", "3",
                              "--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end", "false",
@@ -105,6 +107,7 @@ def test_training_loss_decreases(trained):
     assert len(losses) == 16 and losses[-1] < losses[0] * 0.8
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batching", [(), ("--max_tokens_per_batch", "400")], ids=["group_by_length", "tokens"])
 def test_resumed_run_ends_with_the_same_weights_as_an_uninterrupted_one(tmp_path, batching):
     # 256 pairs in batches of 32 (or of 400 tokens): 8 (10) steps an epoch. The run is killed at step 14 and
@@ -143,6 +146,7 @@ def saved_every_2(tmp_path_factory):
     return output_dir
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["trainer_state.json", "optimizer.pt", "scheduler.pt", "rng_state.pth",
                                   "model.safetensors"])
 def test_a_truncated_checkpoint_file_is_named_before_resuming(saved_every_2, tmp_path, name):
@@ -249,6 +253,7 @@ def test_tokenizer_that_does_not_fit_the_model_fails_before_training(trained, tm
     assert not list(tmp_path.glob("checkpoint-*"))
 
 
+@pytest.mark.slow
 def test_translate_script_nbest_scores_and_heatmaps(trained, tmp_path):
     for model_type in TINY:
         model_dir = trained[model_type][0] / "model"
@@ -282,6 +287,7 @@ def test_alignment_rows_are_distributions_over_the_source(trained, model_type):
     torch.testing.assert_close(weights.sum(-1), torch.ones(len(target_tokens)), rtol=0, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_average_checkpoints_is_the_elementwise_mean(trained, tmp_path):
     run_dir = trained["transformer_seq2seq"][0]
     checkpoints = find_checkpoints(run_dir, last=2)
@@ -306,6 +312,7 @@ def test_average_checkpoints_refuses_mismatched_checkpoints(trained, tmp_path):
         find_checkpoints(trained["transformer_seq2seq"][0], last=99)
 
 
+@pytest.mark.slow
 def test_early_stopping_ends_the_run_when_validation_bleu_stops_improving(tmp_path):
     # With a learning rate of 0 the validation BLEU cannot improve after the first evaluation, so patience 1
     # must stop a 5-epoch run after epoch 2 (and the best checkpoint, epoch 1, is the one kept).
@@ -315,6 +322,7 @@ def test_early_stopping_ends_the_run_when_validation_bleu_stops_improving(tmp_pa
     assert json.loads((tmp_path / "checkpoint-16" / "trainer_state.json").read_text())["best_global_step"] == 8
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("best_single", [-1.0, 1e9], ids=["average-wins", "best-single-wins"])
 def test_run_keeps_the_checkpoint_average_only_when_it_validates_better(tmp_path, best_single):
     results = run(*tiny_args(tmp_path, "transformer_seq2seq", "--num_train_epochs", "3", "--save_total_limit", "4",
@@ -357,6 +365,7 @@ def test_checkpoint_averaging_needs_the_checkpoints_kept(tmp_path):
         run(*tiny_args(tmp_path, "transformer_seq2seq", "--average_last_checkpoints", "3", "--save_total_limit", "3"))
 
 
+@pytest.mark.slow
 def test_results_table_reports_each_run_from_its_results_json(trained, tmp_path):
     runs = [json.loads((trained[model_type][0] / "results.json").read_text()) for model_type in TINY]
     runs[1]["test"].pop("beam2")  # a run decoded greedily only gets dashes in the beam columns
@@ -382,6 +391,7 @@ def test_results_table_reports_each_run_from_its_results_json(trained, tmp_path)
 # --- The output folder: one run at a time, never mixed with an earlier run -------------------------------------
 
 
+@pytest.mark.slow
 def test_a_folder_holding_a_run_is_refused_unless_resumed_or_overwritten(tmp_path):
     out = tmp_path / "run"
     out.mkdir()
@@ -424,6 +434,7 @@ def _train_command(output_dir, *extra):
             "--generation_max_length", "8", "--output_dir", str(output_dir), *extra]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(400)  # a run that never takes the lock would keep the first one waiting
 def test_a_second_run_into_a_locked_folder_is_refused_and_a_killed_run_leaves_no_lock(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -492,6 +503,7 @@ def test_translate_script_on_the_saved_folder_gives_the_hypotheses_behind_result
                                 f"{test['bleu_ref_len']:,} tokens) | {test['bleu_signature']}"), printed.err
 
 
+@pytest.mark.slow
 def test_decoding_study_script_reproduces_the_runs_test_scores_from_its_folders(trained, tmp_path):
     """scripts/decoding_study.sh (the README's EMA / ensemble / coverage figures) decodes the saved folders with
     hf-s2s translate --reference: its model/ row must give the test scores results.json reports, and its checkpoint

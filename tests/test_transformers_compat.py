@@ -77,6 +77,7 @@ def test_a_newer_major_version_warns_once_and_the_tested_ones_are_silent():
     assert len(caught) == 1 and "tested with transformers 5.23.0" in str(caught[0].message)
 
 
+@pytest.mark.slow
 def test_import_hf_s2s_under_an_older_transformers_names_the_required_version(tmp_path):
     script = "import transformers; transformers.__version__ = '5.20.0'\nimport hf_s2s\n"
     completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
@@ -85,6 +86,7 @@ def test_import_hf_s2s_under_an_older_transformers_names_the_required_version(tm
     assert "ImportError: hf_s2s needs transformers>=5.23.0" in completed.stderr.splitlines()[-1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model_type", list(TINY))
 def test_saved_folder_records_the_release_and_checks_the_version_without_hf_s2s(model_type, tmp_path):
     """config.json names the hf_s2s release that wrote it; a folder loaded where hf_s2s is not installed runs the

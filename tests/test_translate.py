@@ -43,6 +43,7 @@ def test_impossible_decoding_options_are_refused(options, message):
         check_decoding_options(**options)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("args", "stdin", "message"), [
     (["--nbest", "0"], "a b\n", "num_return_sequences (--nbest) must be a whole number >= 1, got 0"),
     (["--beams", "0"], "a b\n", "num_beams (--beams) must be a whole number >= 1, got 0"),
@@ -78,6 +79,7 @@ def test_gzipped_input_reads_as_the_plain_file_and_a_broken_one_is_named(tmp_pat
         read_sentences(packed)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("references", "args", "message"), [
     ("x\ny\n", [], "--reference {ref} has 2 lines but the input ({src}) has 3: they must match line by line"),
     ("x\ny\nz\nw\n", [], "--reference {ref} has 4 lines but the input ({src}) has 3"),
@@ -113,6 +115,7 @@ def test_blank_sentences_give_blank_hypotheses_and_the_rest_is_unchanged(model_d
     assert only_blank == [[Hypothesis("", 0.0)] * nbest] * 2
 
 
+@pytest.mark.slow
 def test_translate_script_keeps_blank_lines_aligned(model_dir):
     completed = run_translate(str(model_dir), "--beams", "1", "--max-new-tokens", "5",
                               stdin="\n".join(SENTENCES) + "\n")
@@ -136,6 +139,7 @@ def test_translations_without_scores_are_the_same_translations(model_dir, num_be
     assert all(isinstance(h.score, float) for hs in scored for h in hs)
 
 
+@pytest.mark.slow
 def test_nbest_above_the_folders_own_beam_count_is_one_error_line(model_dir):
     """Without --beams the folder's generation config decides the beam count (1 where it never set one); --nbest
     above it is refused as the other options are, with one error line (not a traceback after the model loaded),
@@ -275,6 +279,7 @@ def test_a_tokenizer_larger_than_the_embedding_table_is_refused_naming_both_size
 # --- Input read as the corpus loader reads it; cut sources named (issue 24) --------------------------------------
 
 
+@pytest.mark.slow
 def test_input_is_read_as_the_corpus_loader_reads_it_and_cut_lines_are_named(model_dir, tmp_path):
     """A byte-order mark is dropped (it changed the first translation), a lone carriage return stays inside its line
     with a warning (old Mac line ends: one line, said so), and a source longer than the folder's model_max_length is
@@ -306,6 +311,7 @@ def test_input_is_read_as_the_corpus_loader_reads_it_and_cut_lines_are_named(mod
     assert expected[2][0].text == tokenizer.decode(alone[0], skip_special_tokens=True)
 
 
+@pytest.mark.slow
 def test_a_line_of_invisible_characters_is_blank_and_keeps_its_place(model_dir):
     """Zero-width spaces, a joiner, a lone byte-order mark: nothing to translate, so an empty output line, as for a
     line of spaces (the model would invent a translation for them)."""

@@ -203,6 +203,7 @@ def test_verify_refuses_a_folder_without_code_or_that_does_not_exist(tmp_path, c
     assert refused.value.code == f"error: {tmp_path / 'nowhere'} is not a folder"
 
 
+@pytest.mark.slow
 def test_verify_script_runs_from_a_checkout(hub_folders):
     completed = subprocess.run([sys.executable, str(ROOT / "scripts" / "verify.py"),
                                 str(hub_folders["transformer_seq2seq"])], capture_output=True, text=True, timeout=180)
