@@ -47,7 +47,7 @@ MANIFEST_FORMAT = 1
 _UNSUPPORTED = {
     "do_sample": False, "repetition_penalty": 1.0, "encoder_repetition_penalty": 1.0, "no_repeat_ngram_size": 0,
     "encoder_no_repeat_ngram_size": 0, "bad_words_ids": None, "sequence_bias": None, "forced_bos_token_id": None,
-    "forced_eos_token_id": None, "suppress_tokens": None, "begin_suppress_tokens": None,
+    "forced_eos_token_id": None, "begin_suppress_tokens": None,
     "exponential_decay_length_penalty": None, "renormalize_logits": False, "remove_invalid_values": False,
     "guidance_scale": None, "watermarking_config": None, "constraints": None, "force_words_ids": None,
     "num_beam_groups": 1, "diversity_penalty": 0.0, "low_memory": None, "max_time": None, "stop_strings": None,
@@ -75,6 +75,7 @@ class DecodingOptions:
     early_stopping: bool | str
     max_len_a: float | None
     max_len_b: int | None
+    suppress_tokens: list[int]  # never generated (transformers' SuppressTokensLogitsProcessor)
 
     @classmethod
     def resolve(cls, generation_config: dict, **overrides) -> "DecodingOptions":
@@ -124,7 +125,8 @@ class DecodingOptions:
                    min_new_tokens=int(get("min_new_tokens", 0)),
                    num_beams=num_beams, num_return_sequences=num_return_sequences,
                    length_penalty=float(get("length_penalty", 1.0)), early_stopping=early_stopping,
-                   max_len_a=max_len_a, max_len_b=max_len_b)
+                   max_len_a=max_len_a, max_len_b=max_len_b,
+                   suppress_tokens=[int(token) for token in get("suppress_tokens", [])])
 
 
 # ---------------------------------------------------------------------------------------------------- processors
@@ -144,11 +146,12 @@ def source_length_bound(source_lengths: np.ndarray, max_len_a: float | None, max
 
 
 class LogitsProcessors:
-    """generate()'s logits processors for these options, in its order: min_length, min_new_tokens, then the
-    source-relative bound. ``bound``: (R,) tokens each row may generate, or None without the bound."""
+    """generate()'s logits processors for these options, in its order: min_length, min_new_tokens, suppress_tokens,
+    then the source-relative bound. ``bound``: (R,) tokens each row may generate, or None without the bound."""
 
     def __init__(self, options: DecodingOptions, bound: np.ndarray | None):
         self.options, self.eos = options, np.asarray(options.eos_token_ids, dtype=np.int64)
+        self.suppress = np.asarray(options.suppress_tokens, dtype=np.int64)
         if bound is not None:
             earliest_eos = 1 + max(options.min_new_tokens, options.min_length - 1)  # an explicit minimum wins
             bound = np.maximum(bound, earliest_eos)
@@ -162,6 +165,8 @@ class LogitsProcessors:
         options, eos = self.options, self.eos
         if eos.size and (length < options.min_length or length - 1 < options.min_new_tokens):
             scores[:, eos] = -np.inf
+        if self.suppress.size:
+            scores[:, self.suppress] = -np.inf
         if self.bound is not None and length >= self.first_bound_length:
             at_bound = length >= self.bound  # (R,): the token chosen now is the row's last
             eos_scores = scores[:, eos]  # (R, n_eos)
@@ -395,7 +400,9 @@ class OnnxSeq2Seq:
             target = Tokenizer.from_file(str(target_file)) if target_file.is_file() else source
             limit = json.loads((self.folder / "tokenizer_config.json").read_text()).get("model_max_length") \
                 if (self.folder / "tokenizer_config.json").is_file() else None
-            source = Tokenizer.from_str(source.to_str())  # a copy whose padding and truncation are ours
+            source = Tokenizer.from_str(source.to_str())  # a copy whose padding and truncation are ours:
+            source.no_padding()  # a tokenizer.json may carry a padding setting (encode pads below, and masks it)
+            source.no_truncation()
             if isinstance(limit, int) and limit < 10**9:  # transformers' "no limit" is a huge number
                 source.enable_truncation(limit)
             self._tokenizers = (source, target)
