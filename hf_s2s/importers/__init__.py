@@ -54,5 +54,4 @@ def toolkits() -> list[str]:
 
 __all__ = ["CONVERSION_FILE", "CheckpointError", "Converted", "convert", "register", "toolkits"]
 
-from . import fairseq, opennmt  # noqa: E402,F401  (each registers its --from name)
-from . import joeynmt  # noqa: E402,F401  (registers --from joeynmt)
+from . import fairseq, joeynmt, opennmt  # noqa: E402,F401  (each registers its --from name)
