@@ -1,29 +1,28 @@
-"""RNN encoder-decoder: a packed (bi)directional GRU/LSTM encoder, a bridge to the decoder's initial state, a
-GRU/LSTM decoder with Bahdanau, Luong, scaled dot-product (one or several heads) or no attention, and its decoder
-cache for ``generate()``.
+"""RNN encoder-decoder: a packed (bi)directional GRU/LSTM encoder, a bridge to the decoder's initial state, and a
+GRU/LSTM decoder with Bahdanau, Luong, scaled dot-product (one or several heads) or no attention.
 
-Data flow: RNNSeq2SeqCache (the decoder state) -> encoder -> decoder -> pretrained base -> RNNSeq2SeqModel ->
-RNNSeq2SeqForConditionalGeneration. The attention modules live in attention_rnn_seq2seq.py. Copied into saved
-model folders: imports only single-dot siblings, never ``hf_s2s``.
+Reads top-down like the data flows: source masks, encoder, decoder, pretrained base, RNNSeq2SeqModel,
+RNNSeq2SeqForConditionalGeneration. The attention modules live in attention_rnn_seq2seq.py; the decoder state that
+``generate()`` carries, and the decoding step's fast path, in cache_rnn_seq2seq.py. Copied into saved model folders:
+imports only single-dot siblings, never ``hf_s2s``.
 
 Shapes: B batch (x beams in generate), S source length, T target length, L decoder layers, E encoder output
 size (2 x encoder_hidden_size if bidirectional), H decoder_hidden_size, D embedding size, V target vocabulary.
 """
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
-from transformers import Cache, GenerationMixin, PreTrainedModel
+from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
-from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.utils.generic import can_return_tuple
 
 from .attention_rnn_seq2seq import build_attention
+from .cache_rnn_seq2seq import RNNSeq2SeqCache, RNNSeq2SeqDecoderStep, allow_rnn, run_rnn
 from .configuration_rnn_seq2seq import FINAL_STATE_INITS, RNNSeq2SeqConfig
 from .modeling_common import (
     GenerationLengthDefault,
@@ -88,132 +87,6 @@ class RNNSeq2SeqEncoderOutput(BaseModelOutput):
     final_cell: torch.Tensor | None = None
 
 
-class RNNSeq2SeqCache(Cache):
-    """The decoder state carried through ``generate()``: batch-first tensors, reordered together for beam search.
-
-    hidden, cell (B, L, H) (cell only for LSTM); input_feed (B, H) the previous attentional vector (Luong input
-    feeding); memory (B, S, E) and source_mask (B, S) from the encoder; keys (B, S, A): the source-side half of the
-    attention score (e.g. W_h h_i; multi-head: (B, 2, heads, S, E / heads), the keys and values), computed ONCE per
-    source when the cache is filled; context (B, E) the fixed context of the attention-free model. ``seen_tokens``
-    counts decoder inputs consumed.
-    """
-
-    is_compileable = False  # per instance: see __init__
-    _TENSORS = ("hidden", "cell", "input_feed", "memory", "source_mask", "keys", "context")
-
-    def __init__(self, compileable: bool = False):
-        """``compileable=True`` (what ``generate(cache_implementation="static")`` builds): generate() may compile
-        the decoding step (torch.compile, CUDA graphs on a GPU). The state has a fixed size anyway; only the token
-        count changes, so it is then kept in a tensor instead of a Python int, which a compiled step would
-        specialise on (one recompilation per token)."""
-        super().__init__(layers=[])
-        self.is_compileable = compileable
-        self.reset()
-
-    def reset(self):
-        for name in self._TENSORS:
-            setattr(self, name, None)
-        self.restart_count()
-
-    def restart_count(self, device: torch.device | None = None) -> None:
-        """No decoder input consumed yet: the count is 0 (a tensor on ``device`` when compileable)."""
-        self._seen_tokens = torch.zeros((), dtype=torch.long, device=device) if self.is_compileable else 0
-
-    @property
-    def seen_tokens(self) -> int:
-        return int(self._seen_tokens)
-
-    def advance(self, num_tokens: int) -> None:
-        """Count ``num_tokens`` more decoder inputs consumed."""
-        if self.is_compileable:
-            self._seen_tokens.add_(num_tokens)
-        else:
-            self._seen_tokens += num_tokens
-
-    @property
-    def is_initialized(self) -> bool:
-        return self.hidden is not None
-
-    @property
-    def is_croppable(self) -> bool:
-        return False  # a recurrent state cannot be rolled back (no assisted decoding)
-
-    @property
-    def batch_size(self) -> int:
-        return self.hidden.shape[0] if self.hidden is not None else -1
-
-    def get_seq_length(self, layer_idx: int = 0) -> int:
-        return self.seen_tokens
-
-    def _map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
-        for name in self._TENSORS:
-            tensor = getattr(self, name)
-            if tensor is not None:
-                setattr(self, name, fn(tensor))
-
-    # What depends on the source only: identical across the beams of one sentence.
-    _SOURCE_TENSORS = ("memory", "source_mask", "keys", "context")
-
-    def reorder_cache(self, beam_idx: torch.LongTensor):
-        """Beam search: row i of the new decoder state is row beam_idx[i] of the old one. generate() only moves
-        rows among the beams of one sentence, whose source-side tensors (memory, mask, keys, context) are equal
-        rows, so those are not copied: every step would otherwise gather the whole (B x beams, S, E) memory."""
-        for name in self._TENSORS:
-            tensor = getattr(self, name)
-            if tensor is not None and name not in self._SOURCE_TENSORS:
-                setattr(self, name, tensor.index_select(0, beam_idx.to(tensor.device)))
-
-    def batch_repeat_interleave(self, repeats: int):
-        self._map(lambda t: t.repeat_interleave(repeats, dim=0))
-
-    def batch_select_indices(self, indices: torch.Tensor):
-        self._map(lambda t: t[indices.to(t.device)])
-
-    def crop(self, tokens_to_remove: int):
-        raise NotImplementedError("RNNSeq2SeqCache holds a recurrent state and cannot be cropped")
-
-    def __repr__(self):
-        return (f"RNNSeq2SeqCache(seen_tokens={self.seen_tokens}, batch_size={self.batch_size}, "
-                f"compileable={self.is_compileable})")
-
-
-def _run_rnn(rnn: nn.Module, inputs: torch.Tensor, state: RNNSeq2SeqCache) -> torch.Tensor:
-    """One call of the decoder RNN over inputs (B, T, D_in) from ``state``; updates state.hidden/cell in place.
-    Returns the top layer's outputs (B, T, H)."""
-    # The cell kernels read the module's weights directly, so not where accelerate's offloading hook brings the
-    # weights in around the module's own call, nor on a quantized replacement module (no plain weights).
-    if inputs.shape[1] == 1 and not rnn.training and type(rnn) in (nn.GRU, nn.LSTM) and not hasattr(rnn, "_hf_hook"):
-        return _step_cells(rnn, inputs[:, 0], state)[:, None]  # (B, 1, H)
-    hidden = state.hidden.transpose(0, 1).contiguous()  # (L, B, H)
-    if state.cell is not None:
-        outputs, (hidden, cell) = rnn(inputs, (hidden, state.cell.transpose(0, 1).contiguous()))
-        state.cell = cell.transpose(0, 1)  # (B, L, H)
-    else:
-        outputs, hidden = rnn(inputs, hidden)
-    state.hidden = hidden.transpose(0, 1)  # (B, L, H)
-    return outputs
-
-
-def _step_cells(rnn: nn.GRU | nn.LSTM, inputs: torch.Tensor, state: RNNSeq2SeqCache) -> torch.Tensor:
-    """One time step of ``rnn`` (eval mode: no dropout between layers) layer by layer with the fused cell kernels
-    (``torch.gru_cell`` / ``torch.lstm_cell``, the module's own weights): the same recurrence as calling the module
-    on a length-1 sequence, without its per-call setup and (L, B, H) transposes, and traceable by torch.compile,
-    which cannot capture nn.GRU / nn.LSTM. inputs (B, D_in) -> the top layer's output (B, H); updates state."""
-    hidden, cell = [], []
-    for k in range(rnn.num_layers):
-        weights = rnn.all_weights[k]  # [w_ih, w_hh] (+ [b_ih, b_hh] with biases) of layer k
-        if state.cell is not None:
-            h, c = torch.lstm_cell(inputs, (state.hidden[:, k], state.cell[:, k]), *weights)  # (B, H) each
-            cell.append(c)
-        else:
-            h = torch.gru_cell(inputs, state.hidden[:, k], *weights)  # (B, H)
-        hidden.append(h)
-        inputs = h
-    state.hidden = torch.stack(hidden, dim=1)  # (B, L, H)
-    state.cell = torch.stack(cell, dim=1) if cell else None
-    return inputs
-
-
 class RNNSeq2SeqEncoder(nn.Module):
     """Embedding + (bi)directional multi-layer GRU/LSTM over packed sequences: padding never enters the recurrence.
     Returns the memory h_1..h_S (B, S, E) as ``last_hidden_state``, zero on padding."""
@@ -268,21 +141,6 @@ class RNNSeq2SeqEncoder(nn.Module):
         return RNNSeq2SeqEncoderOutput(
             last_hidden_state=memory, source_mask=mask, final_hidden=final_hidden, final_cell=final_cell
         )
-
-
-class RNNSeq2SeqDecoderStep(GradientCheckpointingLayer):
-    """The unit transformers' gradient checkpointing recomputes: one call of ``RNNSeq2SeqDecoder._run`` as a pure
-    function of the recurrent state. Checkpointing runs the function again in the backward pass, so it cannot
-    advance a cache in place: it takes the state's tensors (positional, so reentrant checkpointing tracks them)
-    and returns the new recurrent ones. It holds no parameters (they stay where checkpoints name them, in the
-    decoder); the decoder passes itself as ``decoder``."""
-
-    def forward(self, embeds, hidden, cell, input_feed, memory, source_mask, keys, context, *, decoder):
-        scratch = RNNSeq2SeqCache()
-        scratch.hidden, scratch.cell, scratch.input_feed = hidden, cell, input_feed
-        scratch.memory, scratch.source_mask, scratch.keys, scratch.context = memory, source_mask, keys, context
-        readout, weights = decoder._run(embeds, scratch)
-        return readout, weights, scratch.hidden, scratch.cell, scratch.input_feed
 
 
 class RNNSeq2SeqDecoder(nn.Module):
@@ -344,10 +202,13 @@ class RNNSeq2SeqDecoder(nn.Module):
         self.bridge = (
             nn.Linear(memory_size, config.decoder_layers * hidden_size) if config.decoder_init == "bridge" else None
         )
-        # Scheduled sampling's prediction, readout (B, 1, H) -> token ids (B, 1): the output layer lives in the
-        # generation model, which sets this (a plain attribute, not a submodule); None in the bare model.
-        self.predict_next_token: Callable[[torch.Tensor], torch.Tensor] | None = None
-        self.step = RNNSeq2SeqDecoderStep()  # used only under gradient checkpointing
+        self.step = RNNSeq2SeqDecoderStep()  # run() as gradient checkpointing recomputes it; holds no weights
+
+    @property
+    def scheduled_sampling(self) -> bool:
+        """Training with ``teacher_forcing_ratio`` < 1: a step's input may be the model's own previous prediction
+        (``_scheduled_sampling_input``), read through the generation model's output layer."""
+        return self.training and self.config.teacher_forcing_ratio < 1.0
 
     @property
     def steps_depend_on_outputs(self) -> bool:
@@ -414,33 +275,51 @@ class RNNSeq2SeqDecoder(nn.Module):
         """query (B, T, H) -> context (B, T, E), weights (B, heads, T, S)."""
         return self.attention(query, state.keys, state.memory, state.source_mask)
 
-    def _run(self, embeds: torch.Tensor, state: RNNSeq2SeqCache) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """embeds (B, T, D) -> readout (B, T, H), weights (B, heads, T, S) or None. T must be 1 when
-        ``steps_depend_on_outputs``. Advances ``state``."""
+    def run(self, embeds: torch.Tensor, state: RNNSeq2SeqCache) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The equations of the class docstring over embeds (B, T, D) -> readout (B, T, H), weights
+        (B, heads, T, S) or None. T must be 1 when ``steps_depend_on_outputs``. Advances ``state``."""
         if self.attention is None:
             context = state.context[:, None, :].expand(-1, embeds.shape[1], -1)  # (B, T, E)
-            outputs = _run_rnn(self.rnn, torch.cat([embeds, context], dim=-1), state)  # (B, T, H)
+            outputs = run_rnn(self.rnn, torch.cat([embeds, context], dim=-1), state)  # (B, T, H)
             weights = None
         elif self.attention_type == "bahdanau":
             context, weights = self._attend(state.hidden[:, -1:], state)  # query s_{t-1}: (B, 1, H)
-            outputs = _run_rnn(self.rnn, torch.cat([embeds, context], dim=-1), state)  # (B, 1, H)
+            outputs = run_rnn(self.rnn, torch.cat([embeds, context], dim=-1), state)  # (B, 1, H)
         else:
             inputs = torch.cat([embeds, state.input_feed[:, None]], dim=-1) if self.input_feeding else embeds
-            outputs = _run_rnn(self.rnn, inputs, state)  # h_t: (B, T, H)
+            outputs = run_rnn(self.rnn, inputs, state)  # h_t: (B, T, H)
             context, weights = self._attend(outputs, state)
         readout = self.readout_activation(self.readout(torch.cat([context, outputs], dim=-1)))  # (B, T, H)
         if self.input_feeding:
             state.input_feed = readout[:, -1]
         return readout, weights
 
-    def _run_checkpointed(self, embeds: torch.Tensor, state: RNNSeq2SeqCache) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``_run`` under gradient checkpointing (``self.step``): a step's attention and readout activations are
-        recomputed in the backward pass instead of kept."""
-        readout, weights, state.hidden, state.cell, state.input_feed = self.step(
-            embeds, state.hidden, state.cell, state.input_feed, state.memory, state.source_mask, state.keys,
-            state.context, decoder=self,
-        )
+    def project_output(self, readout: torch.Tensor) -> torch.Tensor:
+        """What the output layer reads: readout (B, T, H) itself, or with ``output_projection_size`` (fairseq lstm's
+        additional_fc, then its dropout) the projected (B, T, P)."""
+        if self.output_projection is None:
+            return readout
+        return self.dropout(self.output_projection(readout))  # (B, T, P)
+
+    def _run_or_checkpoint(self, embeds: torch.Tensor, state: RNNSeq2SeqCache) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``run``, or under gradient checkpointing ``self.step``, which recomputes a step's attention and readout
+        in the backward pass instead of keeping them."""
+        if not (self.step.gradient_checkpointing and self.training):
+            return self.run(embeds, state)
+        readout, weights, state.hidden, state.cell, state.input_feed = self.step(embeds, *state.tensors(), decoder=self)
         return readout, weights
+
+    def _scheduled_sampling_input(
+        self, reference: torch.Tensor, previous_readout: torch.Tensor, output_layer: nn.Module
+    ) -> torch.Tensor:
+        """Scheduled sampling, Bengio et al. 2015 (arXiv:1506.03099): each example's input at this step is, with
+        probability 1 - ``teacher_forcing_ratio``, the model's own prediction at the previous step (the argmax of
+        ``output_layer`` over what it reads, ``project_output``) instead of the reference token. reference (B, 1, D)
+        the reference token's embedding after dropout; previous_readout (B, 1, H) -> the step's input (B, 1, D)."""
+        logits = output_layer(self.project_output(previous_readout))  # (B, 1, V)
+        predicted = self.dropout(self.embed_tokens(logits.argmax(dim=-1)))  # (B, 1, D)
+        sample = torch.rand(reference.shape[0], 1, 1, device=reference.device) >= self.config.teacher_forcing_ratio
+        return torch.where(sample, predicted, reference)
 
     def forward(
         self,
@@ -449,13 +328,14 @@ class RNNSeq2SeqDecoder(nn.Module):
         inputs_embeds: torch.Tensor | None = None,
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
+        output_layer: nn.Module | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """input_ids (B, T) (or inputs_embeds (B, T, D)) -> readout (B, T, H) (P: output_projection_size), weights (B, heads, T, S) or None;
-        advances ``state``. Called on its own (``model.get_decoder()``), the decoder starts a state from
+        """input_ids (B, T) (or inputs_embeds (B, T, D)) -> what the output layer reads, (B, T, H) (or (B, T, P) with
+        ``output_projection_size``), and the attention weights (B, heads, T, S) or None; advances ``state``. Called on its own (``model.get_decoder()``), the decoder starts a state from
         ``encoder_hidden_states`` (B, S, E) and ``encoder_attention_mask`` (B, S) when no ``state`` is given.
 
-        Scheduled sampling (training with ``teacher_forcing_ratio`` < 1 and ``predict_next_token`` set): each
-        example's input at step t > 0 is the model's own previous prediction with probability 1 - the ratio.
+        output_layer: (B, 1, H or P) -> logits (B, 1, V), the generation model's ``lm_head``, which passes it when
+        ``scheduled_sampling``; without it the decoder is teacher-forced.
         """
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("the decoder needs exactly one of `input_ids` and `inputs_embeds`")
@@ -466,37 +346,25 @@ class RNNSeq2SeqDecoder(nn.Module):
                 None, encoder_attention_mask, None, encoder_hidden_states.shape[:2]
             ).to(encoder_hidden_states.device)
             state = self.init_state(encoder_hidden_states, source_mask, RNNSeq2SeqCache())
-        ratio = self.config.teacher_forcing_ratio
-        next_token_fn = self.predict_next_token if self.training and ratio < 1.0 else None
+        sampling = output_layer is not None and self.scheduled_sampling
         if inputs_embeds is None:
             inputs_embeds = embed(self.embed_tokens, input_ids, "decoder_input_ids")  # (B, T, D)
         embeds = self.dropout(inputs_embeds)  # (B, T, D)
-        run = self._run_checkpointed if self.step.gradient_checkpointing and self.training else self._run
-        if next_token_fn is None and not self.steps_depend_on_outputs:
-            readout, weights = run(embeds, state)
-        else:
+        if not sampling and not self.steps_depend_on_outputs:  # the whole target in one RNN call
+            readout, weights = self._run_or_checkpoint(embeds, state)
+        else:  # one call per step
             readouts, all_weights = [], []
             for t in range(embeds.shape[1]):
                 step = embeds[:, t : t + 1]  # (B, 1, D)
-                if next_token_fn is not None and t > 0:
-                    output = self.project_output(readouts[-1])  # (B, 1, P)
-                    predicted = self.dropout(self.embed_tokens(next_token_fn(output)))  # (B, 1, D)
-                    sample = torch.rand(step.shape[0], 1, 1, device=step.device) >= ratio
-                    step = torch.where(sample, predicted, step)
-                readout, weights = run(step, state)
+                if sampling and t > 0:
+                    step = self._scheduled_sampling_input(step, readouts[-1], output_layer)
+                readout, weights = self._run_or_checkpoint(step, state)
                 readouts.append(readout)
                 all_weights.append(weights)
             readout = torch.cat(readouts, dim=1)  # (B, T, H)
             weights = torch.cat(all_weights, dim=2) if self.attention is not None else None  # (B, heads, T, S)
         state.advance(embeds.shape[1])
         return self.project_output(self.dropout(readout)), weights
-
-    def project_output(self, readout: torch.Tensor) -> torch.Tensor:
-        """What the output layer reads: readout (B, T, H) itself, or with ``output_projection_size`` (fairseq lstm's
-        additional_fc, then its dropout) the projected (B, T, P)."""
-        if self.output_projection is None:
-            return readout
-        return self.dropout(self.output_projection(readout))  # (B, T, P)
 
 
 class RNNSeq2SeqPreTrainedModel(Seq2SeqPreTrainedMixin, PreTrainedModel):
@@ -511,16 +379,8 @@ class RNNSeq2SeqPreTrainedModel(Seq2SeqPreTrainedMixin, PreTrainedModel):
     _no_split_modules = ["RNNSeq2SeqEncoder", "RNNSeq2SeqDecoder"]
 
     def get_compiled_call(self, compile_config):
-        """transformers' compiled forward, traced with dynamo's ``allow_rnn``: decoding steps run the cells through
-        ``torch.gru_cell`` / ``torch.lstm_cell``, but dynamo refuses a graph that merely holds an nn.GRU / nn.LSTM
-        (their weights live there) unless that switch is on."""
-        compiled = super().get_compiled_call(compile_config)
-
-        def call(*args, **kwargs):
-            with torch._dynamo.config.patch(allow_rnn=True):
-                return compiled(*args, **kwargs)
-
-        return call
+        """transformers' compiled forward (compiled decoding steps), traced with dynamo's ``allow_rnn``."""
+        return allow_rnn(super().get_compiled_call(compile_config))
 
     def _init_weights(self, module: nn.Module):
         """Every parameter, GRU/LSTM included (transformers' default skips nn.GRU); ``init`` skips loaded tensors."""
@@ -574,6 +434,7 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
         output_hidden_states: bool | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
+        output_layer: nn.Module | None = None,
         **kwargs,
     ) -> Seq2SeqModelOutput:
         """input_ids, attention_mask (B, S); decoder_input_ids (B, T). decoder_attention_mask (B, T) is accepted as
@@ -584,7 +445,8 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
         output (inferred from the pad id without attention_mask), so a decoder fed by generate() sees the same.
         inputs_embeds (B, S, D) / decoder_inputs_embeds (B, T, D) replace input_ids / decoder_input_ids.
         ``return_dict=False`` gives a tuple. An RNN has no per-layer hidden states: ``output_hidden_states`` is
-        accepted and returns none. Other keywords transformers passes are accepted and ignored."""
+        accepted and returns none. ``output_layer``: the generation model's output layer, for the decoder's scheduled
+        sampling (see ``RNNSeq2SeqDecoder.forward``). Other keywords transformers passes are accepted and ignored."""
         cache = cache_argument(cache, kwargs)
         if decoder_input_ids is None and decoder_inputs_embeds is None:
             raise ValueError(
@@ -616,7 +478,9 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
         elif encoder_outputs is None:
             encoder_outputs = BaseModelOutput(last_hidden_state=state.memory)
 
-        readout, weights = self.decoder(decoder_input_ids, state, inputs_embeds=decoder_inputs_embeds)
+        readout, weights = self.decoder(
+            decoder_input_ids, state, inputs_embeds=decoder_inputs_embeds, output_layer=output_layer
+        )
         return Seq2SeqModelOutput(
             last_hidden_state=readout,
             **cache_output(state if use_cache else None),
@@ -641,13 +505,8 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
         super().__init__(config)
         self.model = RNNSeq2SeqModel(config)
         self.lm_head = nn.Linear(config.decoder_output_size, config.target_vocab_size, bias=config.output_bias)
-        self.model.decoder.predict_next_token = self._predict_next_token
         self.post_init()
         self._set_default_generation_length()
-
-    def _predict_next_token(self, readout: torch.Tensor) -> torch.Tensor:
-        """Scheduled sampling feeds back the argmax prediction: readout (B, 1, H) -> token ids (B, 1)."""
-        return self.lm_head(readout).argmax(dim=-1)
 
     def get_encoder(self, modality: str | None = None):
         return self.model.encoder
@@ -691,7 +550,9 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
         """labels (B, T), -100 on ignored positions; the loss is the token sum over ``num_items_in_batch``
         (Trainer passes it) or the token mean, smoothed by ``config.label_smoothing``. A training forward with
         labels runs the output layer on each row's positions up to its last label only and returns the loss
-        without logits; otherwise logits are (B, T, V). The cache is also accepted as ``past_key_values``."""
+        without logits; otherwise logits are (B, T, V). Scheduled
+        sampling reads the output layer too (the decoder's ``scheduled_sampling``). The cache is also accepted as
+        ``past_key_values``."""
         cache = cache_argument(cache, kwargs)
         packing = None
         if labels is not None:
@@ -706,6 +567,7 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
             encoder_outputs=encoder_outputs, cache=cache, use_cache=use_cache,
             output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
             inputs_embeds=inputs_embeds, decoder_inputs_embeds=decoder_inputs_embeds,
+            output_layer=self.lm_head if self.model.decoder.scheduled_sampling else None,
         )
         hidden = outputs.last_hidden_state if packing is None else packing.pack(outputs.last_hidden_state)
         logits, loss = output_layer_and_loss(
@@ -721,7 +583,7 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
 
 
 __all__ = [
-    "RNNSeq2SeqCache",
+    "RNNSeq2SeqCache",  # defined in cache_rnn_seq2seq, importable from here as before
     "RNNSeq2SeqPreTrainedModel",
     "RNNSeq2SeqModel",
     "RNNSeq2SeqForConditionalGeneration",
