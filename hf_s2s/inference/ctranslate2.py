@@ -259,7 +259,7 @@ def build_ctranslate2_spec(model: TransformerSeq2SeqForConditionalGeneration, to
         name = f"encoder.layers.{index}"
         _set_attention(layer_spec.self_attention, layer.self_attn, layer.self_attn_layer_norm, f"{name}.self_attn")
         _set_feed_forward(layer_spec.ffn, layer, name)
-    _set_stack(spec.decoder, decoder, decoder.target_embeddings(), "decoder")
+    _set_stack(spec.decoder, decoder, decoder.embed_tokens, "decoder")
     for index, (layer_spec, layer) in enumerate(zip(spec.decoder.layer, decoder.layers, strict=True)):
         name = f"decoder.layers.{index}"
         _set_attention(layer_spec.self_attention, layer.self_attn, layer.self_attn_layer_norm, f"{name}.self_attn")

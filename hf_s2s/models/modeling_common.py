@@ -192,7 +192,7 @@ def check_token_ids(input_ids: torch.Tensor | None, vocab_size: int, name: str) 
 class Seq2SeqPreTrainedMixin:
     """What both families' ``PreTrainedModel`` bases add to transformers' own, written once. Classes are named
     ``<Family>Model`` and ``<Family>ForConditionalGeneration`` after their ``<Family>Config``; the base model
-    (``self.base_model``) holds ``decoder.embed_tokens`` (None when the decoder reads the encoder's table)."""
+    (``self.base_model``) holds ``decoder.embed_tokens``, tied to the encoder's table when the vocabulary is shared."""
 
     def save_pretrained(self, save_directory, *args, **kwargs):
         """As transformers' save_pretrained; when the classes are registered for remote code, the folder loads where
@@ -218,19 +218,28 @@ class Seq2SeqPreTrainedMixin:
             shutil.copyfile(PIPELINE_SOURCE, Path(save_directory) / PIPELINE_SOURCE.name)
         return output
 
+    def tie_weights(self, missing_keys: set[str] | None = None, recompute_mapping: bool = True) -> None:
+        """transformers' tie_weights. While loading (``missing_keys`` given), a tied weight that the checkpoint holds
+        with another shape (a folder whose weights do not match its config) is left unloaded, on the meta device:
+        it counts as missing and is tied like one, where transformers would compare it with its source and fail on
+        the meta tensor. The loading report still names the mismatch."""
+        if missing_keys is not None:
+            missing_keys.update(name for name in self.all_tied_weights_keys if self.get_parameter(name).is_meta)
+        super().tie_weights(missing_keys=missing_keys, recompute_mapping=recompute_mapping)
+
     def _resize_token_embeddings(self, new_num_tokens, pad_to_multiple_of=None, mean_resizing=True) -> nn.Embedding:
         """``resize_token_embeddings`` of the one vocabulary source and target share: transformers resizes the
         source table and the output layer; the decoder's own target table (when it has one) and
         ``decoder_vocab_size`` follow. Separate vocabularies of different sizes cannot be resized by one number."""
         decoder = self.base_model.decoder
-        target_table = decoder.embed_tokens if decoder.embed_tokens is not None else self.get_input_embeddings()
-        if target_table.num_embeddings != self.config.vocab_size:
+        own_target_table = decoder.embed_tokens.weight is not self.get_input_embeddings().weight
+        if decoder.embed_tokens.num_embeddings != self.config.vocab_size:
             raise ValueError(
                 f"resize_token_embeddings resizes one vocabulary shared by source and target, but this model has "
-                f"vocab_size={self.config.vocab_size} and decoder_vocab_size={target_table.num_embeddings}"
+                f"vocab_size={self.config.vocab_size} and decoder_vocab_size={decoder.embed_tokens.num_embeddings}"
             )
         embeddings = super()._resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
-        if decoder.embed_tokens is not None:
+        if own_target_table:  # a shared table was resized with the source's (set_input_embeddings)
             decoder.embed_tokens = self._get_resized_embeddings(
                 decoder.embed_tokens, embeddings.num_embeddings, mean_resizing=mean_resizing
             )

@@ -191,11 +191,8 @@ class TransformerSeq2SeqEncoderOutput(BaseModelOutput):
 
 class TransformerSeq2SeqEncoder(nn.Module):
     """Token embeddings (x sqrt(D) when ``scale_embedding``) + positions, dropout, ``encoder_layers`` layers, and a
-    final LayerNorm under pre-LN. Also what ``get_encoder()`` returns to ``generate``.
-
-    When source and target share one vocabulary (``share_encoder_decoder_embeddings``) this module's
-    ``embed_tokens`` is the one shared table; the decoder reads it through the parent model.
-    """
+    final LayerNorm under pre-LN. Also what ``get_encoder()`` returns to ``generate``. With a shared vocabulary
+    (``share_encoder_decoder_embeddings``) the decoder's token table is tied to ``embed_tokens``."""
 
     main_input_name = "input_ids"
 
@@ -267,18 +264,17 @@ class TransformerSeq2SeqEncoder(nn.Module):
 
 
 class TransformerSeq2SeqDecoder(nn.Module):
-    """Target embeddings (looked up by the parent model, so they can be the encoder's shared table) x sqrt(D) +
-    positions continuing after the cached tokens, dropout, ``decoder_layers`` layers, final LayerNorm under pre-LN.
-    Owns ``embed_tokens`` only when the target vocabulary is separate."""
+    """Target embeddings x sqrt(D) + positions continuing after the cached tokens, dropout, ``decoder_layers``
+    layers, final LayerNorm under pre-LN."""
 
     def __init__(self, config: TransformerSeq2SeqConfig):
         super().__init__()
         self.config = config
-        self.embed_tokens = (
-            None
-            if config.share_encoder_decoder_embeddings
-            else nn.Embedding(config.target_vocab_size, config.d_model, padding_idx=config.pad_token_id)
-        )
+        # The target token table. With a shared vocabulary TransformerSeq2SeqModel ties its weight to the encoder's
+        # (_tied_weights_keys): until then it is a placeholder on the meta device, no memory and no random draws.
+        placeholder = config.share_encoder_decoder_embeddings
+        self.embed_tokens = nn.Embedding(config.target_vocab_size, config.d_model, padding_idx=config.pad_token_id,
+                                         device="meta" if placeholder else None)
         self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
         self.embed_positions = TransformerSeq2SeqPositionalEmbedding(config)
         self.dropout = config.dropout
@@ -286,17 +282,6 @@ class TransformerSeq2SeqDecoder(nn.Module):
             [TransformerSeq2SeqDecoderLayer(config, layer_idx=i) for i in range(config.decoder_layers)]
         )
         self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_position == "pre" else None
-        # With a shared vocabulary the target table is the encoder's. The encoder is referenced, not registered as
-        # a submodule (its weights stay under "encoder." in checkpoints); TransformerSeq2SeqModel sets it.
-        object.__setattr__(self, "shared_embeddings_owner", None)
-
-    def target_embeddings(self) -> nn.Embedding:
-        """The target token table: this decoder's own, or the encoder's when the vocabulary is shared."""
-        if self.embed_tokens is not None:
-            return self.embed_tokens
-        if self.shared_embeddings_owner is None:
-            raise ValueError("this decoder shares the encoder's token table; build it inside TransformerSeq2SeqModel")
-        return self.shared_embeddings_owner.embed_tokens
 
     def forward(
         self,
@@ -325,7 +310,7 @@ class TransformerSeq2SeqDecoder(nn.Module):
         if encoder_hidden_states is None:
             raise ValueError("the decoder needs `encoder_hidden_states` (B, T_src, D), the encoder's output")
         if inputs_embeds is None:
-            inputs_embeds = embed(self.target_embeddings(), input_ids, "decoder_input_ids")  # (B, T_tgt, D)
+            inputs_embeds = embed(self.embed_tokens, input_ids, "decoder_input_ids")  # (B, T_tgt, D)
         if use_cache and cache is None:
             cache = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
         if cache is not None and not isinstance(cache, EncoderDecoderCache):
@@ -430,18 +415,32 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
         super().__init__(config)
         self.encoder = TransformerSeq2SeqEncoder(config)
         self.decoder = TransformerSeq2SeqDecoder(config)
-        object.__setattr__(self.decoder, "shared_embeddings_owner", self.encoder)  # see TransformerSeq2SeqDecoder
+        # One vocabulary: the decoder's token table is the encoder's. tie_weights (in post_init, and after loading)
+        # makes it so; save_pretrained stores it once, under encoder.embed_tokens.
+        if config.share_encoder_decoder_embeddings:
+            self._tied_weights_keys = {"decoder.embed_tokens.weight": "encoder.embed_tokens.weight"}
         self.post_init()
+
+    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict:
+        """transformers' tied weights plus the shared vocabulary's. transformers applies ``_tied_weights_keys`` only
+        under ``tie_word_embeddings``, which in this family ties the output layer; the encoder and decoder tables are
+        one whenever ``share_encoder_decoder_embeddings``, whatever the output layer does."""
+        tied = super().get_expanded_tied_weights_keys(all_submodels)
+        if not all_submodels and self._tied_weights_keys:
+            tied.update(self._tied_weights_keys)
+        return tied
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.encoder.embed_tokens
 
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         self.encoder.embed_tokens = value
+        if self.config.share_encoder_decoder_embeddings:  # as MarianModel: one vocabulary, one table
+            self.decoder.embed_tokens = value
 
     def get_decoder_input_embeddings(self) -> nn.Embedding:
         """The target token table: the encoder's when the vocabulary is shared."""
-        return self.decoder.target_embeddings()
+        return self.decoder.embed_tokens
 
     def get_encoder(self, *args, **kwargs) -> TransformerSeq2SeqEncoder:
         return self.encoder
@@ -533,8 +532,8 @@ class TransformerSeq2SeqForConditionalGeneration(
         super().__init__(config)
         self.model = TransformerSeq2SeqModel(config)
         self.lm_head = nn.Linear(config.d_model, config.target_vocab_size, bias=config.output_bias)
+        # the target table, named where checkpoints keep it; applies only under tie_word_embeddings (transformers)
         target_table = "encoder" if config.share_encoder_decoder_embeddings else "decoder"
-        # applies only when config.tie_word_embeddings is True (transformers checks it)
         self._tied_weights_keys = {"lm_head.weight": f"model.{target_table}.embed_tokens.weight"}
         self.post_init()
         self._set_default_generation_length()
@@ -594,7 +593,7 @@ class TransformerSeq2SeqForConditionalGeneration(
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:  # an id error names the labels
                 shifted = self.prepare_decoder_input_ids_from_labels(labels)  # (B, T_tgt)
-                decoder_inputs_embeds = embed(self.model.get_decoder_input_embeddings(), shifted, "labels")
+                decoder_inputs_embeds = embed(self.model.decoder.embed_tokens, shifted, "labels")
             if self.training and cache is None and not output_hidden_states:
                 packing = TokenPacking.through_last_label(labels)
         outputs = self.model(
