@@ -130,12 +130,13 @@ def output_layer_and_loss(
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """The output layer and the loss, shared by both families; returns (logits, loss).
 
-    hidden_states: (B, T, H), or (N, H) the tokens of ``packing`` (from ``TokenPacking.through_last_label``)
-    when the caller ran padding-free. Packed, the output layer and the loss run on those tokens only and no logits
-    are returned (None: nothing else would be ordinary (B, T, V) logits); otherwise logits are (B, T, V)."""
-    logits = lm_head(hidden_states)  # (N, V) packed, else (B, T, V)
+    hidden_states: (B, T, H). With ``packing`` (``TokenPacking.through_last_label(labels)``: a training forward, the
+    padding-free path) the output layer and the loss run on the packed positions only, and no logits are returned
+    (None: nothing else would be ordinary (B, T, V) logits); otherwise logits are (B, T, V)."""
     if packing is not None:
+        logits = lm_head(packing.pack(hidden_states))  # (N, V)
         return None, seq2seq_loss(logits, packing.pack(labels), num_items_in_batch, label_smoothing)
+    logits = lm_head(hidden_states)  # (B, T, V)
     loss = seq2seq_loss(logits, labels, num_items_in_batch, label_smoothing) if labels is not None else None
     return logits, loss
 

@@ -549,8 +549,8 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
     ) -> Seq2SeqLMOutput:
         """labels (B, T), -100 on ignored positions; the loss is the token sum over ``num_items_in_batch``
         (Trainer passes it) or the token mean, smoothed by ``config.label_smoothing``. A training forward with
-        labels runs the output layer on each row's positions up to its last label only and returns the loss
-        without logits; otherwise logits are (B, T, V). Scheduled
+        labels runs the output layer on each row's positions up to its last label only (padding-free, see
+        ``output_layer_and_loss``) and returns the loss without logits; otherwise logits are (B, T, V). Scheduled
         sampling reads the output layer too (the decoder's ``scheduled_sampling``). The cache is also accepted as
         ``past_key_values``."""
         cache = cache_argument(cache, kwargs)
@@ -569,9 +569,8 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
             inputs_embeds=inputs_embeds, decoder_inputs_embeds=decoder_inputs_embeds,
             output_layer=self.lm_head if self.model.decoder.scheduled_sampling else None,
         )
-        hidden = outputs.last_hidden_state if packing is None else packing.pack(outputs.last_hidden_state)
         logits, loss = output_layer_and_loss(
-            self.lm_head, hidden, labels, packing, num_items_in_batch, self.config.label_smoothing
+            self.lm_head, outputs.last_hidden_state, labels, packing, num_items_in_batch, self.config.label_smoothing
         )
         return Seq2SeqLMOutput(
             loss=loss,

@@ -1,8 +1,10 @@
 """Transformer encoder-decoder, Vaswani et al. 2017 "Attention Is All You Need" (arXiv:1706.03762).
 
 Reads top-down like the data flows: feed-forward, encoder layer, decoder layer, encoder, decoder, pretrained
-base, base model, model with the language-modeling head. Position embeddings, the padding-free token packing and
-multi-head attention live in attention_transformer_seq2seq.py (copied beside this file into saved model folders).
+base, base model, model with the language-modeling head. Position embeddings and multi-head attention live in
+attention_transformer_seq2seq.py (copied beside this file into saved model folders). The fast path, padding-free
+execution (``TokenPacking``), is applied by the encoder and decoder stacks beside their plain path: see the note
+above them.
 
 Shape letters: B batch, H heads, T_src source length, T_tgt target length (this call), T_past decoder tokens
 already in the cache, D d_model, d_h head size (D / H), V vocabulary size.
@@ -166,6 +168,12 @@ class TransformerSeq2SeqDecoderLayer(GradientCheckpointingLayer):
 # ----------------------------------------------------------------------------------------------------------
 # Encoder and decoder
 # ----------------------------------------------------------------------------------------------------------
+# The padding-free path lives in the two stacks below, each beside its plain path: with a packing (TokenPacking), a
+# stack packs its embeddings into the N needed tokens (N, D) on the way in and unpacks its output on the way out, so
+# every position-wise sublayer (LayerNorm, projections, feed-forward, dropout) skips the padding; only the attention
+# kernel needs the padded layout, and the attention module restores it around the kernel. The layers merely hand the
+# packing on. Without one (no padding, a cache, per-layer hidden states, a captured graph, or padding_free=False) the
+# same layers run on every position.
 
 
 def source_padding_mask(input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None,
@@ -181,12 +189,19 @@ def source_padding_mask(input_ids: torch.Tensor | None, attention_mask: torch.Te
 
 @dataclass
 class TransformerSeq2SeqEncoderOutput(BaseModelOutput):
-    """The encoder's output, plus ``source_mask`` (B, T_src): the padding mask it used (the given attention_mask, or
-    the one inferred from the pad id), None when nothing is masked. The decoding steps of ``generate()``, which get
-    the encoder output but no attention_mask when the caller gave none, attend with it; ``generate()`` repeats it for
-    the beams as it does every tensor of an encoder output."""
+    """The encoder's output, plus what it found out about the source's padding:
+
+    - ``source_mask`` (B, T_src): the padding mask it used (the given attention_mask, or the one inferred from the
+      pad id; a 4D mask passes through as given), None when nothing is masked. The decoding steps of ``generate()``, which get the encoder output but no
+      attention_mask when the caller gave none, attend with it; ``generate()`` repeats it for the beams as it does
+      every tensor of an encoder output.
+    - ``source_packing``: the source's real tokens (``TokenPacking``), None without padding. The encoder-decoder's
+      forward hands it to the decoder's cross-attention in the same call (no second look at the mask); it is not a
+      tensor, so ``generate()`` does not repeat it for beams, and no later call uses it.
+    """
 
     source_mask: torch.Tensor | None = None
+    source_packing: TokenPacking | None = None
 
 
 class TransformerSeq2SeqEncoder(nn.Module):
@@ -195,6 +210,7 @@ class TransformerSeq2SeqEncoder(nn.Module):
     (``share_encoder_decoder_embeddings``) the decoder's token table is tied to ``embed_tokens``."""
 
     main_input_name = "input_ids"
+    padding_free = True  # False (on an instance): the plain path on every position, tested equal to the packed one
 
     def __init__(self, config: TransformerSeq2SeqConfig):
         super().__init__()
@@ -214,15 +230,11 @@ class TransformerSeq2SeqEncoder(nn.Module):
         inputs_embeds: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-        packing: TokenPacking | None = None,
-        source_resolved: bool = False,
     ) -> TransformerSeq2SeqEncoderOutput:
         """input_ids: (B, T_src) source ids, or inputs_embeds: (B, T_src, D) unscaled token embeddings;
         attention_mask: (B, T_src), 1 for real tokens and 0 for padding (None: inferred from the pad id in
-        input_ids); packing: its real tokens when the caller already built it (``pack_source``), else built here.
-        source_resolved: the caller (the encoder-decoder's forward) already ran ``pack_source``, so attention_mask and
-        packing are final, None meaning "no padding": finding that again would cost a second host read.
-        Returns last_hidden_state (B, T_src, D) and the source_mask used."""
+        input_ids). Returns last_hidden_state (B, T_src, D), zero on padding when the padding-free path ran, and the
+        source padding it found (``source_mask``, ``source_packing``)."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("the encoder needs exactly one of `input_ids` and `inputs_embeds`")
         output_attentions, output_hidden_states = output_flags(self.config, output_attentions, output_hidden_states)
@@ -232,16 +244,18 @@ class TransformerSeq2SeqEncoder(nn.Module):
         positions = self.embed_positions(seq_len, 0, inputs_embeds.device)  # (T_src, D)
         hidden_states = inputs_embeds * self.embed_scale + positions.to(inputs_embeds.dtype)
 
-        if packing is None and not source_resolved:
-            attention_mask = source_padding_mask(input_ids, attention_mask, self.config.pad_token_id)
-            attention_mask, packing = pack_source(attention_mask)
+        # The source's padding, found once (one host read) for these layers and the decoder's cross-attention
+        attention_mask = source_padding_mask(input_ids, attention_mask, self.config.pad_token_id)
+        if self.padding_free:
+            attention_mask, source_packing = pack_source(attention_mask)
+        else:
+            source_packing = None
         mask = create_bidirectional_mask(
             config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask,
-            allow_is_bidirectional_skip=packing is None,  # with a packing the mask has padding: no need to look
+            allow_is_bidirectional_skip=source_packing is None,  # with a packing the mask has padding: no need to look
         )
-        # Padding-free layers: only the real tokens go through the position-wise work (hidden states (N, D));
-        # padding positions of the output are zero. Per-layer hidden states are returned padded, so not then.
-        packing = None if output_hidden_states else packing
+        # per-layer hidden states are returned padded: the plain path then
+        packing = None if output_hidden_states else source_packing
         if packing is not None:
             hidden_states = packing.pack(hidden_states)  # (N, D)
         hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
@@ -259,13 +273,16 @@ class TransformerSeq2SeqEncoder(nn.Module):
             last_hidden_state=hidden_states,
             hidden_states=tuple(all_hidden_states) if output_hidden_states else None,
             attentions=tuple(all_attentions) if output_attentions else None,
-            source_mask=attention_mask if attention_mask is not None and attention_mask.dim() == 2 else None,
+            source_mask=attention_mask,
+            source_packing=source_packing,
         )
 
 
 class TransformerSeq2SeqDecoder(nn.Module):
     """Target embeddings x sqrt(D) + positions continuing after the cached tokens, dropout, ``decoder_layers``
     layers, final LayerNorm under pre-LN."""
+
+    padding_free = True  # False (on an instance): the plain path on every position, tested equal to the packed one
 
     def __init__(self, config: TransformerSeq2SeqConfig):
         super().__init__()
@@ -297,13 +314,14 @@ class TransformerSeq2SeqDecoder(nn.Module):
         packing: TokenPacking | None = None,
         source_packing: TokenPacking | None = None,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
-        """input_ids: (B, T_tgt) target ids (looked up in the target table, the encoder's when shared), or
-        inputs_embeds: (B, T_tgt, D) unscaled target token embeddings; encoder_hidden_states: (B, T_src, D);
-        attention_mask: (B, T_past + T_tgt) target padding (or a ready 4D mask from generate);
-        encoder_attention_mask: (B, T_src) source padding, with ``source_packing`` its real tokens when the caller
-        built it (``pack_source``). packing: the target positions whose outputs are needed, a prefix of each row
-        (``TokenPacking.through_last_label``, from the labels); only those are computed, without a cache, and
-        last_hidden_state is then (N, D), those positions packed. Else last_hidden_state is (B, T_tgt, D)."""
+        """input_ids: (B, T_tgt) target ids, or inputs_embeds: (B, T_tgt, D) unscaled target token embeddings;
+        encoder_hidden_states: (B, T_src, D); attention_mask: (B, T_past + T_tgt) target padding (or a ready 4D mask
+        from generate); encoder_attention_mask: (B, T_src) source padding. Returns last_hidden_state (B, T_tgt, D).
+
+        The padding-free path (the generation model's training forward): ``packing`` the target positions whose
+        outputs are needed, a prefix of each row (``TokenPacking.through_last_label``): only those are computed, and
+        last_hidden_state is zero elsewhere; ``source_packing`` the source's real tokens (the encoder output's), so
+        the cross-attention projects only those. Both are ignored with a cache."""
         output_attentions, output_hidden_states = output_flags(self.config, output_attentions, output_hidden_states)
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("the decoder needs exactly one of `input_ids` and `inputs_embeds`")
@@ -318,9 +336,8 @@ class TransformerSeq2SeqDecoder(nn.Module):
                 f"cache must be an EncoderDecoderCache (self- and cross-attention halves), "
                 f"got {type(cache).__name__}"
             )
-        batch_size, seq_len = inputs_embeds.shape[:2]
         past_length = cache.get_seq_length() if cache is not None else 0  # int, or tensor (static)
-        positions = self.embed_positions(seq_len, past_length, inputs_embeds.device)  # (T_tgt, D)
+        positions = self.embed_positions(inputs_embeds.shape[1], past_length, inputs_embeds.device)  # (T_tgt, D)
         hidden_states = inputs_embeds * self.embed_scale + positions.to(inputs_embeds.dtype)
 
         # Without target padding transformers builds the causal mask from the cache alone: none at all for one new
@@ -335,10 +352,9 @@ class TransformerSeq2SeqDecoder(nn.Module):
             encoder_hidden_states=encoder_hidden_states,
             allow_is_bidirectional_skip=source_packing is None,  # with a packing the mask has padding
         )
-        # Padding-free layers without a cache (teacher forcing): the needed target tokens (N, D) only; a causal
-        # query never reads a later position, so dropping each row's suffix changes nothing before it. The
-        # cross-attention K/V projection skips source padding (with a cache it runs once per source anyway).
-        if cache is not None or output_hidden_states:
+        # A causal query never reads a later position, so dropping each row's suffix changes nothing before it.
+        # With a cache the cross-attention K/V are projected once per source anyway.
+        if cache is not None or output_hidden_states or not self.padding_free:
             packing = source_packing = None
         if packing is not None:
             hidden_states = packing.pack(hidden_states)  # (N, D)
@@ -359,7 +375,9 @@ class TransformerSeq2SeqDecoder(nn.Module):
             all_self_attentions.append(self_weights)
             all_cross_attentions.append(cross_weights)
         if self.layer_norm is not None:
-            hidden_states = self.layer_norm(hidden_states)  # (B, T_tgt, D), or (N, D) packed
+            hidden_states = self.layer_norm(hidden_states)
+        if packing is not None:
+            hidden_states = packing.unpack(hidden_states)  # (B, T_tgt, D)
         all_hidden_states.append(hidden_states)
         return BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=hidden_states,
@@ -468,27 +486,24 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
         """input_ids: (B, T_src); attention_mask: (B, T_src) source padding (None: inferred from the pad id in
         input_ids, or with encoder_outputs their ``source_mask``); decoder_input_ids: (B, T_tgt) (only the
         new tokens when ``cache`` holds earlier ones); encoder_outputs: reused encoder result (generate
-        runs the encoder once); decoder_packing: the decoder positions needed (see the decoder; the generation
-        model passes it with labels). Returns last_hidden_state (B, T_tgt, D) (packed (N, D) with
-        ``decoder_packing``), the cache and encoder outputs. ``return_dict=False`` gives a tuple."""
+        runs the encoder once); decoder_packing: the decoder's padding-free path, the target positions needed (the
+        generation model passes it with labels in training; see the decoder). Returns last_hidden_state
+        (B, T_tgt, D), the cache and encoder outputs. ``return_dict=False`` gives a tuple."""
         cache = cache_argument(cache, kwargs)
         use_cache = self.config.use_cache if use_cache is None else use_cache
         output_attentions, output_hidden_states = output_flags(self.config, output_attentions, output_hidden_states)
         source_packing = None
         if encoder_outputs is None:
-            # Source padding, found once for the encoder and the decoder's cross-attention.
-            attention_mask = source_padding_mask(input_ids, attention_mask, self.config.pad_token_id)
-            attention_mask, source_packing = pack_source(attention_mask)
             encoder_outputs = self.encoder(
                 input_ids=input_ids,
                 attention_mask=attention_mask,
                 inputs_embeds=inputs_embeds,
                 output_attentions=output_attentions,
                 output_hidden_states=output_hidden_states,
-                packing=source_packing,
-                source_resolved=True,
                 return_dict=True,
             )
+            # the source padding the encoder found, for the cross-attention: no second look at the mask
+            attention_mask, source_packing = encoder_outputs.source_mask, encoder_outputs.source_packing
         else:
             if not isinstance(encoder_outputs, BaseModelOutput):
                 encoder_outputs = BaseModelOutput(*encoder_outputs)
@@ -584,8 +599,8 @@ class TransformerSeq2SeqForConditionalGeneration(
         taken; without decoder inputs they are shifted right into them. ``num_items_in_batch`` (from Trainer): the
         label-token count of the whole accumulated batch, which the summed loss is divided by;
         ``config.label_smoothing`` smooths it. Returns logits (B, T_tgt, V_tgt) and the loss; a training forward
-        with labels runs padding-free (positions after each row's last label are skipped and the output layer
-        runs on the kept ones) and returns the loss without logits."""
+        with labels runs padding-free (positions after each row's last label are skipped by the decoder and the
+        output layer, see ``output_layer_and_loss``) and returns the loss without logits."""
         cache = cache_argument(cache, kwargs)
         _, output_hidden_states = output_flags(self.config, False, output_hidden_states)  # per-layer states: padded
         packing = None
