@@ -125,3 +125,21 @@ def test_pipeline_memory_probe_measures_the_training_peak_apart_from_setup():
     memory = _pipeline_memory_probe(BenchSettings.quick(), "hf_s2s (main job)")
     assert 0 < memory["rss_before_training_mb"] <= memory["peak_rss_training_mb"] <= memory["peak_rss_process_mb"]
     assert memory["peak_rss_growth_mb"] == memory["peak_rss_training_mb"] - memory["rss_before_training_mb"]
+
+
+def test_the_default_sections_leave_serving_out_without_the_serve_extra_and_an_asked_one_is_refused(
+        monkeypatch, tmp_path, capsys):
+    from hf_s2s.cli import bench
+
+    def missing(also=()):
+        raise ImportError("hf-s2s serve needs the serve extra: pip install 'hf_s2s[serve]'")
+
+    ran = []
+    monkeypatch.setattr(bench, "require_serve_extra", missing)
+    monkeypatch.setattr(bench, "run_benchmark", lambda settings, sections: ran.append(sections) or {})
+    monkeypatch.setattr(bench, "to_markdown", lambda report: "")
+    bench.main(["--quick", "--output", str(tmp_path)])
+    assert ran == [tuple(s for s in bench.SECTIONS if s != "serving")]
+    assert "note: skipping the serving section" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="error: the serving section: .*serve extra"):
+        bench.main(["--quick", "--sections", "serving", "--output", str(tmp_path)])
