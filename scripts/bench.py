@@ -6,10 +6,12 @@ Kept so that `python scripts/bench.py ...` works from a checkout; the command is
 """
 
 import sys
-
-from checkout import use_shared_corpus  # scripts/checkout.py
+from pathlib import Path
 
 from hf_s2s.cli import run_command
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/checkout.py, also under runpy.run_path
+from checkout import use_shared_corpus  # noqa: E402
 
 if __name__ == "__main__":
     use_shared_corpus(sys.argv[1:])

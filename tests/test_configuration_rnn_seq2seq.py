@@ -40,7 +40,7 @@ BAD_VALUES = [
     ({"attention_type": "multihead"}, "`attention_type` must be one of ['bahdanau', 'luong_dot', 'luong_general'"),
     ({"decoder_init": "mean"},
      "`decoder_init` must be one of ['bridge', 'last', 'zero', 'final_states', 'final_states_bridge', "
-     "'final_states_projected']"),
+     "'final_states_projected', 'last_forward']"),
     ({"decoder_init": "final_states_projected", "encoder_layers": 2},
      "`encoder_layers` (2) must equal `decoder_layers` (1)"),
     ({"output_projection_size": 0}, "output_projection_size"),

@@ -516,7 +516,7 @@ def test_build_refuses_a_model_without_card_source(trained, tmp_path):
     model_dir = shutil.copytree(trained["transformer_seq2seq"][0], tmp_path / "model")
     (model_dir / "results.json").unlink()
     (model_dir / "README.md").unlink()
-    with pytest.raises(HubFolderError, match="neither results.json nor README.md"):
+    with pytest.raises(HubFolderError, match="neither results.json, README.md nor conversion.json"):
         build_hub_folder(model_dir, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 

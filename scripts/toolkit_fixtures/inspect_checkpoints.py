@@ -58,7 +58,7 @@ def weights_only_status(path: Path, names: list[str]) -> str:
     """Try torch.load(weights_only=True) allowing exactly the non-torch globals the pickle names."""
     allowed = [resolve(n) for n in names if not n.startswith(("torch.", "collections.OrderedDict"))]
     missing = [n for n, obj in zip([n for n in names if not n.startswith(("torch.", "collections.OrderedDict"))],
-                                   allowed) if obj is None]
+                                   allowed, strict=True) if obj is None]
     if missing:
         return f"not tried here: {missing} not importable in this venv"
     try:

@@ -150,7 +150,7 @@ def make_slice(folder: Path) -> dict[str, Path]:
     de, en = read_lines("train.de.gz", None), read_lines("train.en.gz", None)
     counts = collections.Counter(token for line in en for token in line.split())
     known = {token for token, _ in counts.most_common(TGT_VOCAB_SIZE)}
-    pairs = [(s, t) for s, t in zip(de, en) if set(t.split()) <= known][:TRAIN_LINES]
+    pairs = [(s, t) for s, t in zip(de, en, strict=True) if set(t.split()) <= known][:TRAIN_LINES]
     write("train", "de", [s for s, _ in pairs])
     write("train", "en", [t for _, t in pairs])
     for split, stem, count in (("valid", "val", VALID_LINES), ("test", "test_2016_flickr", TEST_LINES)):
