@@ -116,3 +116,17 @@ def train_reversal(model, output_dir, num_symbols=8, max_len=6, num_train=3000, 
         return trainer.evaluate()["eval_exact_match"]
     finally:
         torch.set_num_threads(threads)
+
+
+def labelled_batch():
+    """Right-padded sources (pad 0, end 2) and labels with -100 after each row's end (and one -100 inside a row):
+    token ids below 17, for tiny models of any vocabulary above that."""
+    input_ids = torch.tensor([[5, 6, 7, 8, 2], [9, 10, 2, 0, 0], [11, 2, 0, 0, 0]])
+    labels = torch.tensor([[12, 13, 14, 2], [15, -100, 2, -100], [16, 2, -100, -100]])
+    return {"input_ids": input_ids, "attention_mask": (input_ids != 0).long(), "labels": labels}
+
+
+def decoder_inputs(model, batch):
+    """The forward's inputs for ``batch`` with the decoder inputs made from its labels, as the model shifts them."""
+    return {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"],
+            "decoder_input_ids": model.prepare_decoder_input_ids_from_labels(batch["labels"])}

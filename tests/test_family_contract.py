@@ -25,7 +25,14 @@ from transformers.trainer_pt_utils import LabelSmoother
 from hf_s2s.data.synthetic import FIRST_SYMBOL_ID
 from hf_s2s.models.families import FAMILIES
 from hf_s2s.models.transformers_compat import CACHE_NAME, CACHE_NAMES, output_cache
-from tests.helpers import random_tiny_model, run_without_hf_s2s, single_thread, train_reversal
+from tests.helpers import (
+    decoder_inputs,
+    labelled_batch,
+    random_tiny_model,
+    run_without_hf_s2s,
+    single_thread,
+    train_reversal,
+)
 
 # also run by CI on the oldest supported releases (constraints/oldest.txt)
 pytestmark = pytest.mark.compat
@@ -392,16 +399,6 @@ def tiny(model_type, **overrides):
     return random_tiny_model(model_type, VOCAB, dropout=0.0, **overrides)
 
 
-def padded_batch():
-    """Right-padded sources and labels with -100 after each row's end (and one -100 inside a row)."""
-    input_ids = torch.tensor([[5, 6, 7, 8, 2], [9, 10, 2, 0, 0], [11, 2, 0, 0, 0]])
-    labels = torch.tensor([[12, 13, 14, 2], [15, -100, 2, -100], [16, 2, -100, -100]])
-    return {"input_ids": input_ids, "attention_mask": (input_ids != 0).long(), "labels": labels}
-
-
-def decoder_inputs(model, batch):
-    return {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"],
-            "decoder_input_ids": model.prepare_decoder_input_ids_from_labels(batch["labels"])}
 
 
 def assert_same_tuple(actual, expected):
@@ -414,7 +411,7 @@ def assert_same_tuple(actual, expected):
 @FAMILY
 def test_return_dict_false_gives_a_tuple_from_the_call_or_the_config(model_type):
     model = tiny(model_type)
-    batch = padded_batch()
+    batch = labelled_batch()
     for module, inputs in ((model, {**batch, "use_cache": False}),
                            (model.model, {**decoder_inputs(model, batch), "use_cache": False})):
         expected = module(**inputs).to_tuple()
@@ -435,7 +432,7 @@ def test_forward_accepts_unknown_keywords_as_transformers_models_do(model_type):
     """A keyword a newer transformers passes to forward (5.24 passes ``cache``; others may come) must not break
     decoding: like transformers' own models, both forwards accept and ignore keywords they do not use."""
     model = tiny(model_type)
-    batch = padded_batch()
+    batch = labelled_batch()
     for module, inputs in ((model, batch), (model.model, decoder_inputs(model, batch))):
         plain = module(**inputs)[0]
         torch.testing.assert_close(module(**inputs, cache_position=None, position_ids=None, some_future_kwarg=1)[0], plain)
@@ -449,7 +446,7 @@ def test_the_cache_is_accepted_under_both_names_and_returned_under_the_installed
     transformers pass the old name), returns it under the name the installed transformers reads back, and refuses
     both at once as transformers does."""
     model = tiny(model_type)
-    batch = padded_batch()
+    batch = labelled_batch()
     inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
     start = torch.full((3, 1), model.config.decoder_start_token_id)
     head = model(**inputs, decoder_input_ids=start, use_cache=True)
@@ -471,7 +468,7 @@ def test_the_cache_is_accepted_under_both_names_and_returned_under_the_installed
 def test_eval_logits_with_labels_are_the_ordinary_logits(model_type):
     """Logits do not depend on whether labels came along (they were zero after each row's last label)."""
     model = tiny(model_type)
-    batch = padded_batch()
+    batch = labelled_batch()
     with torch.no_grad():
         with_labels = model(**batch).logits
         without = model(**decoder_inputs(model, batch)).logits
@@ -561,7 +558,7 @@ def test_loss_is_the_token_mean_and_halves_of_an_accumulated_batch_add_up(model_
 def test_label_smoothing_in_the_model_equals_trainers_label_smoother(model_type, with_num_items):
     """Eval (full logits) and training (padding-free) losses both equal transformers' LabelSmoother on the logits."""
     model = tiny(model_type, label_smoothing=0.1)
-    batch = padded_batch()
+    batch = labelled_batch()
     num_items = {"num_items_in_batch": torch.tensor(11)} if with_num_items else {}
     with torch.no_grad():
         out = model(**batch, **num_items)
@@ -574,7 +571,7 @@ def test_label_smoothing_in_the_model_equals_trainers_label_smoother(model_type,
 def test_padding_free_training_gives_the_gradients_of_the_padded_computation(model_type):
     """The packed path (labels in training mode) against the full logits of the same batch, smoothed by
     LabelSmoother: the same gradient for every parameter."""
-    batch = padded_batch()
+    batch = labelled_batch()
     num_items = torch.tensor(11)
     packed = tiny(model_type, label_smoothing=0.1).train()
     packed(**batch, num_items_in_batch=num_items).loss.backward()

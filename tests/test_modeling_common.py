@@ -14,7 +14,7 @@ from transformers import AutoConfig, AutoModelForSeq2SeqLM, Seq2SeqTrainer, Seq2
 from hf_s2s.data.tokenization import train_tokenizer_from_texts
 from hf_s2s.inference.translate import alignment
 from hf_s2s.training.run import smooth_labels_in_model
-from tests.helpers import TINY, random_tiny_model
+from tests.helpers import TINY, decoder_inputs, labelled_batch, random_tiny_model
 
 # also run by CI on the oldest supported releases (constraints/oldest.txt)
 pytestmark = pytest.mark.compat
@@ -27,16 +27,6 @@ def make_model(model_type, attn_implementation=None):
     return random_tiny_model(model_type, VOCAB, attn_implementation=attn_implementation, dropout=0.0)
 
 
-def padded_batch():
-    """Right-padded sources and labels with -100 after each row's end (and one -100 inside a row)."""
-    input_ids = torch.tensor([[5, 6, 7, 8, 2], [9, 10, 2, 0, 0], [11, 2, 0, 0, 0]])
-    labels = torch.tensor([[12, 13, 14, 2], [15, -100, 2, -100], [16, 2, -100, -100]])
-    return {"input_ids": input_ids, "attention_mask": (input_ids != 0).long(), "labels": labels}
-
-
-def decoder_inputs(model, batch):
-    return {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"],
-            "decoder_input_ids": model.prepare_decoder_input_ids_from_labels(batch["labels"])}
 
 
 # ------------------------------------------------------------------------------------------- outputs and flags
@@ -44,7 +34,7 @@ def decoder_inputs(model, batch):
 
 def test_config_output_flags_are_honoured_when_the_call_does_not_pass_them():
     model = make_model("transformer_seq2seq", attn_implementation="eager")
-    inputs = decoder_inputs(model, padded_batch())
+    inputs = decoder_inputs(model, labelled_batch())
     asked = model(**inputs, output_attentions=True, output_hidden_states=True)
     model.config.output_attentions = True
     model.config.output_hidden_states = True
@@ -60,13 +50,13 @@ def test_config_output_flags_are_honoured_when_the_call_does_not_pass_them():
 
     rnn = make_model("rnn_seq2seq")
     rnn.config.output_attentions = True
-    weights = rnn(**decoder_inputs(rnn, padded_batch())).cross_attentions[0]  # (B, 1, T, S)
+    weights = rnn(**decoder_inputs(rnn, labelled_batch())).cross_attentions[0]  # (B, 1, T, S)
     torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]))
 
 
 def test_attentions_asked_under_sdpa_warn_and_return_none_as_transformers_does(caplog):
     model = make_model("transformer_seq2seq", attn_implementation="sdpa")
-    inputs = decoder_inputs(model, padded_batch())
+    inputs = decoder_inputs(model, labelled_batch())
     logging.Logger.warning_once.cache_clear()  # transformers warns once per message and process
     with caplog.at_level(logging.WARNING):
         out = model(**inputs, output_attentions=True)
@@ -80,7 +70,7 @@ def test_attentions_asked_under_sdpa_warn_and_return_none_as_transformers_does(c
 
 def test_training_job_moves_label_smoothing_into_the_model_so_labels_reach_it(tmp_path):
     model = make_model("transformer_seq2seq").train()
-    batch = padded_batch()
+    batch = labelled_batch()
     batch["decoder_input_ids"] = model.prepare_decoder_input_ids_from_labels(batch["labels"])  # as the collator
     args = Seq2SeqTrainingArguments(output_dir=str(tmp_path), label_smoothing_factor=0.1, use_cpu=True,
                                     report_to="none")
