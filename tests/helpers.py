@@ -79,6 +79,20 @@ def run_without_hf_s2s(script: str, cwd: Path, timeout: int = 300):
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
+def generate_without_hf_s2s(folder: Path, sources: list[str], cwd: Path, **generate_kwargs) -> list[list[int]]:
+    """The token ids ``generate(**generate_kwargs)`` gives for ``sources`` on ``folder`` loaded with
+    ``trust_remote_code=True`` in a process where hf_s2s cannot be imported (:func:`run_without_hf_s2s`)."""
+    return run_without_hf_s2s(f"""
+        import json, torch
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+        model = AutoModelForSeq2SeqLM.from_pretrained({str(folder)!r}, trust_remote_code=True).eval()
+        tokenizer = AutoTokenizer.from_pretrained({str(folder)!r}, trust_remote_code=True)
+        batch = tokenizer({sources!r}, return_tensors="pt", padding=True)
+        with torch.no_grad():
+            print(json.dumps(model.generate(**batch, **{generate_kwargs!r}).tolist()))
+    """, cwd=cwd)
+
+
 def train_reversal(model, output_dir, num_symbols=8, max_len=6, num_train=3000, epochs=8, batch_size=32,
                    learning_rate=3e-3, seed=0):
     """Train ``model`` on the reversal task with Seq2SeqTrainer and return exact match of greedy generation

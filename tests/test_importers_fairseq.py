@@ -14,7 +14,7 @@ import hf_s2s  # noqa: F401  (registers the Auto classes)
 from hf_s2s.importers import CheckpointError, convert
 from hf_s2s.importers.fairseq import read_dictionary
 from hf_s2s.models.transformers_compat import output_cache
-from tests.helpers import run_without_hf_s2s
+from tests.helpers import generate_without_hf_s2s
 
 FIXTURES = Path(__file__).parent / "fixtures" / "toolkits"
 FAIRSEQ = sorted(path for path in FIXTURES.glob("fairseq_*") if (path / "checkpoint.pt").is_file())
@@ -126,16 +126,7 @@ def test_folder_loads_and_generates_without_hf_s2s(converted, tmp_path):
     batch = tokenizer(sources[:4], return_tensors="pt", padding=True)
     with torch.no_grad():
         expected = model.generate(**batch, num_beams=1, max_new_tokens=20).tolist()
-    got = run_without_hf_s2s(f"""
-        import json, torch
-        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-        model = AutoModelForSeq2SeqLM.from_pretrained({str(folder)!r}, trust_remote_code=True).eval()
-        tokenizer = AutoTokenizer.from_pretrained({str(folder)!r}, trust_remote_code=True)
-        batch = tokenizer({sources[:4]!r}, return_tensors="pt", padding=True)
-        with torch.no_grad():
-            print(json.dumps(model.generate(**batch, num_beams=1, max_new_tokens=20).tolist()))
-    """, cwd=tmp_path)
-    assert got == expected
+    assert generate_without_hf_s2s(folder, sources[:4], tmp_path, num_beams=1, max_new_tokens=20) == expected
 
 
 @pytest.mark.slow

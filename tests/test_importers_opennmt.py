@@ -17,7 +17,7 @@ from hf_s2s.importers.opennmt import opennmt_max_lengths
 from hf_s2s.models.modeling_rnn_seq2seq import RNNSeq2SeqForConditionalGeneration
 from hf_s2s.models.modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
 from hf_s2s.models.transformers_compat import output_cache
-from tests.helpers import run_without_hf_s2s
+from tests.helpers import generate_without_hf_s2s
 
 FIXTURES = Path(__file__).parent / "fixtures" / "toolkits"
 OPENNMT = sorted(path for path in FIXTURES.glob("opennmt_*") if (path / "model.pt").is_file())
@@ -120,16 +120,7 @@ def test_folder_loads_and_generates_without_hf_s2s(converted, tmp_path):
     batch = tokenizer(sources[:4], return_tensors="pt", padding=True)
     with torch.no_grad():
         expected = model.generate(**batch, num_beams=1, max_new_tokens=20).tolist()
-    got = run_without_hf_s2s(f"""
-        import json, torch
-        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-        model = AutoModelForSeq2SeqLM.from_pretrained({str(folder)!r}, trust_remote_code=True).eval()
-        tokenizer = AutoTokenizer.from_pretrained({str(folder)!r}, trust_remote_code=True)
-        batch = tokenizer({sources[:4]!r}, return_tensors="pt", padding=True)
-        with torch.no_grad():
-            print(json.dumps(model.generate(**batch, num_beams=1, max_new_tokens=20).tolist()))
-    """, cwd=tmp_path)
-    assert got == expected
+    assert generate_without_hf_s2s(folder, sources[:4], tmp_path, num_beams=1, max_new_tokens=20) == expected
 
 
 @pytest.mark.slow
