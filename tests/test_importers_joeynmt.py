@@ -132,6 +132,31 @@ def test_translate_command_on_the_converted_folder(converted, tmp_path):
     assert record["toolkit"] == "joeynmt" and record["architecture"] in fixture.name
 
 
+@pytest.mark.slow
+def test_translate_takes_the_folders_length_penalty(converted, tmp_path):
+    """Joey NMT ranks beams by raw sums (beam_alpha -1). Converted with the config its beam search ran with
+    (testing.beam_size 5), the folder's generation config says length_penalty 0, and translate() (hf-s2s translate,
+    the server) uses it unless told otherwise; 1.0 would rank the beams differently. (With beam_size 1 the generation
+    config cannot hold a length penalty: transformers refuses to save one without beam search.)"""
+    from hf_s2s.inference.engines import TorchEngine
+    from hf_s2s.inference.translate import translate
+
+    fixture, _, _, tokenizer, sources = converted
+    folder = convert("joeynmt", fixture / "model.ckpt", tmp_path / "model", config=fixture / "translate_beam5.yaml",
+                     source_vocab=fixture / "src_vocab.txt", target_vocab=fixture / "trg_vocab.txt")
+    architecture = json.loads((folder / "conversion.json").read_text())["architecture"]
+    model = MODEL_CLASSES[architecture].from_pretrained(folder).eval()
+    assert (model.generation_config.num_beams, model.generation_config.length_penalty) == (5, 0.0)
+    assert TorchEngine(folder).options(num_beams=5).length_penalty == 0.0
+
+    def texts(**options):
+        return [hyps[0].text for hyps in translate(model, tokenizer, sources, num_beams=5, scores=False, **options)]
+
+    default = texts()
+    assert default == texts(length_penalty=0.0)
+    assert default != texts(length_penalty=1.0)
+
+
 def copy_with_config(fixture: Path, folder: Path, change) -> Path:
     """The fixture's checkpoint and vocabularies in ``folder``, with ``change(config)`` applied to config.yaml."""
     folder.mkdir()

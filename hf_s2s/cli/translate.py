@@ -28,7 +28,6 @@ from hf_s2s.inference.int8 import quantize_int8
 from hf_s2s.inference.plots import check_layer_and_head, plot_alignment, plot_encoder_attention
 from hf_s2s.inference.translate import (
     DEFAULT_BATCH_SIZE,
-    DEFAULT_LENGTH_PENALTY,
     alignment,
     check_decoding_options,
     check_models_support,
@@ -76,9 +75,11 @@ def main(argv=None, prog=None):
     parser.add_argument("--scores", action="store_true", help="print each hypothesis' log-probability score")
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="sentences translated together")
     parser.add_argument("--max-new-tokens", type=int, default=None, help="default: the model's generation config")
-    parser.add_argument("--length-penalty", type=float, default=DEFAULT_LENGTH_PENALTY,
+    parser.add_argument("--length-penalty", type=float, default=None,
                         help="beam search length penalty: a hypothesis scores its log-probability / length ** "
-                             "PENALTY (1.0: the mean token log-probability; 0: their sum, no normalization)")
+                             "PENALTY (1.0: the mean token log-probability; 0: their sum, no normalization); "
+                             "default: the model's generation config (1.0 for models trained by hf-s2s train; a "
+                             "converted folder's is its toolkit's)")
     parser.add_argument("--max-len-a", type=float, default=None, metavar="A",
                         help="output tokens per source token of the length bound A x source + B (fairseq's); "
                              "default: the model's generation config (max_len_a)")

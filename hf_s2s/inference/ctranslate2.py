@@ -49,10 +49,10 @@ from ..models.modeling_common import (
 from ..models.modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
 from .translate import (
     DEFAULT_BATCH_SIZE,
-    DEFAULT_LENGTH_PENALTY,
     Hypothesis,
     _source_limit,
     check_translation,
+    configured_length_penalty,
     encode_sources,
     is_blank,
 )
@@ -375,7 +375,7 @@ def _generated(output, eos_token: str) -> int:
 
 def translate_ctranslate2(translator, model, tokenizer, sentences: list[str], *, batch_size: int = DEFAULT_BATCH_SIZE,
                           num_beams: int | None = None, num_return_sequences: int = 1, max_new_tokens: int | None = None,
-                          length_penalty: float = DEFAULT_LENGTH_PENALTY, max_source_length: int | None = None,
+                          length_penalty: float | None = None, max_source_length: int | None = None,
                           scores: bool = True, **bound) -> list[list[Hypothesis]]:
     """:func:`hf_s2s.inference.translate.translate` on an exported model (a ``ctranslate2.Translator`` of ``model``
     exported with ``tokenizer``): the same options, completed from ``model``'s generation config and refused alike
@@ -396,6 +396,7 @@ def translate_ctranslate2(translator, model, tokenizer, sentences: list[str], *,
     if unknown:
         raise ValueError(f"translate_ctranslate2 takes max_len_a and max_len_b besides its own options; got "
                          f"{', '.join(unknown)}, which CTranslate2 decoding does not implement")
+    length_penalty = configured_length_penalty(model.generation_config, length_penalty)
     num_beams = check_translation(model, num_beams=num_beams, num_return_sequences=num_return_sequences,
                                   batch_size=batch_size, max_new_tokens=max_new_tokens, length_penalty=length_penalty,
                                   **bound)

@@ -39,6 +39,7 @@ from .translate import (
     alignment,
     check_models_support,
     check_translation,
+    configured_length_penalty,
     length_bound_arguments,
     translate,
 )
@@ -99,10 +100,11 @@ class Engine:
 
     def options(self, *, num_beams: int | None = None, num_return_sequences: int = 1, max_len_a: float | None = None,
                 max_len_b: int | None = None, no_length_bound: bool = False, max_new_tokens: int | None = None,
-                length_penalty: float = DEFAULT_LENGTH_PENALTY) -> DecodingOptions:
-        """Complete options from the generation config (``num_beams`` None: its beam count; the length bound not
-        given: its ``max_len_a``/``max_len_b``; ``no_length_bound``: none) and refuse, with a ValueError naming the
-        option, what ``translate`` would refuse."""
+                length_penalty: float | None = None) -> DecodingOptions:
+        """Complete options from the generation config (``num_beams`` None: its beam count; ``length_penalty`` None:
+        its length penalty; the length bound not given: its ``max_len_a``/``max_len_b``; ``no_length_bound``: none)
+        and refuse, with a ValueError naming the option, what ``translate`` would refuse."""
+        length_penalty = configured_length_penalty(self.generation_config, length_penalty)
         bound = length_bound_arguments(max_len_a, max_len_b, no_length_bound,
                                        flags=("max_len_a", "max_len_b", "no_length_bound"))
         beams = check_translation(self, num_beams=num_beams, num_return_sequences=num_return_sequences,

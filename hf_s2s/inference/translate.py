@@ -57,10 +57,11 @@ def _check_number(name: str, flag: str, value, low: float, high: float, meaning:
 
 def check_decoding_options(*, num_beams: int | None, num_return_sequences: int = 1, batch_size: int = 1,
                            max_new_tokens: int | None = None, do_sample: bool = False,
-                           coverage_penalty: float = 0.0, length_penalty: float = DEFAULT_LENGTH_PENALTY) -> None:
+                           coverage_penalty: float = 0.0, length_penalty: float | None = None) -> None:
     """Refuse decoding options that cannot work, before any model is loaded: each error names the option (its
     command-line flag in brackets), the value and what is allowed. ``max_new_tokens`` None means the model's
-    generation config decides, and so does ``num_beams`` None (checked again by ``translate`` once it is known)."""
+    generation config decides, and so do ``num_beams`` None and ``length_penalty`` None (each checked again by
+    ``translate`` once it is known)."""
     counts = [("num_beams", "--beams", num_beams), ("num_return_sequences", "--nbest", num_return_sequences),
               ("batch_size", "--batch-size", batch_size), ("max_new_tokens", "--max-new-tokens", max_new_tokens)]
     for name, flag, value in counts:
@@ -71,8 +72,10 @@ def check_decoding_options(*, num_beams: int | None, num_return_sequences: int =
     if num_beams is not None and num_return_sequences > num_beams and not do_sample:
         raise ValueError(f"num_return_sequences ({num_return_sequences}, --nbest) must be <= num_beams "
                          f"({num_beams}, --beams): beam search returns at most one hypothesis per beam")
-    _check_number("length_penalty", "--length-penalty", length_penalty, -LENGTH_PENALTY_LIMIT, LENGTH_PENALTY_LIMIT,
-                  "beam scores are divided by length ** penalty; 1.0: the mean token log-probability")
+    if length_penalty is not None:
+        _check_number("length_penalty", "--length-penalty", length_penalty, -LENGTH_PENALTY_LIMIT,
+                      LENGTH_PENALTY_LIMIT, "beam scores are divided by length ** penalty; 1.0: the mean token "
+                      "log-probability")
     _check_number("coverage_penalty", "--coverage-penalty", coverage_penalty, 0.0, COVERAGE_PENALTY_LIMIT,
                   "GNMT's beta; 0 = off")
     if coverage_penalty and (num_beams == 1 or do_sample):
@@ -249,9 +252,18 @@ def _members(model) -> list:
     return list(model.members) if isinstance(model, Seq2SeqEnsemble) else [model]
 
 
+def configured_length_penalty(generation_config, length_penalty: float | None) -> float:
+    """``length_penalty``, or where it is None the generation config's, as generate() completes it (transformers'
+    1.0 where the config has none). A converted folder carries its toolkit's (Joey NMT's default: 0, raw sums)."""
+    if length_penalty is not None:
+        return length_penalty
+    configured = getattr(generation_config, "length_penalty", None)
+    return DEFAULT_LENGTH_PENALTY if configured is None else configured
+
+
 def check_translation(model, *, num_beams: int | None = None, num_return_sequences: int = 1,
                       batch_size: int = DEFAULT_BATCH_SIZE, max_new_tokens: int | None = None,
-                      length_penalty: float = DEFAULT_LENGTH_PENALTY, coverage_penalty: float = 0.0,
+                      length_penalty: float | None = None, coverage_penalty: float = 0.0,
                       **generate_kwargs) -> int:
     """Everything :func:`translate` refuses, with the loaded ``model`` (or ensemble) and its generation config to
     complete the options: the options themselves, the length bound as generate() would complete it, and what the
@@ -261,7 +273,8 @@ def check_translation(model, *, num_beams: int | None = None, num_return_sequenc
         num_beams = model.generation_config.num_beams or 1  # None in a config that never set it: generate's 1
     check_decoding_options(num_beams=num_beams, num_return_sequences=num_return_sequences, batch_size=batch_size,
                            max_new_tokens=max_new_tokens, do_sample=bool(generate_kwargs.get("do_sample")),
-                           coverage_penalty=coverage_penalty, length_penalty=length_penalty)
+                           coverage_penalty=coverage_penalty,
+                           length_penalty=configured_length_penalty(model.generation_config, length_penalty))
     if max_new_tokens is not None and generate_kwargs.get("max_length") is not None:
         raise ValueError(f"give max_new_tokens ({max_new_tokens}) or max_length ({generate_kwargs['max_length']}), "
                          "not both")
@@ -277,12 +290,12 @@ def check_translation(model, *, num_beams: int | None = None, num_return_sequenc
 @torch.no_grad()
 def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAULT_BATCH_SIZE,
               num_beams: int | None = None, num_return_sequences: int = 1, max_new_tokens: int | None = None,
-              length_penalty: float = DEFAULT_LENGTH_PENALTY, max_source_length: int | None = None, scores: bool = True,
+              length_penalty: float | None = None, max_source_length: int | None = None, scores: bool = True,
               coverage_penalty: float = 0.0, **generate_kwargs) -> list[list[Hypothesis]]:
     """Translate ``sentences``; returns, for each, its ``num_return_sequences`` best hypotheses, best first.
 
-    Sentences are decoded in batches of similar length. Without ``num_beams`` or ``max_new_tokens``, the model's
-    generation config decides (``num_beams``, ``max_length``), and without ``max_source_length`` the tokenizer's
+    Sentences are decoded in batches of similar length. Without ``num_beams``, ``max_new_tokens`` or
+    ``length_penalty``, the model's generation config decides (``num_beams``, ``max_length``, ``length_penalty``), and without ``max_source_length`` the tokenizer's
     ``model_max_length`` (the main job saves its ``--max_source_length`` there); other ``generate`` arguments
     pass through, among them the source-relative length bound ``max_len_a``/``max_len_b`` (the generation config's
     by default; None for both turns it off). A blank sentence (:func:`is_blank`: nothing but whitespace, control and
@@ -296,6 +309,7 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAU
 
     ``coverage_penalty`` > 0 adds GNMT's coverage penalty with that beta to beam search (:mod:`hf_s2s.inference.penalties`);
     ``model`` may be a :class:`hf_s2s.inference.ensemble.Seq2SeqEnsemble`."""
+    length_penalty = configured_length_penalty(model.generation_config, length_penalty)
     num_beams = check_translation(model, num_beams=num_beams, num_return_sequences=num_return_sequences,
                                   batch_size=batch_size, max_new_tokens=max_new_tokens, length_penalty=length_penalty,
                                   coverage_penalty=coverage_penalty, **generate_kwargs)
