@@ -178,3 +178,63 @@ def test_dictionaries_of_another_model_are_refused(tmp_path):
     with pytest.raises(CheckpointError, match="not this model's dictionaries"):
         convert("fairseq", path, tmp_path / "out", source_vocab=tmp_path / "dict.de.txt",
                 target_vocab=tmp_path / "dict.en.txt")
+
+
+TRANSFORMER = FIXTURES / "fairseq_transformer"
+
+
+def fairseq_sinusoid(positions: list[int], dim: int) -> torch.Tensor:
+    """fairseq's SinusoidalPositionalEmbedding.get_embedding, written out in float64: [sin(p w_i); cos(p w_i)],
+    w_i = 10000^(-i / (dim/2 - 1))."""
+    half = dim // 2
+    w = torch.tensor([10000.0 ** (-i / (half - 1)) for i in range(half)], dtype=torch.float64)
+    angles = torch.tensor(positions, dtype=torch.float64)[:, None] * w[None, :]
+    return torch.cat([angles.sin(), angles.cos()], dim=1)
+
+
+@pytest.mark.skipif(not (TRANSFORMER / "checkpoint.pt").is_file(), reason="no fairseq transformer fixture")
+def test_sinusoidal_positions_are_fairseqs_and_stay_fixed(tmp_path):
+    """fairseq's sinusoid becomes position_embedding_layout="tensor2tensor" from position 2: the values fairseq computes at its positions
+    (real tokens from padding_idx + 1 = 2, continued by the cache), and no parameter a fine-tuning would train."""
+    folder = convert("fairseq", TRANSFORMER / "checkpoint.pt", tmp_path / "model")
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder)
+    config = model.config
+    assert (config.position_embedding_type, config.position_embedding_layout, config.position_offset) == (
+        "sinusoidal", "tensor2tensor", 2)
+    assert not [name for name, _ in model.named_parameters() if "embed_positions" in name]
+    positions = model.model.decoder.embed_positions
+    pad = config.pad_token_id
+    assert pad == 1
+    torch.testing.assert_close(positions(6, 0, "cpu").double(), fairseq_sinusoid(list(range(2, 8)), config.d_model),
+                               atol=1e-6, rtol=0)
+    torch.testing.assert_close(positions(1, 4, "cpu").double(), fairseq_sinusoid([6], config.d_model),
+                               atol=1e-6, rtol=0)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (TRANSFORMER / "checkpoint.pt").is_file(), reason="no fairseq transformer fixture")
+@pytest.mark.parametrize("learned", [("encoder",), ("encoder", "decoder")], ids=["encoder", "both"])
+def test_learned_positions_holding_the_sinusoid_decode_as_the_sinusoid(tmp_path, learned):
+    """A checkpoint whose learned position tables (--encoder/decoder-learned-pos) hold fairseq's sinusoid converts to
+    learned tables and translates as the sinusoidal original does, token for token; where one side learned, the
+    other side's sinusoid becomes a table too."""
+    path = copy_with(TRANSFORMER, tmp_path, **{f"{side}_learned_pos": True for side in learned})
+    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    d_model, rows = checkpoint["cfg"]["model"].encoder_embed_dim, checkpoint["cfg"]["model"].max_source_positions
+    table = torch.zeros(rows + 2, d_model)  # fairseq's LearnedPositionalEmbedding: max positions + padding_idx + 1
+    table[2:] = fairseq_sinusoid(list(range(2, rows + 2)), d_model).float()
+    for side in learned:
+        checkpoint["model"][f"{side}.embed_positions.weight"] = table.clone()
+    torch.save(checkpoint, path)
+    learned_folder = convert("fairseq", path, tmp_path / "learned")
+    fixed_folder = convert("fairseq", TRANSFORMER / "checkpoint.pt", tmp_path / "fixed")
+    tokenizer = AutoTokenizer.from_pretrained(fixed_folder)
+    sources = (TRANSFORMER / "test.de").read_text(encoding="utf-8").splitlines()[:30]
+    outputs = []
+    for folder in (learned_folder, fixed_folder):
+        model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+        outputs.append(generate_all(model, tokenizer, sources, 50, num_beams=1, do_sample=False))
+        if folder == learned_folder:
+            assert model.config.position_embedding_type == "learned"
+            assert model.model.encoder.embed_positions.weight_table.weight.shape == (rows, d_model)
+    assert outputs[0] == outputs[1]

@@ -3,6 +3,7 @@ OpenNMT-py 3.5.1 with scripts/toolkit_fixtures/make.py), the safe checkpoint rea
 
 import argparse
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -169,7 +170,7 @@ TRANSFORMER = FIXTURES / "opennmt_transformer"
 
 @pytest.mark.skipif(not (TRANSFORMER / "model.pt").is_file(), reason="no OpenNMT-py Transformer fixture")
 @pytest.mark.parametrize(("option", "value"), [("max_relative_positions", 20), ("max_relative_positions", -1),
-                                               ("position_encoding_type", "SinusoidalConcat"),
+                                               ("position_encoding_type", "Rotary"),
                                                ("position_encoding", False), ("num_kv", 1),
                                                ("parallel_residual", True), ("layer_norm", "rms"),
                                                ("self_attn_type", "average"), ("pos_ffn_activation_fn", "silu"),
@@ -182,6 +183,29 @@ def test_an_unsupported_transformer_option_is_refused_naming_it(tmp_path, option
     with pytest.raises(CheckpointError, match=f"-{option} "):
         convert("opennmt-py", path, tmp_path / "out")
     assert not (tmp_path / "out" / "config.json").exists()
+
+
+@pytest.mark.skipif(not (TRANSFORMER / "model.pt").is_file(), reason="no OpenNMT-py Transformer fixture")
+def test_sinusoidal_concat_positions_are_checked_against_the_stored_table(tmp_path):
+    """-position_encoding_type SinusoidalConcat maps onto position_embedding_layout="tensor2tensor": a checkpoint
+    whose stored pe tables are OpenNMT-py's SinusoidalConcat ([sin; cos], frequencies 10000^(-i/(d/2 - 1)), from
+    position 0) converts; one that declares it over another table is refused."""
+    checkpoint = torch.load(TRANSFORMER / "model.pt", map_location="cpu", weights_only=False)
+    checkpoint["opt"].position_encoding_type = "SinusoidalConcat"
+    torch.save(checkpoint, tmp_path / "declared.pt")
+    with pytest.raises(CheckpointError, match="is not the SinusoidalConcat table"):
+        convert("opennmt-py", tmp_path / "declared.pt", tmp_path / "refused")
+    for side in ("encoder", "decoder"):
+        name = f"{side}.embeddings.make_embedding.pe.pe"
+        rows, _, dim = checkpoint["model"][name].shape
+        half = dim // 2  # float32, as the toolkit computes it: at position 5000 float64 angles differ by ~5e-4
+        w = torch.exp(torch.arange(half, dtype=torch.float32) * -(math.log(10000.0) / (half - 1)))
+        angles = torch.arange(rows, dtype=torch.float32)[:, None] * w[None, :]
+        checkpoint["model"][name] = torch.cat([angles.sin(), angles.cos()], dim=1)[:, None, :]
+    torch.save(checkpoint, tmp_path / "concat.pt")
+    folder = convert("opennmt-py", tmp_path / "concat.pt", tmp_path / "out")
+    config = json.loads((folder / "config.json").read_text())
+    assert (config["position_embedding_layout"], config["position_offset"]) == ("tensor2tensor", 0)
 
 
 def test_the_cap_follows_onmt_translate_batches():

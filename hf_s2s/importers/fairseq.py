@@ -21,10 +21,11 @@ And ``--arch transformer`` (and its named variants) -> ``transformer_seq2seq``:
   the final LayerNorms), LayerNorm eps 1e-5, ``relu``/``gelu``, embeddings scaled by sqrt(d) unless
   ``--no-scale-embedding``, ``q_proj/k_proj/v_proj`` concatenated into hf_s2s's fused projections;
 - positions: fairseq numbers real tokens from ``padding_idx + 1`` (= 2) and its sinusoid is tensor2tensor's,
-  ``[sin(p w_i); cos(p w_i)]`` with ``w_i = 10000^(-i / (d/2 - 1))``. The converter writes these values, computed
-  as fairseq computes them, as a ``position_embedding_type="learned"`` table whose row j is fairseq's position
-  j + 2 (learned fairseq positions: their table without its first ``padding_idx + 1`` rows). Fine-tuning then
-  trains the table, which fairseq would not;
+  ``[sin(p w_i); cos(p w_i)]`` with ``w_i = 10000^(-i / (d/2 - 1))``: ``position_embedding_layout="tensor2tensor"``
+  and ``position_offset=2``, which compute them as fairseq does, fixed (fine-tuning leaves them alone, as fairseq would). Learned positions
+  (``--encoder/decoder-learned-pos``) become ``position_embedding_type="learned"`` tables whose row j is fairseq's
+  position j + 2 (their table without its first ``padding_idx + 1`` rows); where only one side learned them, the
+  other side's sinusoid is written as a table too (hf_s2s has one position type for both sides);
 - the output projection (no bias) tied to the decoder embedding (``--share-decoder-input-output-embed``), or not;
   ``--share-all-embeddings`` -> ``share_encoder_decoder_embeddings``.
 
@@ -33,12 +34,12 @@ are refused, naming the option.
 """
 
 import argparse
-import math
 from pathlib import Path
 
 import torch
 from transformers import GenerationConfig
 
+from ..models.attention_transformer_seq2seq import sinusoidal_positions
 from ..models.configuration_rnn_seq2seq import RNNSeq2SeqConfig
 from ..models.configuration_transformer_seq2seq import TransformerSeq2SeqConfig
 from ..models.modeling_rnn_seq2seq import RNNSeq2SeqForConditionalGeneration
@@ -260,7 +261,7 @@ def check_transformer_options(opt: dict) -> None:
 
 def transformer_config(opt: dict, source_vocab: list[str], target_vocab: list[str]) -> TransformerSeq2SeqConfig:
     """The transformer_seq2seq config whose math is fairseq's ``transformer`` for these options."""
-    shared = bool(opt.get("share_all_embeddings"))
+    shared, ids = bool(opt.get("share_all_embeddings")), special_ids(target_vocab)
     return TransformerSeq2SeqConfig(
         vocab_size=len(source_vocab),
         decoder_vocab_size=None if source_vocab == target_vocab else len(target_vocab),
@@ -274,25 +275,21 @@ def transformer_config(opt: dict, source_vocab: list[str], target_vocab: list[st
         activation_function=opt.get("activation_fn", "relu"),
         dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,  # inference; fine-tuning sets its own
         norm_position="pre" if opt.get("encoder_normalize_before") else "post",
-        position_embedding_type="learned",  # fairseq's positions, written as a table (module docstring)
+        # fairseq's sinusoid as computed (module docstring), or its learned tables (either side learned: both tables)
+        position_embedding_type="learned" if learned_positions(opt) else "sinusoidal",
+        position_embedding_layout="tensor2tensor",
+        position_offset=0 if learned_positions(opt) else ids["pad_token_id"] + 1,  # real tokens from padding_idx + 1
         max_position_embeddings=max(opt.get("max_source_positions") or 1024, opt.get("max_target_positions") or 1024),
         scale_embedding=not opt.get("no_scale_embedding"),
         share_encoder_decoder_embeddings=shared,
         tie_word_embeddings=shared or bool(opt.get("share_decoder_input_output_embed")),
-        **special_ids(target_vocab),
+        **ids,
     )
 
 
-def fairseq_sinusoids(rows: int, dim: int, padding_idx: int) -> torch.Tensor:
-    """Rows for fairseq positions padding_idx + 1 .. padding_idx + rows, as
-    ``SinusoidalPositionalEmbedding.get_embedding`` computes them (float32, the same operations): -> (rows, dim)."""
-    half = dim // 2
-    frequencies = torch.exp(torch.arange(half, dtype=torch.float) * -(math.log(10000) / (half - 1)))  # (d/2,)
-    table = torch.arange(rows + padding_idx + 1, dtype=torch.float).unsqueeze(1) * frequencies.unsqueeze(0)
-    table = torch.cat([torch.sin(table), torch.cos(table)], dim=1).view(rows + padding_idx + 1, -1)
-    if dim % 2 == 1:
-        table = torch.cat([table, torch.zeros(table.shape[0], 1)], dim=1)
-    return table[padding_idx + 1 :]  # (rows, dim)
+def learned_positions(opt: dict) -> bool:
+    """Whether either side learned its positions (``--encoder-learned-pos`` / ``--decoder-learned-pos``)."""
+    return bool(opt.get("encoder_learned_pos") or opt.get("decoder_learned_pos"))
 
 
 def transformer_state_dict(model: dict, config: TransformerSeq2SeqConfig, opt: dict) -> dict[str, torch.Tensor]:
@@ -307,9 +304,11 @@ def transformer_state_dict(model: dict, config: TransformerSeq2SeqConfig, opt: d
             table = state.take(f"{side}.embed_positions.weight")[padding_idx + 1 :]
             if table.shape[0] != rows:
                 raise CheckpointError(f"{side}.embed_positions holds {table.shape[0]} positions, not {rows}")
-        else:
-            table = fairseq_sinusoids(rows, config.d_model, padding_idx)
-        out[f"model.{side}.embed_positions.weight_table.weight"] = table
+            out[f"model.{side}.embed_positions.weight_table.weight"] = table
+        elif learned_positions(opt):  # the other side learned: this side's sinusoid becomes a table like it
+            positions = torch.arange(rows) + padding_idx + 1
+            out[f"model.{side}.embed_positions.weight_table.weight"] = sinusoidal_positions(positions, config.d_model,
+                                                                                              "tensor2tensor")
         layers = config.encoder_layers if side == "encoder" else config.decoder_layers
         for layer in range(layers):
             prefix, target = f"{side}.layers.{layer}.", f"model.{side}.layers.{layer}."

@@ -13,9 +13,9 @@ vocabularies). It maps onto ``rnn_seq2seq`` with the switches that reproduce Ope
 - the generator ``Linear`` has a bias: ``output_bias``; sources get no end token (OpenNMT-py 3.x numericalize).
 
 Also the Transformer (``-encoder_type transformer -decoder_type transformer``, ``-position_encoding`` with
-``SinusoidalInterleaved``, ``-layer_norm standard``, ``relu``/``gelu``, with or without ``-add_qkvbias`` /
+``SinusoidalInterleaved`` or ``SinusoidalConcat``, ``-layer_norm standard``, ``relu``/``gelu``, with or without ``-add_qkvbias`` /
 ``-add_ffnbias``, shared or separate embeddings). It maps onto ``transformer_seq2seq`` (pre-LN with final
-LayerNorms, embeddings scaled by sqrt(d)) with ``position_embedding_layout="interleaved"``,
+LayerNorms, embeddings scaled by sqrt(d)) with ``position_embedding_layout="interleaved"`` (``"tensor2tensor"``),
 ``layer_norm_eps=-norm_eps``, ``output_bias`` (the generator) and ``source_eos=False``; the separate query, key and
 value projections are concatenated into hf_s2s's fused ones, absent biases are zeros.
 
@@ -61,11 +61,13 @@ REQUIRED = {
     "lora_layers": ([], None),
     "quant_layers": ([], None),
 }
+# -position_encoding_type -> position_embedding_layout: the same sinusoids, both from position 0
+POSITION_LAYOUTS = {"SinusoidalInterleaved": "interleaved", "SinusoidalConcat": "tensor2tensor"}
 # and, for the Transformer, these (relative/rotary/ALiBi positions, grouped-query attention, parallel residuals,
 # RMSNorm, average attention, sliding windows, mixtures of experts, guided alignment)
 TRANSFORMER_REQUIRED = {
     "position_encoding": (True,),
-    "position_encoding_type": ("SinusoidalInterleaved",),
+    "position_encoding_type": ("SinusoidalInterleaved", "SinusoidalConcat"),
     "max_relative_positions": (0,),
     "relative_positions_buckets": (0, None),
     "num_kv": (0, None),
@@ -218,7 +220,7 @@ def transformer_config(opt: dict, source_vocab: list[str], target_vocab: list[st
         dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,  # inference; fine-tuning sets its own
         norm_position="pre",
         position_embedding_type="sinusoidal",
-        position_embedding_layout="interleaved",
+        position_embedding_layout=POSITION_LAYOUTS[opt.get("position_encoding_type") or "SinusoidalInterleaved"],
         scale_embedding=True,
         layer_norm_eps=float(opt.get("norm_eps", 1e-6)),
         share_encoder_decoder_embeddings=shared,
@@ -236,7 +238,7 @@ def transformer_state_dict(model: dict, generator: dict, config: TransformerSeq2
     """OpenNMT-py's Transformer parameter names -> hf_s2s's: separate query/key/value Linears concatenated into the
     fused ``qkv_proj`` (self-attention, order q, k, v) and ``kv_proj`` (cross-attention, k, v); biases absent
     without ``-add_qkvbias`` / ``-add_ffnbias`` become zeros. The stored sinusoid tables (``pe.pe``) are checked
-    against hf_s2s's interleaved ones and dropped. A checkpoint tensor left unmapped is an error naming it."""
+    against hf_s2s's (its ``position_embedding_layout``) and dropped. A checkpoint tensor left unmapped is an error naming it."""
     out, left = {}, dict(model)
     d_model = config.d_model
 
@@ -263,10 +265,11 @@ def transformer_state_dict(model: dict, generator: dict, config: TransformerSeq2
 
     for side in ("encoder", "decoder"):
         table = take(f"{side}.embeddings.make_embedding.pe.pe")[:, 0]  # (max_len, D)
-        ours = sinusoidal_positions(torch.arange(table.shape[0]), d_model, "interleaved")
+        ours = sinusoidal_positions(torch.arange(table.shape[0]), d_model, config.position_embedding_layout)
         if not torch.allclose(table, ours, atol=1e-4):
-            raise CheckpointError(f"{side}.embeddings.make_embedding.pe.pe is not the SinusoidalInterleaved table "
-                                  "hf_s2s computes: the converter cannot reproduce these positions")
+            kind = next(k for k, v in POSITION_LAYOUTS.items() if v == config.position_embedding_layout)
+            raise CheckpointError(f"{side}.embeddings.make_embedding.pe.pe is not the {kind} table hf_s2s computes: "
+                                  "the converter cannot reproduce these positions")
         layer_norm(f"{side}.layer_norm", f"model.{side}.layer_norm")
     out["model.encoder.embed_tokens.weight"] = take("encoder.embeddings.make_embedding.emb_luts.0.weight")
     decoder_table = take("decoder.embeddings.make_embedding.emb_luts.0.weight")

@@ -31,14 +31,17 @@ def sinusoidal_positions(positions: torch.Tensor, dim: int, layout: str = "conca
     """Sinusoidal position encodings, Vaswani et al. 2017 section 3.5:
     PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(pos / 10000^(2i/D)).
 
-    ``layout="concat"``: sines fill the first half of the vector and cosines the second (fairseq / Marian layout,
-    same information); ``"interleaved"``: sines at even and cosines at odd indices, the paper's formula as written
-    (OpenNMT-py, Joey NMT). Computed on the fly, so any length works and nothing needs saving.
+    ``layout="concat"``: sines fill the first half of the vector and cosines the second (Marian's layout, same
+    information); ``"interleaved"``: sines at even and cosines at odd indices, the paper's formula as written
+    (OpenNMT-py, Joey NMT); ``"tensor2tensor"``: sines, then cosines, at frequencies 10000^(-i / (D/2 - 1))
+    (tensor2tensor's ``get_timing_signal_1d``, fairseq's ``SinusoidalPositionalEmbedding``, OpenNMT-py's
+    "SinusoidalConcat"). Computed on the fly, so any length works and nothing needs saving.
     positions: (T,) -> (T, D), float32.
     """
     half = dim // 2
+    divisor = half - 1 if layout == "tensor2tensor" else half
     inv_freq = torch.exp(
-        torch.arange(half, dtype=torch.float32, device=positions.device) * (-math.log(10000.0) / half)
+        torch.arange(half, dtype=torch.float32, device=positions.device) * (-math.log(10000.0) / divisor)
     )  # (D/2,)
     angles = positions.float()[:, None] * inv_freq[None, :]  # (T, D/2)
     if layout == "interleaved":
@@ -57,14 +60,15 @@ class TransformerSeq2SeqPositionalEmbedding(nn.Module):
         self.dim = config.d_model
         self.max_positions = config.max_position_embeddings
         self.learned = config.position_embedding_type == "learned"
-        self.layout = config.position_embedding_layout  # sinusoid layout: "concat" or "interleaved"
+        self.layout = config.position_embedding_layout  # sinusoid layout: "concat", "interleaved" or "tensor2tensor"
+        self.offset = config.position_offset  # the first token's position (fairseq: padding_idx + 1); sinusoids only
         self.weight_table = nn.Embedding(self.max_positions, self.dim) if self.learned else None
 
     def forward(self, seq_len: int, past_length: int | torch.Tensor, device: torch.device) -> torch.Tensor:
         """Embeddings of positions past_length .. past_length + seq_len - 1 -> (seq_len, D)."""
         positions = torch.arange(seq_len, device=device) + past_length  # (T,)
         if not self.learned:
-            return sinusoidal_positions(positions, self.dim, self.layout)
+            return sinusoidal_positions(positions + self.offset, self.dim, self.layout)
         if not is_capturing_graph() and int(past_length) + seq_len > self.max_positions:
             raise ValueError(
                 f"sequence needs positions up to {int(past_length) + seq_len - 1}, but position_embedding_type="

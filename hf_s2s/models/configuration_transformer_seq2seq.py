@@ -25,7 +25,7 @@ from .config_checks import (
 ACTIVATIONS = ("relu", "gelu")
 NORM_POSITIONS = ("pre", "post")
 POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
-POSITION_EMBEDDING_LAYOUTS = ("concat", "interleaved")
+POSITION_EMBEDDING_LAYOUTS = ("concat", "interleaved", "tensor2tensor")
 
 
 class TransformerSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
@@ -41,6 +41,12 @@ class TransformerSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
       ``PositionalEncoding`` "SinusoidalInterleaved", Joey NMT 2.x ``PositionalEncoding``); the default "concat"
       puts the same sines in the first half and the cosines in the second, ``PE(pos, i) = sin(...)``,
       ``PE(pos, D/2 + i) = cos(...)``;
+    - ``position_embedding_layout="tensor2tensor"``: tensor2tensor's timing signal, ``PE(p, i) = sin(p w_i)``,
+      ``PE(p, D/2 + i) = cos(p w_i)`` with ``w_i = 10000^(-i / (D/2 - 1))`` (fairseq's
+      ``SinusoidalPositionalEmbedding``, OpenNMT-py's ``-position_encoding_type SinusoidalConcat``); needs
+      ``d_model`` >= 4;
+    - ``position_offset``: the position of the first token of a sinusoidal model, 0 by default; fairseq numbers
+      the real tokens from ``padding_idx + 1`` (``utils.make_positions``), 2 with its dictionaries;
     - ``layer_norm_eps``: the epsilon of every LayerNorm, ``(x - mean) / sqrt(var + eps) * g + b``: 1e-6 in
       OpenNMT-py (``-norm_eps``) and Joey NMT, 1e-5 (torch's and fairseq's default) here;
     - ``output_bias=True``: the output projection has a bias, ``logits = W_o h + b_o`` (OpenNMT-py's generator);
@@ -74,7 +80,8 @@ class TransformerSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
     position_embedding_type: str = "sinusoidal"  # "sinusoidal" (any length) or "learned" (<= max_position_embeddings)
     max_position_embeddings: int = 512  # positions a learned table holds; sinusoidal tables grow past it
     scale_embedding: bool = True  # multiply token embeddings by sqrt(d_model) (paper section 3.4)
-    position_embedding_layout: str = "concat"  # sinusoid layout: "concat" (sines, then cosines) or "interleaved"
+    position_embedding_layout: str = "concat"  # sinusoid layout: "concat" (sines, then cosines), "interleaved", ...
+    position_offset: int = 0  # the first token's position, sinusoids only (fairseq: padding_idx + 1 = 2)
     # (sin, cos alternating: OpenNMT-py, Joey NMT); see the class docstring
     layer_norm_eps: float = 1e-5  # epsilon of every LayerNorm (OpenNMT-py and Joey NMT: 1e-6)
     output_bias: bool = False  # bias of the output projection (OpenNMT-py's generator has one)
@@ -122,6 +129,18 @@ class TransformerSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
         check_choice("norm_position", self.norm_position, NORM_POSITIONS)
         check_choice("position_embedding_type", self.position_embedding_type, POSITION_EMBEDDING_TYPES)
         check_choice("position_embedding_layout", self.position_embedding_layout, POSITION_EMBEDDING_LAYOUTS)
+        if self.position_embedding_layout == "tensor2tensor" and self.d_model < 4:
+            raise ValueError(
+                "`position_embedding_layout`='tensor2tensor' divides the frequency exponent by d_model / 2 - 1: it "
+                f"needs d_model >= 4 (got {self.d_model}); allowed with a smaller d_model: 'concat', 'interleaved'"
+            )
+        if isinstance(self.position_offset, bool) or not isinstance(self.position_offset, int) or (
+                self.position_offset < 0) or (self.position_offset and self.position_embedding_type != "sinusoidal"):
+            raise ValueError(
+                f"`position_offset` must be a whole number >= 0, and 0 unless position_embedding_type='sinusoidal' "
+                f"(a learned table starts at its first row), got {self.position_offset!r} with "
+                f"position_embedding_type={self.position_embedding_type!r}"
+            )
         if not (isinstance(self.layer_norm_eps, int | float) and self.layer_norm_eps > 0):
             raise ValueError(f"`layer_norm_eps` must be a positive float, got {self.layer_norm_eps!r}")
         for name in ("dropout", "attention_dropout", "activation_dropout"):
