@@ -157,6 +157,27 @@ def test_translate_takes_the_folders_length_penalty(converted, tmp_path):
     assert default != texts(length_penalty=1.0)
 
 
+# What each RNN fixture's conversion must exercise: init_hidden zero / last / bridge, last over an encoder twice the
+# decoder's size (the forward half), both attentions, with and without input feeding
+RNN_SWITCHES = {
+    "joeynmt_rnn_bahdanau": {"decoder_init": "bridge", "decoder_init_cell": "copy_hidden",
+                             "attention_type": "luong_concat", "input_feeding": True},
+    "joeynmt_rnn_luong": {"decoder_init": "last", "attention_type": "luong_general", "input_feeding": True},
+    "joeynmt_rnn_zero": {"decoder_init": "zero", "attention_type": "luong_concat", "input_feeding": False},
+    "joeynmt_rnn_last_forward": {"decoder_init": "last_forward", "decoder_init_cell": "copy_hidden",
+                                 "attention_type": "luong_general"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(RNN_SWITCHES))
+def test_each_rnn_fixture_exercises_its_switches(name, tmp_path):
+    fixture = FIXTURES / name
+    if not (fixture / "model.ckpt").is_file():
+        pytest.skip(f"no {name} fixture")
+    config = json.loads((convert("joeynmt", fixture / "model.ckpt", tmp_path / "m") / "config.json").read_text())
+    assert {key: config[key] for key in RNN_SWITCHES[name]} == RNN_SWITCHES[name]
+
+
 def copy_with_config(fixture: Path, folder: Path, change) -> Path:
     """The fixture's checkpoint and vocabularies in ``folder``, with ``change(config)`` applied to config.yaml."""
     folder.mkdir()

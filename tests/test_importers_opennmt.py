@@ -208,6 +208,26 @@ def test_sinusoidal_concat_positions_are_checked_against_the_stored_table(tmp_pa
     assert (config["position_embedding_layout"], config["position_offset"]) == ("tensor2tensor", 0)
 
 
+# What each fixture's conversion must exercise: the three global attentions, -bridge or the final states, and
+# both sinusoid layouts
+SWITCHES = {
+    "opennmt_rnn_general": {"attention_type": "luong_general", "decoder_init": "final_states_bridge"},
+    "opennmt_rnn_mlp": {"attention_type": "luong_concat", "decoder_init": "final_states"},
+    "opennmt_rnn_dot": {"attention_type": "luong_dot", "decoder_init": "final_states"},
+    "opennmt_transformer": {"position_embedding_layout": "interleaved"},
+    "opennmt_transformer_concat": {"position_embedding_layout": "tensor2tensor"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(SWITCHES))
+def test_each_fixture_exercises_its_switches(name, tmp_path):
+    fixture = FIXTURES / name
+    if not (fixture / "model.pt").is_file():
+        pytest.skip(f"no {name} fixture")
+    config = json.loads((convert("opennmt-py", fixture / "model.pt", tmp_path / "m") / "config.json").read_text())
+    assert {key: config[key] for key in SWITCHES[name]} == SWITCHES[name]
+
+
 def test_the_cap_follows_onmt_translate_batches():
     # lines sorted by source length, batches of 2: (1, 2) then (3, 10); each batch capped by its longest
     assert opennmt_max_lengths([10, 1, 3, 2], batch_size=2, max_length=50) == [17, 7, 17, 7]

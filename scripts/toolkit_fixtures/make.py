@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import datetime
 import gzip
 import json
@@ -48,6 +49,20 @@ BEAM = 5
 MAX_LENGTH = 50  # decoding cap on output tokens, passed to every toolkit's translate command
 
 TORCH = "torch==2.13.0"
+
+
+@dataclasses.dataclass(frozen=True)
+class Scale:
+    """What a run's data and decoding look like: the tiny fixtures (TINY) or real_size.py's models."""
+
+    src_vocab: int  # source words kept by each toolkit's vocabulary tool, before its specials
+    tgt_vocab: int
+    test_lines: int  # test sentences each toolkit translates
+    max_length: int | None  # decoding cap on output tokens, passed to every toolkit's translate; None: its default
+    beam: int = BEAM
+
+
+TINY = Scale(SRC_VOCAB_SIZE, TGT_VOCAB_SIZE, TEST_LINES, MAX_LENGTH)
 
 # How each toolkit is installed, in order; "pip" lines are arguments to the venv's pip install.
 # Why each differs is in README.md beside this file.
@@ -183,6 +198,11 @@ def run(cmd: list[str], cwd: Path, log: Path) -> list[str]:
     return cmd
 
 
+def _option(flag: str, value: object) -> list[str]:
+    """A command-line option, or nothing where the value is None (the toolkit's default then applies)."""
+    return [] if value is None else [flag, str(value)]
+
+
 def shown(cmd: list[str], work: Path) -> str:
     """A command as recorded in provenance.json: venv and temp paths made relative."""
     text = " ".join(cmd)
@@ -219,7 +239,7 @@ def write_fixture(name: str, work: Path, files: dict[str, Path], provenance: dic
 # ---------------------------------------------------------------- OpenNMT-py
 
 ONMT_COMMON = {
-    "seed": SEED, "src_vocab_size": SRC_VOCAB_SIZE, "tgt_vocab_size": TGT_VOCAB_SIZE,
+    "seed": SEED,
     "train_steps": 800, "valid_steps": 100000, "save_checkpoint_steps": 800,
     "batch_size": 64, "batch_type": "sents", "optim": "adam", "learning_rate": 0.002,
     "num_workers": 0, "report_every": 100, "world_size": 1,
@@ -239,6 +259,14 @@ ONMT_MODELS = {
         "word_vec_size": 16, "hidden_size": 32, "global_attention": "mlp", "input_feed": 1,
         "bridge": False,
     },
+    "opennmt_rnn_dot": {
+        # dot needs the encoder's output width (2 x 16, brnn) to equal the decoder's hidden size (32). A GRU
+        # (1,200 steps, no dropout) stayed on the unigram plateau ("a a a ... ." for every input): an LSTM, as
+        # for general
+        "encoder_type": "brnn", "decoder_type": "rnn", "rnn_type": "LSTM", "layers": 1,
+        "word_vec_size": 16, "hidden_size": 32, "global_attention": "dot", "input_feed": 1,
+        "bridge": False, "dropout": [0.0], "train_steps": 1200, "save_checkpoint_steps": 1200,
+    },
     "opennmt_transformer": {
         "encoder_type": "transformer", "decoder_type": "transformer", "layers": 2,
         "word_vec_size": 32, "hidden_size": 32, "heads": 2, "transformer_ff": 64,
@@ -247,6 +275,8 @@ ONMT_MODELS = {
         "train_steps": 800, "save_checkpoint_steps": 800,
     },
 }
+ONMT_MODELS["opennmt_transformer_concat"] = {**ONMT_MODELS["opennmt_transformer"],
+                                              "position_encoding_type": "SinusoidalConcat"}
 
 
 def _yaml(options: dict) -> str:
@@ -256,9 +286,14 @@ def _yaml(options: dict) -> str:
 
 
 def make_opennmt(name: str, work: Path, data: dict[str, Path]) -> None:
+    write_fixture(name, work, *run_opennmt(work, data, {**ONMT_COMMON, **ONMT_MODELS[name]}, TINY))
+
+
+def run_opennmt(work: Path, data: dict[str, Path], options: dict, scale: Scale) -> tuple[dict[str, Path], dict]:
+    """Train with OpenNMT-py, release, translate greedy and beam: (the files to keep, their provenance)."""
     ensure_venv("opennmt")
     log = work / "log.txt"
-    options = {**ONMT_COMMON, **ONMT_MODELS[name]}
+    options = {**options, "src_vocab_size": scale.src_vocab, "tgt_vocab_size": scale.tgt_vocab}
     config = {
         "save_data": str(work / "run"),
         "src_vocab": str(work / "vocab.src"), "tgt_vocab": str(work / "vocab.tgt"),
@@ -279,13 +314,13 @@ def make_opennmt(name: str, work: Path, data: dict[str, Path]) -> None:
     commands.append(run([venv_bin("opennmt", "onmt_release_model"), "-m", str(trained), "-o", str(released)],
                         work, log))
     translate = []
-    for beam, out in ((1, "greedy.txt"), (BEAM, "beam.txt")):
+    for beam, out in ((1, "greedy.txt"), (scale.beam, "beam.txt")):
         translate.append(run([venv_bin("opennmt", "onmt_translate"), "-model", str(released),
                               "-src", str(data["test.de"]), "-output", str(work / out),
-                              "-beam_size", str(beam), "-max_length", str(MAX_LENGTH),
+                              "-beam_size", str(beam), *_option("-max_length", scale.max_length),
                               "-batch_size", "16", "-seed", str(SEED)], work, log))
     versions = package_versions("opennmt", ["opennmt-py", "torch"])
-    write_fixture(name, work, {
+    return ({
         "model.pt": released, "vocab.src": work / "vocab.src", "vocab.tgt": work / "vocab.tgt",
         "config.yaml": work / "config.yaml", "test.de": data["test.de"],
         "greedy.txt": work / "greedy.txt", "beam.txt": work / "beam.txt",
@@ -322,6 +357,23 @@ JOEY_MODELS = {
                     "hidden_size": 32, "num_layers": 2, "attention": "luong", "input_feeding": True,
                     "init_hidden": "last", "dropout": 0.0, "hidden_dropout": 0.0},
     },
+    "joeynmt_rnn_zero": {
+        **JOEY_RNN,
+        "encoder": {"type": "recurrent", "rnn_type": "gru", "embeddings": {"embedding_dim": 16},
+                    "hidden_size": 16, "bidirectional": True, "num_layers": 1, "dropout": 0.0},
+        "decoder": {"type": "recurrent", "rnn_type": "gru", "embeddings": {"embedding_dim": 16},
+                    "hidden_size": 32, "num_layers": 1, "attention": "bahdanau", "input_feeding": False,
+                    "init_hidden": "zero", "dropout": 0.0, "hidden_dropout": 0.0},
+    },
+    "joeynmt_rnn_last_forward": {
+        # init_hidden last with an encoder output (2 x 32) twice the decoder's size: Joey takes the forward half
+        **JOEY_RNN,
+        "encoder": {"type": "recurrent", "rnn_type": "lstm", "embeddings": {"embedding_dim": 16},
+                    "hidden_size": 32, "bidirectional": True, "num_layers": 1, "dropout": 0.0},
+        "decoder": {"type": "recurrent", "rnn_type": "lstm", "embeddings": {"embedding_dim": 16},
+                    "hidden_size": 32, "num_layers": 1, "attention": "luong", "input_feeding": True,
+                    "init_hidden": "last", "dropout": 0.0, "hidden_dropout": 0.0},
+    },
     "joeynmt_transformer": {
         "initializer": "xavier_uniform", "embed_initializer": "xavier_uniform", "bias_initializer": "zeros",
         "init_gain": 1.0, "embed_init_gain": 1.0, "tied_embeddings": False, "tied_softmax": True,
@@ -338,9 +390,23 @@ JOEY_UPDATES = 800
 
 
 def make_joeynmt(name: str, work: Path, data: dict[str, Path]) -> None:
+    write_fixture(name, work, *run_joeynmt(name, work, data, JOEY_MODELS[name], {}, TINY))
+
+
+def run_joeynmt(name: str, work: Path, data: dict[str, Path], model: dict, training: dict,
+                scale: Scale) -> tuple[dict[str, Path], dict]:
+    """Train with Joey NMT (``training`` overrides the fixtures' training options), release, translate greedy and
+    beam: (the files to keep, their provenance)."""
     ensure_venv("joeynmt")
     log = work / "log.txt"
     model_dir = work / "model"
+    training = {"optimizer": "adam", "learning_rate": 0.002, "batch_size": 64, "batch_type": "sentence",
+                "updates": JOEY_UPDATES, "epochs": 100, "validation_freq": JOEY_UPDATES,
+                "logging_freq": 100, "eval_metrics": ["bleu"], "early_stopping_metric": "ppl",
+                "keep_best_ckpts": 1, "overwrite": True, "shuffle": True, "clip_grad_norm": 1.0,
+                "print_valid_sents": [], "num_workers": 0, "scheduling": "exponential", "decrease_factor": 1.0,
+                **training}
+    updates = training["updates"]
 
     def side(lang: str, limit: int) -> dict:
         return {"lang": lang, "level": "word", "lowercase": False, "normalize": False, "max_length": 60,
@@ -351,17 +417,14 @@ def make_joeynmt(name: str, work: Path, data: dict[str, Path]) -> None:
         "fp16": False, "random_seed": SEED,
         "data": {"train": str(work.parent / "data" / "train"), "dev": str(work.parent / "data" / "valid"),
                  "test": str(work.parent / "data" / "test"), "dataset_type": "plain",
-                 "src": side("de", SRC_VOCAB_SIZE), "trg": side("en", TGT_VOCAB_SIZE)},
+                 "src": side("de", scale.src_vocab), "trg": side("en", scale.tgt_vocab)},
         # scheduling: joeynmt 2.3.0 passes verbose=False to ReduceLROnPlateau ("plateau"), which torch 2.13 no
         # longer accepts, and refuses no scheduler at all; ExponentialLR with gamma 1.0 is a constant rate.
-        "training": {"optimizer": "adam", "learning_rate": 0.002, "batch_size": 64, "batch_type": "sentence",
-                     "updates": JOEY_UPDATES, "epochs": 100, "validation_freq": JOEY_UPDATES,
-                     "logging_freq": 100, "eval_metrics": ["bleu"], "early_stopping_metric": "ppl",
-                     "keep_best_ckpts": 1, "overwrite": True, "shuffle": True, "clip_grad_norm": 1.0,
-                     "print_valid_sents": [], "num_workers": 0, "scheduling": "exponential", "decrease_factor": 1.0},
+        "training": training,
         "testing": {"beam_size": 1, "beam_alpha": -1, "batch_size": 16, "batch_type": "sentence",
-                    "max_output_length": MAX_LENGTH, "eval_metrics": ["bleu"], "n_best": 1},
-        "model": JOEY_MODELS[name],
+                    **({} if scale.max_length is None else {"max_output_length": scale.max_length}),
+                    "eval_metrics": ["bleu"], "n_best": 1},
+        "model": model,
     }
     (work / "config.yaml").write_text(_yaml(config))
     python = str(venv_python("joeynmt"))
@@ -370,7 +433,7 @@ def make_joeynmt(name: str, work: Path, data: dict[str, Path]) -> None:
     # Joey NMT has no release tool; the training checkpoint also holds optimizer, scheduler and data
     # iterator state (3x the weights). Release it as onmt_release_model does: the same keys, the
     # training-only states set to None. Joey's own translate then loads the released file.
-    trained = model_dir / f"{JOEY_UPDATES}.ckpt"
+    trained = model_dir / f"{updates}.ckpt"
     released = work / "model.ckpt"
     release_code = (
         "import sys, torch\n"
@@ -379,7 +442,7 @@ def make_joeynmt(name: str, work: Path, data: dict[str, Path]) -> None:
         "torch.save(c, sys.argv[2])\n"
     )
     commands["release"] = run([python, "-c", release_code, str(trained), str(released)], work, log)
-    for beam, out in ((1, "greedy.txt"), (BEAM, "beam.txt")):
+    for beam, out in ((1, "greedy.txt"), (scale.beam, "beam.txt")):
         test_config = json.loads(json.dumps(config))
         test_config["testing"]["beam_size"] = beam
         test_config["testing"]["load_model"] = str(released)
@@ -399,20 +462,21 @@ def make_joeynmt(name: str, work: Path, data: dict[str, Path]) -> None:
         if done.returncode != 0:
             raise RuntimeError(f"command failed ({done.returncode}), see {log}: {' '.join(cmd)}")
         lines = (work / out).read_text(encoding="utf-8").splitlines()
-        if len(lines) != TEST_LINES:
-            raise RuntimeError(f"joeynmt translate printed {len(lines)} lines, expected {TEST_LINES}: {work / out}")
+        if len(lines) != scale.test_lines:
+            raise RuntimeError(f"joeynmt translate printed {len(lines)} lines, expected {scale.test_lines}: {work / out}")
         commands["greedy" if beam == 1 else "beam"] = cmd + ["<", str(data["test.de"]), ">", out]
     versions = package_versions("joeynmt", ["joeynmt", "torch"])
-    write_fixture(name, work, {
+    beam_config = f"translate_beam{scale.beam}.yaml"
+    return ({
         "model.ckpt": released, "src_vocab.txt": model_dir / "src_vocab.txt",
         "trg_vocab.txt": model_dir / "trg_vocab.txt", "config.yaml": work / "config.yaml",
-        "translate_beam1.yaml": work / "translate_beam1.yaml", f"translate_beam{BEAM}.yaml": work / f"translate_beam{BEAM}.yaml",
+        "translate_beam1.yaml": work / "translate_beam1.yaml", beam_config: work / beam_config,
         "test.de": data["test.de"], "greedy.txt": work / "greedy.txt", "beam.txt": work / "beam.txt",
     }, {
         "toolkit": "joeynmt", "versions": versions, "options": config["model"],
         "training": config["training"], "testing": config["testing"],
         "commands": {k: shown(v, work) for k, v in commands.items()},
-        "notes": f"model.ckpt is {JOEY_UPDATES}.ckpt with optimizer/scheduler/scaler/iterator states set to None "
+        "notes": f"model.ckpt is {updates}.ckpt with optimizer/scheduler/scaler/iterator states set to None "
                  "(the 'release' command); greedy/beam are `joeynmt translate` outputs (word level: "
                  "space-joined target tokens).",
     })
@@ -441,6 +505,12 @@ FAIRSEQ_UPDATES = 800
 
 
 def make_fairseq(name: str, work: Path, data: dict[str, Path]) -> None:
+    write_fixture(name, work, *run_fairseq(work, data, FAIRSEQ_MODELS[name], TINY))
+
+
+def run_fairseq(work: Path, data: dict[str, Path], options: list[str], scale: Scale) -> tuple[dict[str, Path], dict]:
+    """Preprocess and train with fairseq (``options`` name the model and may set --max-update, --lr, ...), then
+    fairseq-generate greedy and beam: (the files to keep, their provenance)."""
     ensure_venv("fairseq")
     log = work / "log.txt"
     bin_dir = work / "data-bin"
@@ -448,9 +518,8 @@ def make_fairseq(name: str, work: Path, data: dict[str, Path]) -> None:
     commands = {"preprocess": run([
         venv_bin("fairseq", "fairseq-preprocess"), "--source-lang", "de", "--target-lang", "en",
         "--trainpref", f"{prefix}/train", "--validpref", f"{prefix}/valid", "--testpref", f"{prefix}/test",
-        "--destdir", str(bin_dir), "--nwordssrc", str(SRC_VOCAB_SIZE), "--nwordstgt", str(TGT_VOCAB_SIZE),
+        "--destdir", str(bin_dir), "--nwordssrc", str(scale.src_vocab), "--nwordstgt", str(scale.tgt_vocab),
         "--workers", "1", "--seed", str(SEED)], work, log)}
-    options = FAIRSEQ_MODELS[name]
     commands["train"] = run([
         venv_bin("fairseq", "fairseq-train"), str(bin_dir), *options,
         "--optimizer", "adam", "--clip-norm", "1.0", "--batch-size", "64",
@@ -459,14 +528,15 @@ def make_fairseq(name: str, work: Path, data: dict[str, Path]) -> None:
         "--save-dir", str(work / "ckpt"), "--no-epoch-checkpoints", "--no-save-optimizer-state",
         "--disable-validation", "--log-format", "simple", "--log-interval", "100"], work, log)
     checkpoint = work / "ckpt" / "checkpoint_last.pt"
-    for beam, out in ((1, "greedy"), (BEAM, "beam")):
+    for beam, out in ((1, "greedy"), (scale.beam, "beam")):
         raw = work / f"generate_{out}.txt"
         cmd = [venv_bin("fairseq", "fairseq-generate"), str(bin_dir), "--path", str(checkpoint),
                # --required-batch-size-multiple 1: with the default 8, fairseq-generate silently drops a last
                # batch smaller than 8 (it translated 96 of the 100 sentences, the 4 longest missing)
                "--gen-subset", "test", "--beam", str(beam), "--nbest", "1", "--batch-size", "16",
                "--required-batch-size-multiple", "1",
-               "--max-len-a", "0", "--max-len-b", str(MAX_LENGTH), "--cpu", "--seed", str(SEED),
+               *_option("--max-len-a", None if scale.max_length is None else 0), *_option("--max-len-b", scale.max_length),
+               "--cpu", "--seed", str(SEED),
                "--results-path", str(work / f"results_{out}")]
         commands[out] = run(cmd, work, log)
         # --results-path writes generate-test.txt; H-<id>\tscore\ttokens, in length-sorted order
@@ -477,11 +547,11 @@ def make_fairseq(name: str, work: Path, data: dict[str, Path]) -> None:
             if line.startswith("H-"):
                 ident, _score, tokens = line.split("\t")
                 hyps[int(ident[2:])] = tokens
-        if sorted(hyps) != list(range(TEST_LINES)):
-            raise RuntimeError(f"fairseq-generate returned {len(hyps)} of {TEST_LINES} hypotheses, see {raw}")
-        (work / f"{out}.txt").write_text("".join(hyps[i] + "\n" for i in range(TEST_LINES)), encoding="utf-8")
+        if sorted(hyps) != list(range(scale.test_lines)):
+            raise RuntimeError(f"fairseq-generate returned {len(hyps)} of {scale.test_lines} hypotheses, see {raw}")
+        (work / f"{out}.txt").write_text("".join(hyps[i] + "\n" for i in range(scale.test_lines)), encoding="utf-8")
     versions = package_versions("fairseq", ["fairseq", "fairseq-fixed", "torch", "omegaconf", "hydra-core"])
-    write_fixture(name, work, {
+    return ({
         "checkpoint.pt": checkpoint, "dict.de.txt": bin_dir / "dict.de.txt", "dict.en.txt": bin_dir / "dict.en.txt",
         "test.de": data["test.de"], "greedy.txt": work / "greedy.txt", "beam.txt": work / "beam.txt",
         "generate_greedy.txt": work / "generate_greedy.txt", "generate_beam.txt": work / "generate_beam.txt",
