@@ -144,3 +144,16 @@ def decoder_inputs(model, batch):
     """The forward's inputs for ``batch`` with the decoder inputs made from its labels, as the model shifts them."""
     return {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"],
             "decoder_input_ids": model.prepare_decoder_input_ids_from_labels(batch["labels"])}
+
+
+def converted_config_values(toolkit: str, checkpoint: Path, keys, out: Path) -> dict:
+    """The values of ``keys`` in the config.json that ``hf-s2s convert --from toolkit`` writes for ``checkpoint``
+    (skips the test where the fixture is absent)."""
+    import pytest
+
+    from hf_s2s.importers import convert
+
+    if not checkpoint.is_file():
+        pytest.skip(f"no fixture {checkpoint.parent.name}")
+    config = json.loads((convert(toolkit, checkpoint, out) / "config.json").read_text())
+    return {key: config[key] for key in keys}

@@ -18,7 +18,7 @@ from hf_s2s.importers.opennmt import opennmt_max_lengths
 from hf_s2s.models.modeling_rnn_seq2seq import RNNSeq2SeqForConditionalGeneration
 from hf_s2s.models.modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
 from hf_s2s.models.transformers_compat import output_cache
-from tests.helpers import generate_without_hf_s2s
+from tests.helpers import converted_config_values, generate_without_hf_s2s
 
 FIXTURES = Path(__file__).parent / "fixtures" / "toolkits"
 OPENNMT = sorted(path for path in FIXTURES.glob("opennmt_*") if (path / "model.pt").is_file())
@@ -221,11 +221,8 @@ SWITCHES = {
 
 @pytest.mark.parametrize("name", sorted(SWITCHES))
 def test_each_fixture_exercises_its_switches(name, tmp_path):
-    fixture = FIXTURES / name
-    if not (fixture / "model.pt").is_file():
-        pytest.skip(f"no {name} fixture")
-    config = json.loads((convert("opennmt-py", fixture / "model.pt", tmp_path / "m") / "config.json").read_text())
-    assert {key: config[key] for key in SWITCHES[name]} == SWITCHES[name]
+    expected = SWITCHES[name]
+    assert converted_config_values("opennmt-py", FIXTURES / name / "model.pt", expected, tmp_path / "m") == expected
 
 
 def test_the_cap_follows_onmt_translate_batches():
