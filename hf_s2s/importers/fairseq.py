@@ -22,8 +22,8 @@ And ``--arch transformer`` (and its named variants) -> ``transformer_seq2seq``:
   ``--no-scale-embedding``, ``q_proj/k_proj/v_proj`` concatenated into hf_s2s's fused projections;
 - positions: fairseq numbers real tokens from ``padding_idx + 1`` (= 2) and its sinusoid is tensor2tensor's,
   ``[sin(p w_i); cos(p w_i)]`` with ``w_i = 10000^(-i / (d/2 - 1))``: ``position_embedding_layout="tensor2tensor"``
-  and ``position_offset=2``, which compute them as fairseq does, fixed (fine-tuning leaves them alone, as fairseq would). Learned positions
-  (``--encoder/decoder-learned-pos``) become ``position_embedding_type="learned"`` tables whose row j is fairseq's
+  and ``position_offset=2``, which compute them as fairseq does, fixed (fine-tuning leaves them alone, as fairseq
+  would). Learned positions (``--encoder/decoder-learned-pos``) become ``position_embedding_type="learned"`` tables whose row j is fairseq's
   position j + 2 (their table without its first ``padding_idx + 1`` rows); where only one side learned them, the
   other side's sinusoid is written as a table too (hf_s2s has one position type for both sides);
 - the output projection (no bias) tied to the decoder embedding (``--share-decoder-input-output-embed``), or not;

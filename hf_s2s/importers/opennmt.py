@@ -13,8 +13,8 @@ vocabularies). It maps onto ``rnn_seq2seq`` with the switches that reproduce Ope
 - the generator ``Linear`` has a bias: ``output_bias``; sources get no end token (OpenNMT-py 3.x numericalize).
 
 Also the Transformer (``-encoder_type transformer -decoder_type transformer``, ``-position_encoding`` with
-``SinusoidalInterleaved`` or ``SinusoidalConcat``, ``-layer_norm standard``, ``relu``/``gelu``, with or without ``-add_qkvbias`` /
-``-add_ffnbias``, shared or separate embeddings). It maps onto ``transformer_seq2seq`` (pre-LN with final
+``SinusoidalInterleaved`` or ``SinusoidalConcat``, ``-layer_norm standard``, ``relu``/``gelu``, with or without
+``-add_qkvbias`` / ``-add_ffnbias``, shared or separate embeddings). It maps onto ``transformer_seq2seq`` (pre-LN with final
 LayerNorms, embeddings scaled by sqrt(d)) with ``position_embedding_layout="interleaved"`` (``"tensor2tensor"``),
 ``layer_norm_eps=-norm_eps``, ``output_bias`` (the generator) and ``source_eos=False``; the separate query, key and
 value projections are concatenated into hf_s2s's fused ones, absent biases are zeros.
@@ -238,7 +238,8 @@ def transformer_state_dict(model: dict, generator: dict, config: TransformerSeq2
     """OpenNMT-py's Transformer parameter names -> hf_s2s's: separate query/key/value Linears concatenated into the
     fused ``qkv_proj`` (self-attention, order q, k, v) and ``kv_proj`` (cross-attention, k, v); biases absent
     without ``-add_qkvbias`` / ``-add_ffnbias`` become zeros. The stored sinusoid tables (``pe.pe``) are checked
-    against hf_s2s's (its ``position_embedding_layout``) and dropped. A checkpoint tensor left unmapped is an error naming it."""
+    against hf_s2s's (its ``position_embedding_layout``) and dropped. A checkpoint tensor left unmapped is an error
+    naming it."""
     out, left = {}, dict(model)
     d_model = config.d_model
 

@@ -295,8 +295,8 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAU
     """Translate ``sentences``; returns, for each, its ``num_return_sequences`` best hypotheses, best first.
 
     Sentences are decoded in batches of similar length. Without ``num_beams``, ``max_new_tokens`` or
-    ``length_penalty``, the model's generation config decides (``num_beams``, ``max_length``, ``length_penalty``), and without ``max_source_length`` the tokenizer's
-    ``model_max_length`` (the main job saves its ``--max_source_length`` there); other ``generate`` arguments
+    ``length_penalty``, the model's generation config decides (``num_beams``, ``max_length``, ``length_penalty``),
+    and without ``max_source_length`` the tokenizer's ``model_max_length`` (the main job saves its ``--max_source_length`` there); other ``generate`` arguments
     pass through, among them the source-relative length bound ``max_len_a``/``max_len_b`` (the generation config's
     by default; None for both turns it off). A blank sentence (:func:`is_blank`: nothing but whitespace, control and
     format characters) is not decoded: its hypotheses are empty with score 0, never an invented translation, and

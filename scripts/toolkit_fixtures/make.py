@@ -400,6 +400,8 @@ def run_joeynmt(name: str, work: Path, data: dict[str, Path], model: dict, train
     ensure_venv("joeynmt")
     log = work / "log.txt"
     model_dir = work / "model"
+    # scheduling: joeynmt 2.3.0 passes verbose=False to ReduceLROnPlateau ("plateau"), which torch 2.13 no
+    # longer accepts, and refuses no scheduler at all; ExponentialLR with gamma 1.0 is a constant rate.
     training = {"optimizer": "adam", "learning_rate": 0.002, "batch_size": 64, "batch_type": "sentence",
                 "updates": JOEY_UPDATES, "epochs": 100, "validation_freq": JOEY_UPDATES,
                 "logging_freq": 100, "eval_metrics": ["bleu"], "early_stopping_metric": "ppl",
@@ -418,8 +420,6 @@ def run_joeynmt(name: str, work: Path, data: dict[str, Path], model: dict, train
         "data": {"train": str(work.parent / "data" / "train"), "dev": str(work.parent / "data" / "valid"),
                  "test": str(work.parent / "data" / "test"), "dataset_type": "plain",
                  "src": side("de", scale.src_vocab), "trg": side("en", scale.tgt_vocab)},
-        # scheduling: joeynmt 2.3.0 passes verbose=False to ReduceLROnPlateau ("plateau"), which torch 2.13 no
-        # longer accepts, and refuses no scheduler at all; ExponentialLR with gamma 1.0 is a constant rate.
         "training": training,
         "testing": {"beam_size": 1, "beam_alpha": -1, "batch_size": 16, "batch_type": "sentence",
                     **({} if scale.max_length is None else {"max_output_length": scale.max_length}),
@@ -463,7 +463,8 @@ def run_joeynmt(name: str, work: Path, data: dict[str, Path], model: dict, train
             raise RuntimeError(f"command failed ({done.returncode}), see {log}: {' '.join(cmd)}")
         lines = (work / out).read_text(encoding="utf-8").splitlines()
         if len(lines) != scale.test_lines:
-            raise RuntimeError(f"joeynmt translate printed {len(lines)} lines, expected {scale.test_lines}: {work / out}")
+            raise RuntimeError(f"joeynmt translate printed {len(lines)} lines, expected {scale.test_lines}: "
+                               f"{work / out}")
         commands["greedy" if beam == 1 else "beam"] = cmd + ["<", str(data["test.de"]), ">", out]
     versions = package_versions("joeynmt", ["joeynmt", "torch"])
     beam_config = f"translate_beam{scale.beam}.yaml"
@@ -535,8 +536,8 @@ def run_fairseq(work: Path, data: dict[str, Path], options: list[str], scale: Sc
                # batch smaller than 8 (it translated 96 of the 100 sentences, the 4 longest missing)
                "--gen-subset", "test", "--beam", str(beam), "--nbest", "1", "--batch-size", "16",
                "--required-batch-size-multiple", "1",
-               *_option("--max-len-a", None if scale.max_length is None else 0), *_option("--max-len-b", scale.max_length),
-               "--cpu", "--seed", str(SEED),
+               *_option("--max-len-a", None if scale.max_length is None else 0),
+               *_option("--max-len-b", scale.max_length), "--cpu", "--seed", str(SEED),
                "--results-path", str(work / f"results_{out}")]
         commands[out] = run(cmd, work, log)
         # --results-path writes generate-test.txt; H-<id>\tscore\ttokens, in length-sorted order

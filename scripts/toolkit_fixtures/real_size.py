@@ -17,8 +17,11 @@ Run with the Python that has hf_s2s installed (it runs ``python -m hf_s2s.cli``)
 result.json there; the table of every toolkit measured so far is printed at the end. Toolkits given to separate
 processes (--only) run side by side.
 
-    python scripts/toolkit_fixtures/real_size.py                      # all three (about an hour on 2 cores)
+    python scripts/toolkit_fixtures/real_size.py                      # all three, one after another
+    python scripts/toolkit_fixtures/real_size.py --only joeynmt &     # or side by side: 39 min for the
+    python scripts/toolkit_fixtures/real_size.py --only opennmt-py &  # three on 2 cores
     python scripts/toolkit_fixtures/real_size.py --only fairseq
+    python scripts/toolkit_fixtures/real_size.py --only fairseq --no-train  # score the last run again
 """
 
 from __future__ import annotations
