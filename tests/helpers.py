@@ -93,6 +93,27 @@ def generate_without_hf_s2s(folder: Path, sources: list[str], cwd: Path, **gener
     """, cwd=cwd)
 
 
+def assert_generates_alike_without_hf_s2s(model, tokenizer, folder: Path, sources: list[str], cwd: Path,
+                                          **generate_kwargs) -> None:
+    """``model`` (loaded from ``folder`` with hf_s2s) and ``folder`` loaded where hf_s2s cannot be imported give the
+    same ``generate(**generate_kwargs)`` ids for ``sources``."""
+    batch = tokenizer(sources, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        expected = model.generate(**batch, **generate_kwargs).tolist()
+    assert generate_without_hf_s2s(folder, sources, cwd, **generate_kwargs) == expected
+
+
+def translate_command_lines(folder: Path, sources: list[str], cwd: Path, *options: str) -> list[str]:
+    """The output lines of ``hf-s2s translate FOLDER --input FILE *options`` run as a process on ``sources`` (one a
+    line in FILE, written in ``cwd``); fails the test unless the command exits with 0."""
+    source = cwd / "in.txt"
+    source.write_text("\n".join(sources) + "\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "hf_s2s.cli", "translate", str(folder), "--input", str(source),
+                           *options], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
 def train_reversal(model, output_dir, num_symbols=8, max_len=6, num_train=3000, epochs=8, batch_size=32,
                    learning_rate=3e-3, seed=0):
     """Train ``model`` on the reversal task with Seq2SeqTrainer and return exact match of greedy generation

@@ -2,8 +2,6 @@
 fairseq-fixed 0.12.3.1, with scripts/toolkit_fixtures/make.py), the dictionaries, and the refusals."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,7 @@ import hf_s2s  # noqa: F401  (registers the Auto classes)
 from hf_s2s.importers import CheckpointError, convert
 from hf_s2s.importers.fairseq import read_dictionary
 from hf_s2s.models.transformers_compat import output_cache
-from tests.helpers import generate_without_hf_s2s
+from tests.helpers import assert_generates_alike_without_hf_s2s, translate_command_lines
 
 FIXTURES = Path(__file__).parent / "fixtures" / "toolkits"
 FAIRSEQ = sorted(path for path in FIXTURES.glob("fairseq_*") if (path / "checkpoint.pt").is_file())
@@ -123,21 +121,15 @@ def test_the_dictionary_order_is_fairseqs(tmp_path):
 @pytest.mark.slow
 def test_folder_loads_and_generates_without_hf_s2s(converted, tmp_path):
     _, folder, model, tokenizer, sources = converted
-    batch = tokenizer(sources[:4], return_tensors="pt", padding=True)
-    with torch.no_grad():
-        expected = model.generate(**batch, num_beams=1, max_new_tokens=20).tolist()
-    assert generate_without_hf_s2s(folder, sources[:4], tmp_path, num_beams=1, max_new_tokens=20) == expected
+    assert_generates_alike_without_hf_s2s(model, tokenizer, folder, sources[:4], tmp_path, num_beams=1,
+                                          max_new_tokens=20)
 
 
 @pytest.mark.slow
 def test_translate_command_on_the_converted_folder(converted, tmp_path):
     fixture, folder, _, _, sources = converted
-    source = tmp_path / "in.de"
-    source.write_text("\n".join(sources[:3]) + "\n", encoding="utf-8")
-    done = subprocess.run([sys.executable, "-m", "hf_s2s.cli", "translate", str(folder), "--input", str(source),
-                           "--beams", "1"], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == (fixture / "greedy.txt").read_text(encoding="utf-8").splitlines()[:3]
+    lines = translate_command_lines(folder, sources[:3], tmp_path, "--beams", "1")
+    assert lines == (fixture / "greedy.txt").read_text(encoding="utf-8").splitlines()[:3]
     record = json.loads((folder / "conversion.json").read_text())
     assert record["toolkit"] == "fairseq" and record["architecture"] == fixture.name.removeprefix("fairseq_")
 

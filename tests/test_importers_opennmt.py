@@ -18,7 +18,11 @@ from hf_s2s.importers.opennmt import opennmt_max_lengths
 from hf_s2s.models.modeling_rnn_seq2seq import RNNSeq2SeqForConditionalGeneration
 from hf_s2s.models.modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
 from hf_s2s.models.transformers_compat import output_cache
-from tests.helpers import converted_config_values, generate_without_hf_s2s
+from tests.helpers import (
+    assert_generates_alike_without_hf_s2s,
+    converted_config_values,
+    translate_command_lines,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "toolkits"
 OPENNMT = sorted(path for path in FIXTURES.glob("opennmt_*") if (path / "model.pt").is_file())
@@ -118,21 +122,15 @@ def test_beam_is_the_toolkits_under_its_search_rules(converted):
 @pytest.mark.slow
 def test_folder_loads_and_generates_without_hf_s2s(converted, tmp_path):
     _, folder, model, tokenizer, sources, _ = converted
-    batch = tokenizer(sources[:4], return_tensors="pt", padding=True)
-    with torch.no_grad():
-        expected = model.generate(**batch, num_beams=1, max_new_tokens=20).tolist()
-    assert generate_without_hf_s2s(folder, sources[:4], tmp_path, num_beams=1, max_new_tokens=20) == expected
+    assert_generates_alike_without_hf_s2s(model, tokenizer, folder, sources[:4], tmp_path, num_beams=1,
+                                          max_new_tokens=20)
 
 
 @pytest.mark.slow
 def test_translate_command_on_the_converted_folder(converted, tmp_path):
     fixture, folder, _, _, sources, _ = converted
-    source = tmp_path / "in.de"
-    source.write_text("\n".join(sources[:3]) + "\n", encoding="utf-8")
-    done = subprocess.run([sys.executable, "-m", "hf_s2s.cli", "translate", str(folder), "--input", str(source),
-                           "--beams", "1"], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert len(done.stdout.splitlines()) == 3
+    lines = translate_command_lines(folder, sources[:3], tmp_path, "--beams", "1")
+    assert len(lines) == 3
     record = json.loads((folder / "conversion.json").read_text())
     assert record["toolkit"] == "opennmt-py" and record["architecture"] in fixture.name
 
