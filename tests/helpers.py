@@ -50,11 +50,22 @@ def random_tiny_model(model_type: str, vocab_size: int, seed: int = 0, attn_impl
     return model.eval()
 
 
-# Prepended to every script run by `run_without_hf_s2s`: hf_s2s is made unimportable (a None entry in
-# sys.modules makes `import hf_s2s` raise ImportError), and the script proves it before doing anything.
+# Prepended to every script run by `run_without_hf_s2s`: hf_s2s is made unimportable, as where it is not installed
+# (the editable install is on the path otherwise): a finder ahead of every other one raises ImportError for hf_s2s
+# and its submodules. The script proves it before doing anything.
 _BLOCK_HF_S2S = """
 import sys
-sys.modules["hf_s2s"] = None
+
+
+class _HfS2sIsNotInstalled:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "hf_s2s" or name.startswith("hf_s2s."):
+            raise ModuleNotFoundError(f"No module named {name!r} (blocked: a user without hf_s2s)", name=name)
+        return None
+
+
+sys.meta_path.insert(0, _HfS2sIsNotInstalled)
 try:
     import hf_s2s  # noqa: F401
 except ImportError:
