@@ -457,9 +457,14 @@ def test_refused_code_is_never_uploaded_and_allowed_code_is_after_its_diff(train
             calls.append(("upload_folder", (Path(folder_path) / PIPELINE_FILE).read_text()))
             return "https://huggingface.co/someone/x/commit/abc"
 
-    changed = tmp_path / PIPELINE_FILE  # the pipeline file every save copies, with a changed line
-    changed.write_text((PACKAGE_DIR / PIPELINE_FILE).read_text() + "# changed\n")
-    monkeypatch.setattr(modeling_common, "PIPELINE_SOURCE", changed)
+    save_pretrained = modeling_common.Seq2SeqPreTrainedMixin.save_pretrained
+
+    def save_with_a_changed_pipeline(model, save_directory, *args, **kwargs):  # an installed hf_s2s edited by hand
+        saved = save_pretrained(model, save_directory, *args, **kwargs)
+        append(Path(save_directory) / PIPELINE_FILE, "# changed\n")
+        return saved
+
+    monkeypatch.setattr(modeling_common.Seq2SeqPreTrainedMixin, "save_pretrained", save_with_a_changed_pipeline)
     monkeypatch.setattr(hub, "HfApi", RecordingApi)
     with pytest.raises(HubFolderError, match=f"{PIPELINE_FILE} differs from hf_s2s {VERSION}'s"):
         push_to_hub(trained["rnn_seq2seq"][0], "someone/x")

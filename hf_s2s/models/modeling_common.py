@@ -7,9 +7,7 @@ relative imports), so it must import nothing from hf_s2s.
 """
 
 import math
-import shutil
 from numbers import Real
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -17,6 +15,7 @@ from torch import nn
 from transformers import LogitsProcessor
 from transformers.utils import logging
 
+from .pipeline_seq2seq import Seq2SeqText2TextPipeline, Seq2SeqTranslationPipeline
 from .transformers_compat import (
     GenerationHooks,
     attention_implementation,
@@ -27,11 +26,13 @@ from .transformers_compat import (
 
 logger = logging.get_logger(__name__)
 
-# The pipelines every saved folder ships (``Seq2SeqPreTrainedMixin.save_pretrained``): the module sits beside this one.
-PIPELINE_SOURCE = Path(__file__).with_name("pipeline_seq2seq.py")
+# The pipelines every saved folder ships, named in its config.json (``Seq2SeqPreTrainedMixin.save_pretrained``).
+# Imported, not found beside this file: transformers copies a module's single-dot imports, and only those, both when
+# it saves a model's code and when it loads a folder's code into its module cache, so the pipeline's file is copied
+# into every saved folder (hf_s2s installed or not) and is there when a folder loaded as remote code saves again.
 CUSTOM_PIPELINES = {
-    task: {"impl": f"{PIPELINE_SOURCE.stem}.{cls}", "pt": ["AutoModelForSeq2SeqLM"]}
-    for task, cls in (("translation", "Seq2SeqTranslationPipeline"), ("text2text-generation", "Seq2SeqText2TextPipeline"))
+    task: {"impl": f"{cls.__module__.rsplit('.', 1)[-1]}.{cls.__name__}", "pt": ["AutoModelForSeq2SeqLM"]}
+    for task, cls in (("translation", Seq2SeqTranslationPipeline), ("text2text-generation", Seq2SeqText2TextPipeline))
 }
 
 
@@ -201,10 +202,10 @@ class Seq2SeqPreTrainedMixin:
 
         - config.json's ``auto_map`` names both auto classes (transformers writes only the saved class's own one), so
           ``AutoModel`` and ``AutoModelForSeq2SeqLM`` both load it with ``trust_remote_code=True``;
-        - its ``custom_pipelines`` and a copy of ``pipeline_seq2seq.py`` (which sits beside this file, in hf_s2s and in
-          a loaded folder alike) make ``pipeline("translation", model=folder, trust_remote_code=True)`` work, since
+        - its ``custom_pipelines`` (``pipeline_seq2seq.py``, which this module imports, is among the code files
+          transformers copies) make ``pipeline("translation", model=folder, trust_remote_code=True)`` work, since
           transformers 5 removed the built-in translation task: on every folder that a save writes, the training
-          job's included, not only on the Hub's."""
+          job's included, not only on the Hub's, and on what a folder loaded as remote code saves again."""
         registered = getattr(self, "_auto_class", None) is not None
         if registered:
             module = type(self).__module__.rsplit(".", 1)[-1]
@@ -214,10 +215,7 @@ class Seq2SeqPreTrainedMixin:
             auto_map.setdefault("AutoModelForSeq2SeqLM", f"{module}.{family}ForConditionalGeneration")
             self.config.auto_map = auto_map
             self.config.custom_pipelines = CUSTOM_PIPELINES
-        output = super().save_pretrained(save_directory, *args, **kwargs)
-        if registered and kwargs.get("is_main_process", True):
-            shutil.copyfile(PIPELINE_SOURCE, Path(save_directory) / PIPELINE_SOURCE.name)
-        return output
+        return super().save_pretrained(save_directory, *args, **kwargs)
 
     def tie_weights(self, missing_keys: set[str] | None = None, recompute_mapping: bool = True) -> None:
         """transformers' tie_weights. While loading (``missing_keys`` given), a tied weight that the checkpoint holds
