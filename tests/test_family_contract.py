@@ -465,6 +465,34 @@ def test_the_cache_is_accepted_under_both_names_and_returned_under_the_installed
 
 
 @FAMILY
+def test_encoder_outputs_as_a_tuple_are_read_as_bart_reads_them_with_or_without_a_filled_cache(model_type):
+    """transformers' clients pass ``encoder_outputs`` as a plain tuple (its first element the encoder's last hidden
+    state) and keep passing it on every decoding step, the cache filled; BART wraps such a tuple into a
+    BaseModelOutput whatever the cache holds. Both steps give the logits of the same call with the
+    BaseModelOutput, and the output carries the same encoder state."""
+    model = tiny(model_type)
+    batch = labelled_batch()
+    mask = batch["attention_mask"]
+    start = torch.full((3, 1), model.config.decoder_start_token_id)
+    step = batch["labels"][:, :1].clamp(min=0)
+    with torch.no_grad():
+        # per-layer states too: the Transformer's tuple then holds more than BART's three fields
+        encoded = model.get_encoder()(input_ids=batch["input_ids"], attention_mask=mask, output_hidden_states=True)
+        results = {}
+        for name, encoder_outputs in (("output", encoded), ("tuple", (encoded.last_hidden_state,)),
+                                      ("long tuple", encoded.to_tuple())):
+            first = model(attention_mask=mask, encoder_outputs=encoder_outputs, decoder_input_ids=start,
+                          use_cache=True)
+            second = model(attention_mask=mask, encoder_outputs=encoder_outputs, decoder_input_ids=step,
+                           cache=output_cache(first), use_cache=True)
+            results[name] = (first, second)
+    for name in ("tuple", "long tuple"):
+        for reference, result in zip(results["output"], results[name], strict=True):
+            torch.testing.assert_close(result.logits, reference.logits, rtol=0, atol=0)
+            torch.testing.assert_close(result.encoder_last_hidden_state, encoded.last_hidden_state, rtol=0, atol=0)
+
+
+@FAMILY
 def test_eval_logits_with_labels_are_the_ordinary_logits(model_type):
     """Logits do not depend on whether labels came along (they were zero after each row's last label)."""
     model = tiny(model_type)
