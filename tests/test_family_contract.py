@@ -26,7 +26,9 @@ from hf_s2s.data.synthetic import FIRST_SYMBOL_ID
 from hf_s2s.models.families import FAMILIES
 from hf_s2s.models.transformers_compat import CACHE_NAME, CACHE_NAMES, output_cache
 from tests.helpers import (
+    cache_tensors,
     decoder_inputs,
+    generate_in_one_and_in_two_calls,
     labelled_batch,
     random_tiny_model,
     run_without_hf_s2s,
@@ -238,6 +240,27 @@ def test_teacher_forced_logits_equal_step_by_step(model_type, fields):
         tail = model(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=DECODER_INPUT_IDS[:, 4:],
                      cache=output_cache(head), use_cache=True)
     torch.testing.assert_close(torch.cat([head.logits, tail.logits], dim=1), full, atol=1e-5, rtol=0)
+
+
+@EVERY_VARIANT
+def test_generation_continued_from_a_returned_cache_equals_one_call(model_type, fields):
+    """Two generate() calls, the second continuing from the cache the first returned, give the tokens, scores and
+    final cache of one call; the Transformer's prompt is left-padded on some rows (the RNN reads its target from the
+    left, so its prompts are whole)."""
+    model = make_model(model_type, fields)
+    ids, mask = batch(*SOURCES)
+    prompt = torch.tensor([[5, 6, 7], [8, 9, 3], [4, 10, 6], [7, 7, 9]])  # not starting with START
+    prompt_mask = torch.ones_like(prompt)
+    if model_type == "transformer_seq2seq":
+        prompt_mask[1, :1] = prompt_mask[2, :2] = 0
+        prompt = prompt.masked_fill(prompt_mask == 0, PAD)
+    one_call, first, second = generate_in_one_and_in_two_calls(model, ids, mask, prompt, prompt_mask)
+    assert one_call.sequences.tolist() == second.sequences.tolist()
+    torch.testing.assert_close(torch.stack(first.scores + second.scores), torch.stack(one_call.scores))
+    expected, continued = output_cache(one_call), output_cache(second)
+    assert continued.get_seq_length() == expected.get_seq_length() == one_call.sequences.shape[1] - 1
+    for a, e in zip(cache_tensors(continued), cache_tensors(expected), strict=True):
+        torch.testing.assert_close(a, e)  # transformers' tolerance for this test
 
 
 def cross_attention_rows(out, row):
