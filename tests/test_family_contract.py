@@ -3,11 +3,12 @@ property, parametrized over the families and, where an architecture option chang
 family's variants:
 
 - decoding: cached == uncached (greedy, beam, n-best, no-repeat, sampling), teacher forcing == step by step,
-  a padded batch == each sentence alone (with the attention mask and with the mask found from the pad id), ranked
-  n-best led by the best beam, seeded sampling, no-repeat n-grams;
+  two generate() calls continuing from a returned cache == one call, a padded batch == each sentence alone (with
+  the attention mask and with the mask found from the pad id), ranked n-best led by the best beam, seeded
+  sampling, no-repeat n-grams;
 - saving: saved == loaded, and the saved folder loads and decodes the same without hf_s2s (remote code);
-- forward: tuples for ``return_dict=False``, unknown keywords ignored, the cache under both names, ordinary logits
-  with labels, clear errors for token ids outside the vocabulary;
+- forward: tuples for ``return_dict=False``, encoder outputs given as a tuple, unknown keywords ignored, the cache
+  under both names, ordinary logits with labels, clear errors for token ids outside the vocabulary;
 - training: the loss is the token mean (halves of an accumulated batch add up), label smoothing in the model equals
   Trainer's, the padding-free path gives the padded gradients, and the reversal task is learnt.
 
