@@ -157,10 +157,11 @@ def output_flags(config, output_attentions: bool | None, output_hidden_states: b
 
 
 def encoder_output(encoder_outputs: BaseModelOutput | tuple | list) -> BaseModelOutput:
-    """``encoder_outputs`` as a model output, whatever the decoder cache holds. A model output (this family's own,
-    with its source mask, or transformers') is returned as it is; a tuple or list is read as BART reads it:
-    (last_hidden_state, hidden_states, attentions), the last two optional and anything after them ignored. A tuple
-    carries no source mask: pass ``attention_mask`` with it, or the source is taken to have no padding."""
+    """``encoder_outputs`` as a model output, whatever the decoder cache holds. A model output (this family's
+    own, with its source mask, or transformers') is returned as it is; a tuple or list is read as BART reads
+    it: (last_hidden_state, hidden_states, attentions), the last two optional and anything after them ignored.
+    A tuple carries no source mask: pass ``attention_mask`` with it, or the source is taken to have no
+    padding."""
     if isinstance(encoder_outputs, BaseModelOutput):
         return encoder_outputs
     return BaseModelOutput(

@@ -26,12 +26,13 @@ Private hooks of ``GenerationMixin`` overridden (in ``GenerationHooks``), and wh
 - ``_prepare_cache_for_generation``: a model whose cache is not transformers' (the RNN's recurrent state, an
   ensemble's caches) creates it itself (``cache_for_generation``) instead of receiving an ``EncoderDecoderCache``.
 - ``_supports_default_dynamic_cache``: False for such a model (``uses_default_cache = False``).
-- ``prepare_inputs_for_generation`` (public, but what it is handed changed in 5.24): transformers 5.24 cuts the
-  tokens of a call continuing from a returned cache to those the cache has not consumed only for a cache with
-  attention layers (``Cache.is_linear``), and a cache of the model's own has no layers, so the whole sequence would
-  run again on top of the state; for such a cache the first step is cut here by 5.23's rule (the decoder mask as
-  long as the tokens: the caller passed the whole sequence). Declaring the cache not linear instead would also make
-  5.24 build a causal mask on every step of a static (compiled) decoding that the RNN does not read.
+- ``prepare_inputs_for_generation`` (public, but what it is handed changed in 5.24): transformers 5.24 cuts
+  the tokens of a call continuing from a returned cache to those the cache has not consumed only for a cache
+  with attention layers (``Cache.is_linear``), and a cache of the model's own has no layers, so the whole
+  sequence would run again on top of the state; for such a cache the first step is cut here by 5.23's rule
+  (the decoder mask as long as the tokens: the caller passed the whole sequence). Declaring the cache not
+  linear instead would also make 5.24 build a causal mask on every step of a static (compiled) decoding that
+  the RNN does not read.
 - ``_reorder_cache``: beam search calls it when the model defines it; forwards to ``reorder_beam_cache``.
 
 Private attributes read
@@ -253,7 +254,9 @@ class GenerationHooks:
             cache, mask = generation_cache(kwargs), kwargs.get("decoder_attention_mask")
             if cache is not None and mask is not None and mask.shape[1] == input_ids.shape[1]:
                 next_sequence_length = input_ids.shape[1] - cache.get_seq_length()
-        return super().prepare_inputs_for_generation(input_ids, next_sequence_length=next_sequence_length, **kwargs)
+        return super().prepare_inputs_for_generation(
+            input_ids, next_sequence_length=next_sequence_length, **kwargs
+        )
 
     def _prepare_cache_for_generation(self, generation_config, model_kwargs, *args, **kwargs):
         if generation_config.use_cache is not False and generation_cache(model_kwargs) is None:
