@@ -49,6 +49,7 @@ unnoticed): ``Trainer._get_train_sampler`` / ``_run_epoch`` / ``_issue_warnings_
 ``_save_pretrained`` (tokenization_separate_vocab.py).
 """
 
+import inspect
 import logging
 import re
 import warnings
@@ -88,7 +89,7 @@ def check_transformers_version(installed: str = transformers.__version__) -> Non
 check_transformers_version()
 
 # Imported after the check, so an unsupported transformers gets the message above instead of a missing name.
-from transformers import masking_utils  # noqa: E402
+from transformers import GenerationMixin, masking_utils  # noqa: E402
 from transformers.generation.logits_process import LogitNormalization  # noqa: E402
 from transformers.modeling_outputs import Seq2SeqLMOutput  # noqa: E402
 
@@ -257,6 +258,10 @@ class GenerationHooks:
         return super().prepare_inputs_for_generation(
             input_ids, next_sequence_length=next_sequence_length, **kwargs
         )
+
+    # generate() accepts only the keywords this signature (or forward's) names: keep the installed release's, where
+    # 5.23 names the cache `past_key_values` and forward names it `cache`
+    prepare_inputs_for_generation.__signature__ = inspect.signature(GenerationMixin.prepare_inputs_for_generation)
 
     def _prepare_cache_for_generation(self, generation_config, model_kwargs, *args, **kwargs):
         if generation_config.use_cache is not False and generation_cache(model_kwargs) is None:
