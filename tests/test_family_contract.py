@@ -3,11 +3,12 @@ property, parametrized over the families and, where an architecture option chang
 family's variants:
 
 - decoding: cached == uncached (greedy, beam, n-best, no-repeat, sampling), teacher forcing == step by step,
-  a padded batch == each sentence alone (with the attention mask and with the mask found from the pad id), ranked
-  n-best led by the best beam, seeded sampling, no-repeat n-grams;
+  two generate() calls continuing from a returned cache == one call, a padded batch == each sentence alone
+  (with the attention mask and with the mask found from the pad id), ranked n-best led by the best beam,
+  seeded sampling, no-repeat n-grams;
 - saving: saved == loaded, and the saved folder loads and decodes the same without hf_s2s (remote code);
-- forward: tuples for ``return_dict=False``, unknown keywords ignored, the cache under both names, ordinary logits
-  with labels, clear errors for token ids outside the vocabulary;
+- forward: tuples for ``return_dict=False``, encoder outputs given as a tuple, unknown keywords ignored, the
+  cache under both names, ordinary logits with labels, clear errors for token ids outside the vocabulary;
 - training: the loss is the token mean (halves of an accumulated batch add up), label smoothing in the model equals
   Trainer's, the padding-free path gives the padded gradients, and the reversal task is learnt.
 
@@ -26,7 +27,9 @@ from hf_s2s.data.synthetic import FIRST_SYMBOL_ID
 from hf_s2s.models.families import FAMILIES
 from hf_s2s.models.transformers_compat import CACHE_NAME, CACHE_NAMES, output_cache
 from tests.helpers import (
+    cache_tensors,
     decoder_inputs,
+    generate_in_one_and_in_two_calls,
     labelled_batch,
     random_tiny_model,
     run_without_hf_s2s,
@@ -238,6 +241,27 @@ def test_teacher_forced_logits_equal_step_by_step(model_type, fields):
         tail = model(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=DECODER_INPUT_IDS[:, 4:],
                      cache=output_cache(head), use_cache=True)
     torch.testing.assert_close(torch.cat([head.logits, tail.logits], dim=1), full, atol=1e-5, rtol=0)
+
+
+@EVERY_VARIANT
+def test_generation_continued_from_a_returned_cache_equals_one_call(model_type, fields):
+    """Two generate() calls, the second continuing from the cache the first returned, give the tokens, scores
+    and final cache of one call; the Transformer's prompt is left-padded on some rows (the RNN reads its
+    target from the left, so its prompts are whole)."""
+    model = make_model(model_type, fields)
+    ids, mask = batch(*SOURCES)
+    prompt = torch.tensor([[5, 6, 7], [8, 9, 3], [4, 10, 6], [7, 7, 9]])  # not starting with START
+    prompt_mask = torch.ones_like(prompt)
+    if model_type == "transformer_seq2seq":
+        prompt_mask[1, :1] = prompt_mask[2, :2] = 0
+        prompt = prompt.masked_fill(prompt_mask == 0, PAD)
+    one_call, first, second = generate_in_one_and_in_two_calls(model, ids, mask, prompt, prompt_mask)
+    assert one_call.sequences.tolist() == second.sequences.tolist()
+    torch.testing.assert_close(torch.stack(first.scores + second.scores), torch.stack(one_call.scores))
+    expected, continued = output_cache(one_call), output_cache(second)
+    assert continued.get_seq_length() == expected.get_seq_length() == one_call.sequences.shape[1] - 1
+    for a, e in zip(cache_tensors(continued), cache_tensors(expected), strict=True):
+        torch.testing.assert_close(a, e)  # transformers' tolerance for this test
 
 
 def cross_attention_rows(out, row):
@@ -462,6 +486,36 @@ def test_the_cache_is_accepted_under_both_names_and_returned_under_the_installed
     cache = output_cache(model(**inputs, decoder_input_ids=start, use_cache=True))
     with pytest.raises(ValueError, match="both `cache` and `past_key_values`"):
         model(**inputs, decoder_input_ids=step, cache=cache, past_key_values=cache)
+
+
+@FAMILY
+def test_encoder_outputs_as_a_tuple_are_read_as_bart_reads_them_with_or_without_a_filled_cache(model_type):
+    """transformers' clients pass ``encoder_outputs`` as a plain tuple (its first element the encoder's last
+    hidden state) and keep passing it on every decoding step, the cache filled; BART wraps such a tuple into a
+    BaseModelOutput whatever the cache holds. Both steps give the logits of the same call with the
+    BaseModelOutput, and the output carries the same encoder state."""
+    model = tiny(model_type)
+    batch = labelled_batch()
+    mask = batch["attention_mask"]
+    start = torch.full((3, 1), model.config.decoder_start_token_id)
+    step = batch["labels"][:, :1].clamp(min=0)
+    with torch.no_grad():
+        # per-layer states too: the Transformer's tuple then holds more than BART's three fields
+        encoded = model.get_encoder()(input_ids=batch["input_ids"], attention_mask=mask,
+                                      output_hidden_states=True)
+        results = {}
+        for name, encoder_outputs in (("output", encoded), ("tuple", (encoded.last_hidden_state,)),
+                                      ("long tuple", encoded.to_tuple())):
+            first = model(attention_mask=mask, encoder_outputs=encoder_outputs, decoder_input_ids=start,
+                          use_cache=True)
+            second = model(attention_mask=mask, encoder_outputs=encoder_outputs, decoder_input_ids=step,
+                           cache=output_cache(first), use_cache=True)
+            results[name] = (first, second)
+    for name in ("tuple", "long tuple"):
+        for reference, result in zip(results["output"], results[name], strict=True):
+            torch.testing.assert_close(result.logits, reference.logits, rtol=0, atol=0)
+            torch.testing.assert_close(result.encoder_last_hidden_state, encoded.last_hidden_state,
+                                       rtol=0, atol=0)
 
 
 @FAMILY

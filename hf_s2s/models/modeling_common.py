@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import LogitsProcessor
+from transformers.modeling_outputs import BaseModelOutput
 from transformers.utils import logging
 
 from .pipeline_seq2seq import Seq2SeqText2TextPipeline, Seq2SeqTranslationPipeline
@@ -154,6 +155,21 @@ def output_flags(config, output_attentions: bool | None, output_hidden_states: b
             "Please set your attention to `eager` if you want any of these features."
         )
     return bool(output_attentions), bool(output_hidden_states)
+
+
+def encoder_output(encoder_outputs: BaseModelOutput | tuple | list) -> BaseModelOutput:
+    """``encoder_outputs`` as a model output, whatever the decoder cache holds. A model output (this family's
+    own, with its source mask, or transformers') is returned as it is; a tuple or list is read as BART reads
+    it: (last_hidden_state, hidden_states, attentions), the last two optional and anything after them ignored.
+    A tuple carries no source mask: pass ``attention_mask`` with it, or the source is taken to have no
+    padding."""
+    if isinstance(encoder_outputs, BaseModelOutput):
+        return encoder_outputs
+    return BaseModelOutput(
+        last_hidden_state=encoder_outputs[0],
+        hidden_states=encoder_outputs[1] if len(encoder_outputs) > 1 else None,
+        attentions=encoder_outputs[2] if len(encoder_outputs) > 2 else None,
+    )
 
 
 def is_capturing_graph() -> bool:

@@ -29,6 +29,7 @@ from .modeling_common import (
     Seq2SeqPreTrainedMixin,
     TokenPacking,
     embed,
+    encoder_output,
     is_capturing_graph,
     output_flags,
     output_layer_and_loss,
@@ -457,6 +458,8 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
         if cache is not None and not isinstance(cache, RNNSeq2SeqCache):
             raise TypeError(f"the cache must be an RNNSeq2SeqCache, got {type(cache).__name__}")
 
+        if encoder_outputs is not None:
+            encoder_outputs = encoder_output(encoder_outputs)
         state = cache if cache is not None and cache.is_initialized else None
         if state is None:
             if encoder_outputs is None:
@@ -465,8 +468,6 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
                 encoder_outputs = self.encoder(
                     input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, return_dict=True
                 )
-            elif not isinstance(encoder_outputs, BaseModelOutput):
-                encoder_outputs = BaseModelOutput(last_hidden_state=encoder_outputs[0])
             memory = encoder_outputs.last_hidden_state  # (B, S, E)
             source_mask = getattr(encoder_outputs, "source_mask", None)
             if source_mask is None:  # encoder outputs made elsewhere: the mask from the inputs

@@ -46,6 +46,7 @@ from .modeling_common import (
     Seq2SeqPreTrainedMixin,
     TokenPacking,
     embed,
+    encoder_output,
     output_flags,
     output_layer_and_loss,
     shift_tokens_right,
@@ -505,8 +506,7 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
             # the source padding the encoder found, for the cross-attention: no second look at the mask
             attention_mask, source_packing = encoder_outputs.source_mask, encoder_outputs.source_packing
         else:
-            if not isinstance(encoder_outputs, BaseModelOutput):
-                encoder_outputs = BaseModelOutput(*encoder_outputs)
+            encoder_outputs = encoder_output(encoder_outputs)
             if attention_mask is None:  # a decoding step of generate(input_ids) without a mask: the encoder's
                 attention_mask = getattr(encoder_outputs, "source_mask", None)
 
