@@ -428,6 +428,32 @@ def test_health_models_metrics_and_openapi_docs(server):
     assert "num_return_sequences" in schema["components"]["schemas"]["TranslateRequest"]["properties"]
 
 
+def test_serve_command_refuses_folders_it_cannot_serve_in_one_line(folders, tmp_path):
+    """Folders written by someone else: a damaged JSON file, no generation config (transformers would decode with
+    20 tokens at most), one without the tokens generate() needs, a default beam count over --max-beams. Each is one
+    error line naming the file or option; the host cannot be listened on, so a folder that is not refused fails the
+    test at once instead of serving."""
+    broken = {}
+    for name, change in [("no_generation_config", lambda f: (f / "generation_config.json").unlink()),
+                         ("damaged_generation_config", lambda f: (f / "generation_config.json").write_text('{"a": ')),
+                         ("config_a_list", lambda f: (f / "config.json").write_text("[]")),
+                         ("damaged_tokenizer", lambda f: (f / "tokenizer.json").write_text("xx")),
+                         ("no_start_token", lambda f: (f / "generation_config.json").write_text('{"eos_token_id": 2}')),
+                         ("three_beams", lambda f: (f / "generation_config.json").write_text(json.dumps(
+                             {**json.loads((f / "generation_config.json").read_text()), "num_beams": 3})))]:
+        broken[name] = save_tiny_model_folder(tmp_path / name, "transformer_seq2seq")
+        change(broken[name])
+    for arguments, named in [([str(broken["no_generation_config"])], "holds no generation_config.json"),
+                             ([str(broken["damaged_generation_config"])], "generation_config.json is not valid JSON"),
+                             ([str(broken["config_a_list"])], "config.json holds a JSON list, not an object"),
+                             ([str(broken["damaged_tokenizer"])], "tokenizer.json is not valid JSON"),
+                             ([str(broken["no_start_token"])], "names no decoder_start_token_id"),
+                             ([str(broken["three_beams"]), "--max-beams", "2"], "decodes with 3 beams by default")]:
+        with pytest.raises(SystemExit) as exit_info:
+            run_command("serve", [*arguments, "--host", "256.0.0.1", "--port", "0"])
+        assert str(exit_info.value.code).startswith("error: ") and named in str(exit_info.value.code), arguments
+
+
 def test_serve_command_refuses_bad_options_in_one_line(folders, tmp_path):
     tf, rnn = str(folders["tf"]), str(folders["rnn"])
     for arguments, named in [([rnn, "--engine", "ctranslate2"], "Transformer family only"),

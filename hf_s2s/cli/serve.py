@@ -22,6 +22,7 @@ from hf_s2s.cli import HelpFormatter
 from hf_s2s.inference.engines import ENGINES, TORCH_DTYPES, load_engine
 from hf_s2s.serving import require_serve_extra
 from hf_s2s.serving.config import DEFAULT_GRACEFUL_TIMEOUT, BatchingConfig, RequestLimits
+from hf_s2s.serving.folders import check_model_folder
 
 
 def parse_models(specs: list[str]) -> dict[str, str]:
@@ -98,6 +99,8 @@ def main(argv=None, prog=None):
         request_limits = RequestLimits(max_sentences=args.max_sentences, max_sentence_tokens=args.max_sentence_tokens,
                                        max_beams=args.max_beams, max_request_bytes=args.max_request_bytes)
         models = parse_models(args.models)
+        for folder in models.values():
+            check_model_folder(folder)
         engines = {name: load_engine(folder, args.engine, dtype=args.dtype, int8=args.int8, threads=args.threads)
                    for name, folder in models.items()}
         app = create_app(engines, batching_config, request_limits)

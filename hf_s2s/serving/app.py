@@ -157,6 +157,8 @@ def create_app(engines: dict[str, Engine], batching: BatchingConfig | None = Non
     if limits.max_sentences > batching.max_queue_sentences:
         raise ValueError(f"max_sentences ({limits.max_sentences}) must be <= max_queue_sentences "
                          f"({batching.max_queue_sentences}): a request that large could never be queued")
+    for name, engine in engines.items():
+        _check_defaults(name, engine, limits)
     names = list(engines)
     default = names[0]
     metrics = ServingMetrics()
@@ -254,6 +256,19 @@ def drain(app: FastAPI, timeout: float) -> None:
     waiting ones are decoded for at most ``timeout`` seconds, and those still unanswered then are answered 503."""
     for batcher in app.state.batchers.values():
         batcher.drain(timeout)
+
+
+def _check_defaults(name: str, engine: Engine, limits: RequestLimits) -> None:
+    """A ValueError where the options a request gets by naming none (the model's generation config) would be refused:
+    said once at start rather than to every such request."""
+    try:
+        defaults = engine.options()
+    except ValueError as error:
+        raise ValueError(f"model {name!r} ({engine.folder}): its generation config cannot decode: {error}") from None
+    if defaults.num_beams > limits.max_beams:
+        raise ValueError(f"model {name!r} ({engine.folder}) decodes with {defaults.num_beams} beams by default (its "
+                         f"generation config) and max_beams (--max-beams) is {limits.max_beams}: every request that "
+                         "names no num_beams would be refused; raise --max-beams")
 
 
 def _check_request(request: schemas.TranslateRequest, engine: Engine, limits: RequestLimits
