@@ -406,6 +406,26 @@ def test_requests_cut_off_at_shutdown_are_answered_503_in_json_and_counted(folde
     assert statuses_counted(app.state.metrics.exposition().decode()) == {503: 3}
 
 
+def test_a_request_still_sending_its_body_at_shutdown_is_answered_503_in_json(engines):
+    """The application waits for a body (uvicorn's "100 Continue" says so) when the server stops: uvicorn cancels it
+    past the graceful timeout, and it is answered 503 in JSON, not with uvicorn's 500 text/plain."""
+    app = create_app({"tf": engines["tf"]}, BATCHING, LIMITS)
+    with serve_in_thread(app, graceful_timeout=0) as url:
+        address = httpx.URL(url)
+        sock = socket.create_connection((address.host, address.port), timeout=60)
+        sock.sendall(b"POST /translate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 20\r\nExpect: 100-continue\r\n\r\n")
+        assert sock.recv(1024).startswith(b"HTTP/1.1 100 ")
+    answer = b""  # the server has stopped: its answer, then the end of the connection
+    while chunk := sock.recv(65536):
+        answer += chunk
+    sock.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 503 ") and b"content-type: application/json" in head.lower(), answer
+    assert "retry" in json.loads(body)["error"]
+    assert statuses_counted(app.state.metrics.exposition().decode()) == {503: 1}
+
+
 def test_health_models_metrics_and_openapi_docs(server):
     url, _ = server
     post(url, {"sentences": ["a b c", "d"], "model": "rnn"})
