@@ -25,6 +25,7 @@ pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
 
 from hf_s2s.cli import run_command  # noqa: E402
+from hf_s2s.importers import convert  # noqa: E402
 from hf_s2s.inference.engines import TorchEngine, load_engine  # noqa: E402
 from hf_s2s.inference.translate import translate  # noqa: E402
 from hf_s2s.serving.app import create_app  # noqa: E402
@@ -235,6 +236,17 @@ def test_a_chunked_body_over_the_limit_is_refused_while_read(server):
     chunks = (b'{"sentences": ["' + b"a " * 5_000 + b'"]}' for _ in range(5))  # no Content-Length
     response = httpx.post(f"{url}/translate", content=chunks, headers={"content-type": "application/json"})
     assert response.status_code == 413 and "20,000 bytes" in response.json()["error"]
+
+
+def test_a_converted_folder_serves_the_translations_it_gives_alone(tmp_path):
+    """A folder hf-s2s convert wrote from an OpenNMT-py checkpoint (the converted tokenizer class, the toolkit's beam
+    search in its generation config): served, each request gets the translations translate() gives it alone."""
+    fixture = ROOT / "tests" / "fixtures" / "toolkits" / "opennmt_transformer"
+    engine = load_engine(convert("opennmt-py", fixture / "model.pt", tmp_path / "converted"), threads=1)
+    sources = (fixture / "test.de").read_text().splitlines()[:6]
+    with serve_in_thread(create_app({"onmt": engine}, BATCHING)) as url:
+        for request in ({"sentences": sources[:3]}, {"sentences": sources[3:], "num_beams": 1, "scores": True}):
+            assert same(answers(post(url, request)), alone(engine, request)), request
 
 
 def test_an_alignment_from_a_model_without_attention_is_refused(tmp_path):
