@@ -12,9 +12,10 @@ import pytest
 import torch
 
 import hf_s2s  # noqa: F401
+from hf_s2s.data.tokenization import TranslationTokenizers, train_tokenizer_from_texts
 from hf_s2s.inference.translate import Hypothesis, check_decoding_options, read_sentences, translate
 from hf_s2s.models.loading import load_model, load_tokenizer
-from tests.saved_folders import save_tiny_model_folder
+from tests.saved_folders import TEXTS, save_tiny_model_folder, tiny_tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
 SENTENCES = ["a b c d", "", "e f", "   ", "g h i"]  # blank lines at 1 and 3
@@ -325,3 +326,21 @@ def test_a_line_of_invisible_characters_is_blank_and_keeps_its_place(model_dir):
     done = run_translate(str(model_dir), "--beams", "1", "--max-new-tokens", "5",
                          stdin="a b c d\n\u200b\u200b\ng h i\n")
     assert done.returncode == 0 and done.stdout.split("\n")[1] == "", done.stderr[-2000:]
+
+
+def test_greedy_scores_under_a_target_vocabulary_of_another_size_are_each_sentences_own(tmp_path):
+    """A separate target vocabulary smaller than the source one (as in a folder converted from OpenNMT-py): a batch's
+    greedy scores equal each sentence's alone. transformers' compute_transition_scores finds row r's scores at r x
+    the source vocabulary's size, which gave other rows' scores, or an IndexError, for every row but the first."""
+    target = train_tokenizer_from_texts([text.upper() for text in TEXTS], vocab_size=270, min_frequency=1)
+    tokenizer = TranslationTokenizers(tiny_tokenizer(), target).as_tokenizer()
+    folder = save_tiny_model_folder(tmp_path / "model", "transformer_seq2seq", tokenizer=tokenizer, seed=3,
+                                    decoder_vocab_size=len(target), share_encoder_decoder_embeddings=False)
+    model, tokenizer = load_model(folder), load_tokenizer(folder)
+    assert model.config.decoder_vocab_size < model.config.vocab_size
+    sentences = TEXTS[:6]
+    batched = translate(model, tokenizer, sentences, num_beams=1, scores=True)
+    alone = [translate(model, tokenizer, [sentence], num_beams=1, scores=True)[0] for sentence in sentences]
+    assert [hypotheses[0].text for hypotheses in batched] == [hypotheses[0].text for hypotheses in alone]
+    assert len({hypotheses[0].score for hypotheses in alone}) > 1
+    assert all(abs(b[0].score - a[0].score) < 1e-4 for b, a in zip(batched, alone, strict=True)), (batched, alone)

@@ -235,13 +235,14 @@ def _batches_by_length(lengths: list[int], batch_size: int) -> list[list[int]]:
     return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
 
-def _greedy_scores(model, output, eos_token_id: int) -> torch.Tensor:
+def _greedy_scores(output, eos_token_id: int) -> torch.Tensor:
     """Sum of log-probs of the generated tokens up to and including the first </s>. (batch,)"""
-    # normalized here: compute_transition_scores(normalize_logits=True) reshapes by config.vocab_size, the source
-    # vocabulary's, which breaks on a separate target vocabulary (decoder_vocab_size)
-    step_log_probs = tuple(scores.log_softmax(dim=-1) for scores in output.scores)  # each (batch, target vocab)
-    log_probs = model.compute_transition_scores(output.sequences, step_log_probs)  # (batch, new_tokens)
-    generated = output.sequences[:, -log_probs.size(1) :]  # (batch, new_tokens)
+    # gathered here, not by compute_transition_scores: it finds row r's scores at r x config.vocab_size, the source
+    # vocabulary's size, which under a separate target vocabulary of another size (decoder_vocab_size) are another
+    # row's, or past the end
+    step_log_probs = torch.stack(output.scores, dim=1).log_softmax(dim=-1)  # (batch, new_tokens, target vocab)
+    generated = output.sequences[:, -step_log_probs.size(1) :]  # (batch, new_tokens)
+    log_probs = step_log_probs.gather(2, generated.unsqueeze(-1)).squeeze(-1)  # (batch, new_tokens)
     is_eos = (generated == eos_token_id).long()
     after_eos = (is_eos.cumsum(dim=1) - is_eos) > 0
     return log_probs.masked_fill(after_eos, 0.0).sum(dim=1)
@@ -360,7 +361,7 @@ def _translate_batches(model, tokenizer, encoded: list[list[int]], to_decode: li
         elif num_beams > 1 and not generate_kwargs.get("do_sample"):
             values = output.sequences_scores.tolist()
         else:
-            values = _greedy_scores(model, output, eos_token_id).tolist()
+            values = _greedy_scores(output, eos_token_id).tolist()
         texts = tokenizer.batch_decode(output.sequences, skip_special_tokens=True)
         for row, index in enumerate(batch_indices):
             span = range(row * num_return_sequences, (row + 1) * num_return_sequences)
