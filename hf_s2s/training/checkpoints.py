@@ -17,10 +17,9 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
-from transformers import AutoConfig
 
 from ..data.vocabulary import check_same_vocabulary
-from ..models.loading import TOKENIZER_FILES, load_model, load_tokenizer, refuse_to_overwrite
+from ..models.loading import TOKENIZER_FILES, load_config, load_model, load_tokenizer, refuse_to_overwrite
 
 WEIGHTS_NAME = "model.safetensors"
 # Files copied from the newest checkpoint so the averaged folder loads like any saved model.
@@ -76,7 +75,7 @@ def _check_same_vocabulary(checkpoints: list[Path]) -> None:
         _config(ckpt)  # a missing or unreadable config.json is named as such
     tokenizers = [load_tokenizer(ckpt) if any((ckpt / name).is_file() for name in TOKENIZER_FILES) else None
                   for ckpt in checkpoints]
-    configs = [AutoConfig.from_pretrained(ckpt) for ckpt in checkpoints]
+    configs = [load_config(ckpt) for ckpt in checkpoints]
     check_same_vocabulary([str(ckpt) for ckpt in checkpoints], tokenizers=tokenizers, configs=configs,
                           purpose=AVERAGING_PURPOSE)
 
