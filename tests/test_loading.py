@@ -161,23 +161,27 @@ def test_training_refuses_to_fine_tune_a_folder_whose_weights_do_not_match(folde
 
 
 @pytest.mark.slow
-def test_train_tokenizer_refuses_a_folder_holding_a_tokenizer(folders, tmp_path):
+def test_train_tokenizer_refuses_a_model_folder_and_replaces_only_its_own_output(folders, tmp_path):
     folder = shutil.copytree(folders["rnn_seq2seq"], tmp_path / "model")
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
-    args = ["--dataset", "synthetic:reversal", "--source_lang", "src", "--target_lang", "tgt", "--vocab_size", "280",
-            "--output_dir", str(folder)]
-    completed = run_script("train_tokenizer.py", *args)
+    args = ["--dataset", "synthetic:reversal", "--source_lang", "src", "--target_lang", "tgt", "--vocab_size", "280"]
+    completed = run_script("train_tokenizer.py", *args, "--output_dir", str(folder))
     assert completed.returncode == 1, completed.stderr[-2000:]
-    assert (f"error: {folder} already holds config.json, model.safetensors, generation_config.json, tokenizer.json, "
-            "tokenizer_config.json: refusing to overwrite it") in completed.stderr
+    assert f"error: {folder} already holds files (attention_rnn_seq2seq.py, " in completed.stderr
     assert "pass --overwrite_output_dir" in completed.stderr
+    # asked to overwrite, it still refuses: a new tokenizer beside the model's weights would not match them
+    completed = run_script("train_tokenizer.py", *args, "--output_dir", str(folder), "--overwrite_output_dir")
+    assert completed.returncode == 1 and (f"replaces only what hf-s2s train-tokenizer wrote into {folder}, byte for "
+                                          "byte, and it holds no hf_s2s_output.json") in completed.stderr
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
-    # asked explicitly, it writes the new tokenizer over the old one and leaves the model's files alone
-    completed = run_script("train_tokenizer.py", *args, "--overwrite_output_dir")
+    # its own output it replaces, whole: a joint tokenizer after separate ones leaves no target_tokenizer.json
+    out = tmp_path / "tokenizer"
+    completed = run_script("train_tokenizer.py", *args, "--output_dir", str(out), "--separate_vocabs")
+    assert completed.returncode == 0 and (out / "target_tokenizer.json").is_file(), completed.stderr[-2000:]
+    completed = run_script("train_tokenizer.py", *args, "--output_dir", str(out), "--overwrite_output_dir")
     assert completed.returncode == 0, completed.stderr[-2000:]
-    assert (folder / "tokenizer.json").read_bytes() != before["tokenizer.json"]
-    assert (folder / "model.safetensors").read_bytes() == before["model.safetensors"]
-    assert json.loads((folder / "config.json").read_text()) == json.loads(before["config.json"])
+    assert not (out / "target_tokenizer.json").exists()
+    assert type(load_tokenizer(out)).__name__ != "SeparateVocabTokenizer"  # loads as the joint one it now is
 
 
 def test_a_name_that_can_only_be_a_path_is_told_from_a_hub_id(tmp_path, monkeypatch):

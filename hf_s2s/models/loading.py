@@ -13,7 +13,7 @@ random weights and a load-report warning. The tools that publish or use a traine
 corrupt weights file, and tells a missing local folder apart from a Hub id. The tied ``lm_head.weight`` is
 absent from the file by design when embeddings are tied; transformers does not report it, so neither do we.
 
-:func:`refuse_to_overwrite` is the one check every writer of model or tokenizer files runs before it starts.
+Writing over an output folder is :mod:`hf_s2s.models.output_record`'s rule: a command replaces only what it wrote.
 """
 
 import os
@@ -25,11 +25,6 @@ from pathlib import Path
 from safetensors import SafetensorError, safe_open
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
 
-# Files that make a folder a saved model, tokenizer or training run's model: writing over any of them destroys
-# what another command produced.
-SAVED_FILES = ("config.json", "model.safetensors", "model.safetensors.index.json", "generation_config.json",
-               "tokenizer.json", "tokenizer_config.json", "results.json", "README.md",
-               "source/tokenizer.json", "target/tokenizer.json")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 # What huggingface_hub accepts as a repo id: "name" or "namespace/name", no leading dot or slash.
 _REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
@@ -165,16 +160,6 @@ def load_config(name_or_path: str | Path):
         return AutoConfig.from_pretrained(name_or_path, trust_remote_code=False)
 
 
-def refuse_to_overwrite(folder: str | Path, flag: str, files: tuple[str, ...] = SAVED_FILES) -> None:
-    """Raise ``FileExistsError`` when ``folder`` already holds any of ``files`` (by default, anything that makes
-    it a saved model, tokenizer or run result), naming them and the ``flag`` that allows overwriting."""
-    folder = Path(folder)
-    present = [name for name in files if (folder / name).exists()]
-    if present:
-        raise FileExistsError(f"{folder} already holds {', '.join(present)}: refusing to overwrite it; choose "
-                              f"another folder or pass {flag}")
-
-
 def check_writable(folder: str | Path, flag: str) -> None:
     """Raise ``PermissionError`` unless ``folder`` can be created or written to, naming ``flag``: checked on the
     folder, or on the nearest folder above it that exists, before any long work, so that a read-only place fails
@@ -190,4 +175,4 @@ def check_writable(folder: str | Path, flag: str) -> None:
 
 
 __all__ = ["ModelFolderError", "check_writable", "load_config", "load_model", "load_tokenizer", "local_folder",
-           "looks_like_local_path", "refuse_to_overwrite", "refusing_folder_code"]
+           "looks_like_local_path", "refusing_folder_code"]
