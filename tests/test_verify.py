@@ -211,6 +211,8 @@ def test_verify_refuses_a_folder_without_code_or_that_does_not_exist(tmp_path, c
 
 GENERATE = "def generate(model, **kwargs):\n    return None\n"
 CONFIG = "from transformers import PretrainedConfig\nclass Evil(PretrainedConfig):\n    model_type = 'rnn_seq2seq'\n"
+TOKENIZER = "from transformers import PreTrainedTokenizerFast\nclass Evil(PreTrainedTokenizerFast):\n    pass\n"
+PIPELINE = "from transformers import Pipeline\nclass Evil(Pipeline):\n    pass\n"
 
 
 def payload(marker: Path, definition: str) -> str:
@@ -247,6 +249,25 @@ def auto_map_by_absolute_path(folder: Path, outside: Path) -> str:
     set_auto_config(folder, f"{outside / 'evil'}.Evil")
     return (f"config.json auto_map AutoConfig loads {outside / 'evil.py'}, which is outside the folder "
             f"({outside / 'evil'}.Evil)")
+
+
+def tokenizer_auto_map_by_absolute_path(folder: Path, outside: Path) -> str:
+    """tokenizer_config.json's auto_map: AutoTokenizer loads the module it names, from anywhere."""
+    (outside / "tokenizing.py").write_text(payload(outside / "ran", TOKENIZER))
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config.update(tokenizer_class="Evil", auto_map={"AutoTokenizer": [None, f"{outside / 'tokenizing'}.Evil"]})
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    return (f"tokenizer_config.json auto_map AutoTokenizer[1] loads {outside / 'tokenizing.py'}, which is outside "
+            "the folder")
+
+
+def pipeline_by_absolute_path(folder: Path, outside: Path) -> str:
+    """config.json's custom_pipelines: pipeline(task, model=folder, trust_remote_code=True) loads its impl."""
+    (outside / "piping.py").write_text(payload(outside / "ran", PIPELINE))
+    config = json.loads((folder / "config.json").read_text())
+    config["custom_pipelines"]["translation"]["impl"] = f"{outside / 'piping'}.Evil"
+    (folder / "config.json").write_text(json.dumps(config))
+    return f"config.json custom_pipelines translation loads {outside / 'piping.py'}, which is outside the folder"
 
 
 def broken_link_filled_later(folder: Path, outside: Path) -> str:
@@ -293,7 +314,7 @@ def another_repository_in_the_preprocessor_config(folder: Path, outside: Path) -
 
 
 ENTRY_KINDS = [custom_generate_linked, auto_map_through_a_linked_folder, auto_map_by_absolute_path,
-               broken_link_filled_later, link_loop, self_loop, fifo, upper_case_suffix,
+               tokenizer_auto_map_by_absolute_path, pipeline_by_absolute_path, broken_link_filled_later, link_loop, self_loop, fifo, upper_case_suffix,
                another_repository_in_the_preprocessor_config]
 
 
@@ -334,33 +355,40 @@ def test_a_symlink_to_a_release_file_is_that_file(hub_folders, tmp_path, capsys)
 
 @pytest.mark.slow
 def test_the_entries_verify_refuses_run_when_the_folder_is_loaded_with_trust_remote_code(hub_folders, tmp_path):
-    """The proof that each refused entry matters: from_pretrained(..., trust_remote_code=True), where hf_s2s is not
-    installed, runs each payload (the broken link once something fills it)."""
-    kinds = [custom_generate_linked, auto_map_through_a_linked_folder, auto_map_by_absolute_path,
-             broken_link_filled_later]
+    """The proof that each refused entry matters: loaded with trust_remote_code=True where hf_s2s is not installed
+    (the model, the tokenizer, the pipeline, as a downloader would), each payload runs (the broken link once something
+    fills it)."""
+    loads = {custom_generate_linked: "AutoModelForSeq2SeqLM.from_pretrained",
+             auto_map_through_a_linked_folder: "AutoModelForSeq2SeqLM.from_pretrained",
+             auto_map_by_absolute_path: "AutoModelForSeq2SeqLM.from_pretrained",
+             tokenizer_auto_map_by_absolute_path: "AutoTokenizer.from_pretrained",
+             pipeline_by_absolute_path: "translation_pipeline",
+             broken_link_filled_later: "AutoModelForSeq2SeqLM.from_pretrained"}
     folders = {}
-    for kind in kinds:
+    for kind, load in loads.items():
         base = tmp_path / kind.__name__
         base.mkdir()
         folder, outside = copy_folder(hub_folders, base), base / "outside"
         outside.mkdir()
         kind(folder, outside)
         assert verify_folder(folder)[1], kind.__name__
-        folders[kind.__name__] = (str(folder), str(outside / "ran"))
+        folders[kind.__name__] = (load, str(folder), str(outside / "ran"))
     fill_the_broken_link(tmp_path / "broken_link_filled_later" / "outside")
     ran = run_without_hf_s2s(f"""
         import json, os
-        from transformers import AutoModelForSeq2SeqLM
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
+        def translation_pipeline(folder, **kwargs):
+            return pipeline("translation", model=folder, **kwargs)
         ran = {{}}
-        for name, (folder, marker) in {folders!r}.items():
+        for name, (load, folder, marker) in {folders!r}.items():
             try:
-                AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True)
+                eval(load)(folder, trust_remote_code=True)
             except Exception:
-                pass  # a payload config is no model's: the load fails after the payload ran
+                pass  # a payload's class is no working one: the load fails after the payload ran
             ran[name] = os.path.exists(marker)
         print(json.dumps(ran))
     """, cwd=tmp_path)
-    assert ran == {kind.__name__: True for kind in kinds}
+    assert ran == {kind.__name__: True for kind in loads}
 
 
 @pytest.mark.slow
