@@ -22,6 +22,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -226,17 +227,22 @@ def cli_error(capsys, *argv) -> str:
     return lines.strip()
 
 
+def saved_rnn_folder(folder: Path) -> Path:
+    """A random tiny RNN saved with the reversal tokenizer: a model folder export-onnx takes."""
+    random_tiny_model("rnn_seq2seq", 12).save_pretrained(folder)
+    reversal_tokenizer().save_pretrained(folder)
+    return folder
+
+
 def test_user_errors_are_one_error_line(tmp_path, capsys):
-    model = tmp_path / "model"
-    random_tiny_model("rnn_seq2seq", 12).save_pretrained(model)
-    reversal_tokenizer().save_pretrained(model)
+    model = saved_rnn_folder(tmp_path / "model")
     taken = tmp_path / "taken"
     taken.mkdir()
     (taken / "notes.txt").write_text("mine")
     cases = {
         (tmp_path / "missing", tmp_path / "out"): "does not exist",
         (model, taken): "already holds files (notes.txt)",
-        (model, taken, "--overwrite_output_dir"): "not an ONNX export",
+        (model, taken, "--overwrite_output_dir"): "holds no hf_s2s_output.json",
         (model, taken / "notes.txt"): "is a file",
         (model, model): "the model folder itself",
     }
@@ -337,15 +343,51 @@ def test_separate_vocabularies_translate_as_the_transformers_tokenizer(tmp_path)
 
 
 @pytest.mark.slow
-def test_overwrite_replaces_only_the_export(tmp_path):
+def test_overwrite_replaces_the_earlier_export_whole_and_only_it(tmp_path):
     out = tmp_path / "onnx"
-    export_onnx(random_tiny_model("rnn_seq2seq", 20, attention_type="luong_dot", decoder_hidden_size=32), out)
-    (out / "notes.txt").write_text("mine")
+    export_onnx(random_tiny_model("rnn_seq2seq", 20, attention_type="luong_dot", decoder_hidden_size=32), out,
+                tokenizer=reversal_tokenizer())
     with pytest.raises(FileExistsError, match="already holds files"):
         export_onnx(random_tiny_model("rnn_seq2seq", 20), out)
+    (out / "notes.txt").write_text("mine")  # a file the export did not write: the overwrite refuses, deletes nothing
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+    with pytest.raises(FileExistsError, match=r"it also holds notes.txt \(not written by hf-s2s export-onnx\); "
+                                              "these are left in place and nothing was deleted"):
+        export_onnx(random_tiny_model("rnn_seq2seq", 20), out, overwrite=True)
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == before
+    (out / "notes.txt").unlink()
     model = random_tiny_model("rnn_seq2seq", 20, cell_type="lstm")
-    export_onnx(model, out, overwrite=True)
-    assert (out / "notes.txt").read_text() == "mine"
+    export_onnx(model, out, overwrite=True)  # without a tokenizer: the earlier export's tokenizer files go too
+    assert sorted(path.name for path in out.iterdir()) == sorted(
+        ["decoder_step.onnx", "encoder.onnx", "generation_config.json", "hf_s2s_output.json", "onnx_manifest.json",
+         "onnx_runtime.py"])
     assert "past_cell" in json.loads((out / "onnx_manifest.json").read_text())["state"]
     batch = padded([[5, 6, 7, 2], [8, 2]])
     np.testing.assert_array_equal(OnnxSeq2Seq(out).generate(*batch), generated(model, *batch))
+
+
+def test_overwrite_deletes_no_file_a_manifest_names_unless_the_export_wrote_it_unchanged(tmp_path, capsys):
+    """A list of names decides nothing: an onnx_manifest.json (crafted, or another tool's) naming a person's files,
+    an export file edited since, and a record naming a file under another file's bytes each make the command refuse,
+    and every file stays as it was."""
+    model_dir = saved_rnn_folder(tmp_path / "model")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "thesis.tex").write_text("three years of work")
+    (out / "encoder.onnx").write_bytes(b"my own graph")
+    (out / "onnx_manifest.json").write_text(json.dumps({"format": 1, "files": ["thesis.tex", "encoder.onnx"]}))
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+    message = cli_error(capsys, model_dir, out, "--overwrite_output_dir")
+    assert message.startswith("error: --overwrite_output_dir (overwrite=True) replaces only what hf-s2s export-onnx "
+                              f"wrote into {out}, byte for byte, and it holds no hf_s2s_output.json"), message
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == before
+    # a record naming the files, with hashes that are not theirs (an edited export, a forged record)
+    (out / "hf_s2s_output.json").write_text(json.dumps({"command": "hf-s2s export-onnx", "files": {
+        "thesis.tex": "0" * 64, "encoder.onnx": "0" * 64, "onnx_manifest.json": "0" * 64}}))
+    message = cli_error(capsys, model_dir, out, "--overwrite_output_dir")
+    assert ("it also holds encoder.onnx (changed since hf-s2s export-onnx wrote it), onnx_manifest.json (changed "
+            "since hf-s2s export-onnx wrote it), thesis.tex (changed since hf-s2s export-onnx wrote it); these are "
+            f"left in place and nothing was deleted: move them out of {out}") in message, message
+    assert {path.name: path.read_bytes() for path in out.iterdir() if path.name != "hf_s2s_output.json"} == before
+
+

@@ -31,6 +31,7 @@ from typing import Any
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
+from ..models.loading import refusing_folder_code
 from ..models.tokenization_separate_vocab import SeparateVocabTokenizer
 from .synthetic import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
@@ -204,13 +205,15 @@ class TranslationTokenizers:
         and ``target/`` subfolders (``kwargs`` go to ``AutoTokenizer.from_pretrained``)."""
         directory = Path(directory)
         if (directory / "tokenizer.json").is_file() or (directory / "tokenizer_config.json").is_file():
-            tokenizer = AutoTokenizer.from_pretrained(directory, **kwargs)
+            with refusing_folder_code(directory):
+                tokenizer = AutoTokenizer.from_pretrained(directory, trust_remote_code=False, **kwargs)
             return cls(tokenizer, target_side(tokenizer))
         if (directory / "source").is_dir() and (directory / "target").is_dir():
-            return cls(
-                AutoTokenizer.from_pretrained(directory / "source", **kwargs),
-                AutoTokenizer.from_pretrained(directory / "target", **kwargs),
-            )
+            with refusing_folder_code(directory):
+                return cls(
+                    AutoTokenizer.from_pretrained(directory / "source", trust_remote_code=False, **kwargs),
+                    AutoTokenizer.from_pretrained(directory / "target", trust_remote_code=False, **kwargs),
+                )
         raise FileNotFoundError(
             f"no tokenizer in {directory}: expected tokenizer.json (joint vocabulary) or the subfolders "
             f"source/ and target/ (separate vocabularies)"

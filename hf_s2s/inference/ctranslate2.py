@@ -31,7 +31,6 @@ ctranslate2 is an optional dependency (``pip install 'hf_s2s[ctranslate2]'``); t
 called.
 """
 
-import json
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -47,6 +46,7 @@ from ..models.modeling_common import (
     source_length_bound,
 )
 from ..models.modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
+from ..models.output_record import check_output_folder, clear_output, record_output
 from .translate import (
     DEFAULT_BATCH_SIZE,
     Hypothesis,
@@ -60,11 +60,8 @@ from .translate import (
 # Positions a sinusoidal model's exported table holds at least (max_position_embeddings if more), source and target
 # alike: CTranslate2 truncates inputs to 1024 tokens by default, so every input it accepts by default has them.
 SINUSOIDAL_POSITIONS = 1024
-# The files a CTranslate2 model directory consists of; --overwrite removes these (and only these) first, so that a
-# stale shared_vocabulary.json cannot shadow newly written source/target vocabularies.
-_MODEL_FILES = ("model.bin", "config.json")
-_VOCABULARY_GLOBS = ("shared_vocabulary.*", "source_vocabulary.*", "source_*_vocabulary.*", "target_vocabulary.*",
-                     "vmap.txt")
+COMMAND = "export-ctranslate2"  # the command whose output the folder's record names
+OVERWRITE_FLAG = "overwrite=True (--overwrite_output_dir)"
 
 
 def import_ctranslate2():
@@ -77,33 +74,12 @@ def import_ctranslate2():
     return ctranslate2
 
 
-def _not_a_ctranslate2_model(folder: Path) -> str | None:
-    """Why ``folder`` (a folder holding files) is not a CTranslate2 model directory, or None when it is one: it
-    must hold model.bin and CTranslate2's config.json, not a transformers one (whose model_type, architectures
-    or transformers_version CTranslate2 never writes)."""
-    if not (folder / "model.bin").is_file():
-        return "it holds no model.bin"
-    config_path = folder / "config.json"
-    if not config_path.is_file():
-        return "it holds no config.json"
-    try:
-        config = json.loads(config_path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return "its config.json is not JSON"
-    if not isinstance(config, dict):
-        return "its config.json is not a JSON object"
-    transformers_keys = sorted({"model_type", "architectures", "transformers_version"} & set(config))
-    if transformers_keys:
-        return f"its config.json is a transformers model's (it sets {', '.join(transformers_keys)})"
-    return None
-
-
 def check_export_options(output_dir: str | Path, quantization: str | None = None, overwrite: bool = False,
                          model_dir: str | Path | None = None) -> None:
     """Refuse what would make an export fail or destroy files, before any work: an unknown ``quantization``
     (ctranslate2's names), an ``output_dir`` that is a file, is the model folder ``model_dir`` itself (its
-    config.json would be replaced), or holds files, unless ``overwrite`` and they are a CTranslate2 model
-    (:func:`_not_a_ctranslate2_model`), whose files alone are then replaced."""
+    config.json would be replaced), or holds files, unless ``overwrite`` and they are an earlier export's,
+    unchanged (:mod:`hf_s2s.models.output_record`), which the export then replaces."""
     import_ctranslate2()
     from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
 
@@ -116,19 +92,7 @@ def check_export_options(output_dir: str | Path, quantization: str | None = None
     if model_dir is not None and output_dir.resolve() == Path(model_dir).resolve():
         raise ValueError(f"output_dir {output_dir} is the model folder itself: the export would replace its "
                          "config.json; choose another folder")
-    if not (output_dir.is_dir() and any(output_dir.iterdir())):
-        return
-    held = sorted(p.name for p in output_dir.iterdir())
-    held = f"{', '.join(held[:5])}{', ...' if len(held) > 5 else ''}"
-    if not overwrite:
-        raise FileExistsError(f"output_dir {output_dir} already holds files ({held}): refusing to write into it; "
-                              "choose an empty or new folder, or, to replace the CTranslate2 model there, pass "
-                              "overwrite=True (--overwrite_output_dir)")
-    problem = _not_a_ctranslate2_model(output_dir)
-    if problem is not None:
-        raise FileExistsError(f"output_dir {output_dir} is not a CTranslate2 model directory ({problem}; it holds "
-                              f"{held}): overwrite=True (--overwrite_output_dir) replaces only a CTranslate2 model; "
-                              "choose an empty or new folder")
+    check_output_folder(output_dir, COMMAND, OVERWRITE_FLAG, overwrite)
 
 
 # ---------------------------------------------------------------------------------------------------- the spec
@@ -293,17 +257,17 @@ def export_ctranslate2(model: TransformerSeq2SeqForConditionalGeneration, output
     drive CTranslate2 with ids (:func:`translate_ids`). quantization: CTranslate2's weight type ("int8",
     "int8_float32", "int16", "float16", ...; None keeps the model's dtype). Everything that can be wrong (the
     options, the model, the tokenizer) is refused before anything is written; an ``output_dir`` holding files is
-    refused unless it holds a CTranslate2 model and ``overwrite`` is set, which then replaces only that model's
-    files (other files are left alone)."""
+    refused unless ``overwrite`` is set and it holds only an earlier export, unchanged, which is then replaced
+    (:mod:`hf_s2s.models.output_record`)."""
     output_dir = Path(output_dir)
     check_export_options(output_dir, quantization, overwrite, model_dir=_local_model_dir(model))
     spec = build_ctranslate2_spec(model, tokenizer)
     spec.optimize(quantization=quantization)
+    if overwrite:  # the whole earlier export goes: a stale shared_vocabulary.json would shadow new separate ones
+        clear_output(output_dir, COMMAND, OVERWRITE_FLAG)
     output_dir.mkdir(parents=True, exist_ok=True)
-    for stale in [*(output_dir / name for name in _MODEL_FILES), *(p for g in _VOCABULARY_GLOBS
-                                                                   for p in output_dir.glob(g))]:
-        stale.unlink(missing_ok=True)  # only reached with overwrite=True when the folder held files
     spec.save(str(output_dir))
+    record_output(output_dir, COMMAND)
     return output_dir
 
 

@@ -19,7 +19,7 @@ from ..data import tokenization
 from ..inference.translate import length_bound_arguments
 from ..models.families import FAMILIES as _FAMILY_REGISTRY
 from ..models.families import get_family
-from ..models.loading import ModelFolderError, local_folder
+from ..models.loading import ModelFolderError, load_config, local_folder
 from .ema import EMA_FOLDER
 
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"  # shipped inside the package (package data)
@@ -270,7 +270,7 @@ def load_model_config(name_or_path: str):
     if folder is not None and not (folder / "config.json").is_file():
         raise ModelFolderError(f"--model_name_or_path {name_or_path} holds no config.json: not a saved model folder")
     try:
-        return AutoConfig.from_pretrained(name_or_path)
+        return load_config(name_or_path)
     except OSError as error:
         if folder is not None:
             raise
