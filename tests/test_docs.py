@@ -387,6 +387,12 @@ def help_command(named: Named) -> list[str] | None:
     return None
 
 
+def quickstart() -> str:
+    """The README's Python quickstart, as written."""
+    blocks = FENCE.findall((ROOT / "README.md").read_text(encoding="utf-8"))
+    return next(code for language, code in blocks if language == "python")
+
+
 @pytest.mark.slow
 def test_the_other_programs_the_docs_name_run_in_their_own_process():
     """Each program the docs name that is not hf_s2s's own Python code (pytest, venv, pip, accelerate, mkdocs,
@@ -402,3 +408,16 @@ def test_the_other_programs_the_docs_name_run_in_their_own_process():
         if done.returncode != 0 or "usage" not in (done.stdout + done.stderr).lower():
             failed.append(f"{shlex.join(command)}: exit {done.returncode}\n{(done.stderr or done.stdout)[-500:]}")
     assert not failed, "\n".join(failed)
+
+
+@pytest.mark.slow
+def test_the_readme_quickstart_runs_as_written_and_writes_only_under_runs(tmp_path):
+    """The README's Python quickstart, run in a fresh folder as a user pastes it, generates, and writes only under
+    runs/, which git ignores (a clone's `git status` stays clean)."""
+    (tmp_path / "quickstart.py").write_text(quickstart())
+    done = subprocess.run([sys.executable, "quickstart.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("tensor([[")  # the generated ids
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["quickstart.py", "runs"]
+    assert (tmp_path / "runs" / "my-model" / "config.json").is_file()
+    assert "runs/" in (ROOT / ".gitignore").read_text().splitlines()
