@@ -1,6 +1,6 @@
-"""The documentation: the generated reference pages are those the code gives today, the site builds with no broken
-link, the links of README.md and docs/ resolve where GitHub renders them, and every command they name runs: its
-program exists and starts (``--help``), and its flags are the program's."""
+"""The documentation: the generated reference pages are those the code gives today, the site builds with no
+broken link, the links of README.md and docs/ resolve where GitHub renders them, and every command they name
+runs: its program exists and starts (``--help``), and its flags are the program's."""
 
 import argparse
 import contextlib
@@ -105,27 +105,29 @@ def test_relative_links_resolve_to_a_file_and_heading(page):
     assert not broken, f"{page.relative_to(ROOT)}: {broken}"
 
 
-# --- Every command the README and docs name runs ------------------------------------------------------------------
-# A command is found in a code block (bash, or the indented examples of a text block) or in inline code that starts
-# with a program's name. hf_s2s's own programs (hf-s2s, python -m hf_s2s.cli, scripts/) run with --help in this
-# process, and a whole command's arguments must parse with the parser that --help prints (inline code and a table's
-# "..." are fragments: their flags must exist). Other programs are checked for existence here and run with --help in
-# a process of their own by the slow test.
+# --- Every command the README and docs name runs --------------------------------------------------------
+# A command is found in a code block (bash, or the indented examples of a text block) or in inline code that
+# starts with a program's name. hf_s2s's own programs (hf-s2s, python -m hf_s2s.cli, scripts/) run with --help
+# in this process, and a whole command's arguments must parse with the parser that --help prints (inline code
+# and a table's "..." are fragments: their flags must exist). Other programs are checked for existence here
+# and run with --help in a process of their own by the slow test.
 
 SHELL = {"echo", "printf", ".", "source", "cd", "export"}  # the shell's own words: nothing to run
 # other programs the docs name, installed with the test extra (but curl), and how many words name a subcommand
-SUBCOMMAND_LEVELS = {"pip": 1, "accelerate": 1, "mkdocs": 1, "sacrebleu": 0, "hf": 2, "curl": 0}  # hf auth login
+# (two for hf auth login)
+SUBCOMMAND_LEVELS = {"pip": 1, "accelerate": 1, "mkdocs": 1, "sacrebleu": 0, "hf": 2, "curl": 0}
 OTHER_PROGRAMS = set(SUBCOMMAND_LEVELS)
 PYTHON_MODULES = {"pytest", "venv", "mkdocs"}  # python -m MODULE, other than hf_s2s.cli
 PLACEHOLDERS = {  # what the docs write for "any command", not a command
     ("hf-s2s", "COMMAND"), ("python", "scripts/NAME.py"),
 }
 NOT_RUN = {  # a command the docs name that this test does not run, and why
-    "curl": "not a Python program (nor installed everywhere); tests/test_serve.py posts requests of the docs' shape "
-            "(sentences, num_beams, scores) to a real server",
+    "curl": "not a Python program (nor installed everywhere); tests/test_serve.py posts requests of the "
+            "docs' shape (sentences, num_beams, scores) to a real server",
     "runs/transformer_small/onnx/onnx_runtime.py": "written by hf-s2s export-onnx into its output folder; "
                                                    "tests/test_onnx.py runs that file as a script",
-    ".ci/run": "CI itself: two fresh virtual environments and the whole suite; checked to exist and be executable",
+    ".ci/run": "CI itself: two fresh virtual environments and the whole suite; checked to exist and be "
+               "executable",
 }
 
 
@@ -162,13 +164,14 @@ def simple_commands(line: str) -> list[list[str]]:
 
 
 def is_program(word: str) -> bool:
-    return word in ("hf-s2s", "python", "python3") or word in OTHER_PROGRAMS or word.startswith(("scripts/", ".ci/"))
+    return word in ("hf-s2s", "python", "python3", *OTHER_PROGRAMS) or word.startswith(("scripts/", ".ci/"))
 
 
 def logical_lines(block: str, examples_only: bool) -> list[tuple[int, str]]:
-    """The lines of a code block, each with the index of its first line, with backslash continuations joined and a
-    line that leaves a quote open joined with the next (a docstring's \n written into an example). ``examples_only``:
-    only lines indented by four spaces (the examples of a command's docstring, among its prose)."""
+    """The lines of a code block, each with the index of its first line, with backslash continuations joined
+    and a line that leaves a quote open joined with the next (a docstring's \n written into an example).
+    ``examples_only``: only lines indented by four spaces (the examples of a command's docstring, among its
+    prose)."""
     lines, pending, start = [], "", 0
     for index, line in enumerate(block.splitlines()):
         if not pending:
@@ -190,7 +193,8 @@ def logical_lines(block: str, examples_only: bool) -> list[tuple[int, str]]:
 
 
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", flags=re.MULTILINE | re.DOTALL)
-INLINE_CODE = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", flags=re.DOTALL)  # `x`, or `` x ` y `` holding one
+# `x`, or `` x ` y `` (a span holding a backtick)
+INLINE_CODE = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", flags=re.DOTALL)
 
 
 def without_placeholders(code: str) -> str:
@@ -199,8 +203,8 @@ def without_placeholders(code: str) -> str:
 
 
 def named_commands(page: Path) -> list[Named]:
-    """Every command ``page`` names: each line of its bash blocks, the examples of its text blocks that start with
-    a program, and its inline code that starts with one."""
+    """Every command ``page`` names: each line of its bash blocks, the examples of its text blocks that start
+    with a program, and its inline code that starts with one."""
     text = page.read_text(encoding="utf-8")
     name = page.relative_to(ROOT)
     found = []
@@ -210,11 +214,13 @@ def named_commands(page: Path) -> list[Named]:
             continue
         first_line = text.count("\n", 0, fence.start(2)) + 1
         for index, line in logical_lines(block, examples_only=language != "bash"):
-            if not line or (language != "bash" and not (is_program(line.split()[0]) or line.split()[0] in SHELL)):
+            starts = line.split()[0] if line else ""
+            if not line or (language != "bash" and not (is_program(starts) or starts in SHELL)):
                 continue
             where = f"{name}:{first_line + index}"
-            found += [Named(where, tuple(words), whole=True) for words in simple_commands(without_placeholders(line))]
-    # code blocks blanked, but for the prose of text blocks (a command's docstring, with inline code); lines kept
+            commands = simple_commands(without_placeholders(line))
+            found += [Named(where, tuple(words), whole=True) for words in commands]
+    # code blocks blanked, lines kept, but for the prose of text blocks (a docstring, with inline code)
     prose = FENCE.sub(lambda fence: "\n" + fence.group(2) if fence.group(1) == "text"
                       else "\n" * fence.group(0).count("\n"), text)
     for span in INLINE_CODE.finditer(prose):
@@ -238,9 +244,10 @@ class _ParserCaptured(Exception):
 
 
 def run_with_help(start, argv0: str) -> tuple[str, argparse.ArgumentParser | None]:
-    """Run ``start()`` with ``--help`` as the command line's arguments (``sys.argv``), as a user would: what it
-    printed, then the parser whose help it printed (None when it printed no argparse help). The environment,
-    ``sys.path`` and ``sys.argv`` are restored (scripts/train.py points $HF_S2S_DATA_DIR at the shared corpus)."""
+    """Run ``start()`` with ``--help`` as the command line's arguments (``sys.argv``), as a user would: what
+    it printed, then the parser whose help it printed (None when it printed no argparse help). The
+    environment, ``sys.path`` and ``sys.argv`` are restored (scripts/train.py points $HF_S2S_DATA_DIR at the
+    shared corpus)."""
 
     def capture(parser, file=None):
         raise _ParserCaptured(parser)
@@ -263,8 +270,8 @@ def run_with_help(start, argv0: str) -> tuple[str, argparse.ArgumentParser | Non
 
 @functools.cache
 def program_parser(program: tuple[str, ...]) -> argparse.ArgumentParser | None:
-    """The parser of one of hf_s2s's programs: ("hf-s2s", COMMAND) or ("scripts/NAME.py",), after checking that it
-    runs with --help and prints its usage (for ("hf-s2s",) alone, that only)."""
+    """The parser of one of hf_s2s's programs: ("hf-s2s", COMMAND) or ("scripts/NAME.py",), after checking
+    that it runs with --help and prints its usage (for ("hf-s2s",) alone, that only)."""
     if program == ("hf-s2s",):
         printed, _ = run_with_help(lambda: sys.exit(hf_s2s_main(sys.argv[1:])), "hf-s2s")
         assert printed.startswith("usage: hf-s2s COMMAND"), printed[:300]
@@ -277,13 +284,16 @@ def program_parser(program: tuple[str, ...]) -> argparse.ArgumentParser | None:
     script = ROOT / program[0]
     assert script.is_file(), f"{program[0]} does not exist"
     printed, parser = run_with_help(lambda: runpy.run_path(str(script), run_name="__main__"), str(script))
-    assert printed.startswith("usage:") and parser is not None, f"{program[0]} --help printed {printed[:300]!r}"
+    assert printed.startswith("usage:") and parser is not None, \
+        f"{program[0]} --help printed {printed[:300]!r}"
     return parser
 
 
 def installed(program: str) -> str | None:
-    """Where ``program`` is: beside this Python (its virtual environment's bin/, activated or not), else on PATH."""
-    return shutil.which(program, path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    """Where ``program`` is: beside this Python (its virtual environment's bin/, activated or not), else on
+    PATH."""
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    return shutil.which(program, path=path)
 
 
 def extras() -> set[str]:
@@ -292,8 +302,8 @@ def extras() -> set[str]:
 
 
 def check_named(named: Named) -> None:
-    """Raise an AssertionError naming what is wrong with the command ``named``: a program or a flag that does not
-    exist, arguments its parser refuses, an extra pyproject.toml does not declare."""
+    """Raise an AssertionError naming what is wrong with the command ``named``: a program or a flag that does
+    not exist, arguments its parser refuses, an extra pyproject.toml does not declare."""
     words = list(named.words)
     program, arguments = words[0], words[1:]
     if program in SHELL or tuple(words[:2]) in PLACEHOLDERS or program in NOT_RUN or \
@@ -372,15 +382,16 @@ def test_every_command_a_page_names_runs_and_its_flags_exist(page):
 
 
 def help_command(named: Named) -> list[str] | None:
-    """How the slow test runs a command the docs name in a process of its own: the program (with its subcommand)
-    and --help. None for hf_s2s's own Python programs, which the test above runs with --help, for what the shell
-    runs itself and for NOT_RUN."""
+    """How the slow test runs a command the docs name in a process of its own: the program (with its
+    subcommand) and --help. None for hf_s2s's own Python programs, which the test above runs with --help, for
+    what the shell runs itself and for NOT_RUN."""
     words = list(named.words)
     if words[0] in ("python", "python3") and words[1:2] == ["-m"] and words[2] != "hf_s2s.cli":
         return [sys.executable, "-m", words[2], "--help"]
     if words[0] in OTHER_PROGRAMS and words[0] not in NOT_RUN:
         levels = SUBCOMMAND_LEVELS[words[0]]
-        subcommand = list(itertools.takewhile(lambda word: re.fullmatch(r"[a-z]+", word), words[1:1 + levels]))
+        subcommand = list(itertools.takewhile(lambda word: re.fullmatch(r"[a-z]+", word),
+                                              words[1:1 + levels]))
         return [installed(words[0]) or words[0], *subcommand, "--help"]
     if words[0].startswith("scripts/") and not words[0].endswith(".py"):
         return [str(ROOT / words[0]), "--help"]
@@ -396,8 +407,8 @@ def quickstart() -> str:
 @pytest.mark.slow
 def test_the_other_programs_the_docs_name_run_in_their_own_process():
     """Each program the docs name that is not hf_s2s's own Python code (pytest, venv, pip, accelerate, mkdocs,
-    sacrebleu, hf, scripts/decoding_study.sh) runs with --help in a process of its own, and so do the installed
-    hf-s2s command and one of its subcommands (the others run in-process above)."""
+    sacrebleu, hf, scripts/decoding_study.sh) runs with --help in a process of its own, and so do the
+    installed hf-s2s command and one of its subcommands (the others run in-process above)."""
     commands = {tuple(command) for page in MARKDOWN for named in named_commands(page)
                 if (command := help_command(named)) is not None}
     assert any("accelerate" in command[0] for command in commands)  # the collection found the programs
@@ -406,16 +417,18 @@ def test_the_other_programs_the_docs_name_run_in_their_own_process():
     for command in sorted(commands):
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
         if done.returncode != 0 or "usage" not in (done.stdout + done.stderr).lower():
-            failed.append(f"{shlex.join(command)}: exit {done.returncode}\n{(done.stderr or done.stdout)[-500:]}")
+            printed = (done.stderr or done.stdout)[-500:]
+            failed.append(f"{shlex.join(command)}: exit {done.returncode}\n{printed}")
     assert not failed, "\n".join(failed)
 
 
 @pytest.mark.slow
 def test_the_readme_quickstart_runs_as_written_and_writes_only_under_runs(tmp_path):
-    """The README's Python quickstart, run in a fresh folder as a user pastes it, generates, and writes only under
-    runs/, which git ignores (a clone's `git status` stays clean)."""
+    """The README's Python quickstart, run in a fresh folder as a user pastes it, generates, and writes only
+    under runs/, which git ignores (a clone's `git status` stays clean)."""
     (tmp_path / "quickstart.py").write_text(quickstart())
-    done = subprocess.run([sys.executable, "quickstart.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "quickstart.py"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("tensor([[")  # the generated ids
     assert sorted(path.name for path in tmp_path.iterdir()) == ["quickstart.py", "runs"]

@@ -67,8 +67,9 @@ def run(model_args: ModelArguments, data_args: DataArguments, decoding_args: Dec
     twice). The main process then locks ``output_dir`` for the whole run and refuses a folder that holds another run
     (see :mod:`hf_s2s.training.run_dir`); the other processes of an ``accelerate launch`` write only where the main
     process lets them (after ``main_process_first``), so one lock per launch suffices, and when the main process is
-    refused the launcher stops them. ``command``: the command line that started the run, which that refusal prints
-    back with the flag to resume or start again (:func:`hf_s2s.training.run_dir.earlier_run_message`)."""
+    refused the launcher stops them. ``command``: the command line that started the run, which that refusal
+    prints back with the flag to resume or start again
+    (:func:`hf_s2s.training.run_dir.earlier_run_message`)."""
     args = JobArguments(model_args, data_args, decoding_args, selection_args, training_args)
     if not arguments_checked:
         check_arguments(*args)

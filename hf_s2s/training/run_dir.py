@@ -261,8 +261,8 @@ def check_output_dir(output_dir: str | Path, inputs: dict[str, str], overwrite: 
                              f"choose another --output_dir")
 
 
-def prepare_output_dir(output_dir: str | Path, *, overwrite: bool, resume: bool, ema_folder: str | None = None,
-                       command: list[str] | None = None) -> None:
+def prepare_output_dir(output_dir: str | Path, *, overwrite: bool, resume: bool,
+                       ema_folder: str | None = None, command: list[str] | None = None) -> None:
     """Refuse to start a run in a folder that holds another run, unless it resumes that run (see
     :func:`check_resume`) or ``overwrite`` is set, in which case the earlier run's files are deleted first.
     Call it holding the folder's :class:`RunLock`. The refusal says what to do (:func:`earlier_run_message`):
@@ -285,8 +285,8 @@ def earlier_run_message(output_dir: Path, earlier: list[Path], ema_folder: str |
     """Why a run is refused in ``output_dir``, which holds ``earlier`` (:func:`run_files`), and which way on
     applies: a run that stopped before its end (no ``results.json``: Ctrl-C, a closed laptop, a crash) resumes
     from its newest intact checkpoint (one with the EMA's weights when ``ema_folder``), or, stopped before its
-    first, starts again; a finished run starts again. Each way is the ``command`` that did not run, with the one
-    flag added (the flag alone when ``command`` is None)."""
+    first, starts again; a finished run starts again. Each way is the ``command`` that did not run, with the
+    one flag added (the flag alone when ``command`` is None)."""
 
     def with_flag(*flag: str) -> str:
         return shlex.join([*command, *flag]) if command else "pass " + " ".join(flag)
@@ -295,7 +295,8 @@ def earlier_run_message(output_dir: Path, earlier: list[Path], ema_folder: str |
     again = f"start again, deleting it: {with_flag('--overwrite_output_dir')}"
     elsewhere = "or choose another --output_dir"
     if (output_dir / "results.json").exists():
-        return f"--output_dir {output_dir} already holds a finished training run ({names}); to {again}; {elsewhere}"
+        finished = f"--output_dir {output_dir} already holds a finished training run ({names})"
+        return f"{finished}; to {again}; {elsewhere}"
     stopped = f"--output_dir {output_dir} holds a training run that stopped before it finished ({names})"
     newest = latest_intact_checkpoint(output_dir, ema_folder=ema_folder)
     if newest is None:
