@@ -44,6 +44,7 @@ NOT_LEFT_BY_TESTS = {
 }
 # entry of SESSION_TMPDIR -> the test after which it was first seen
 first_seen: dict[str, str] = {}
+FAILED = pytest.StashKey[bool]()  # whether the test session failed: its folder is then kept
 
 
 def left_in_tmpdir() -> set[str]:
@@ -62,16 +63,29 @@ def pytest_runtest_logfinish(nodeid, location):
 
 def pytest_sessionfinish(session, exitstatus):
     left = sorted(left_in_tmpdir())
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    write = reporter.write_line if reporter is not None else (lambda line: print(line, file=sys.stderr))
     if left:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write_sep("=", "files left in the temporary folder", red=True)
         for name in left:
             by = first_seen.get(name, "the session (its setup or teardown)")
-            write(f"{SESSION_TMPDIR / name}: left by {by}")
-    if session.exitstatus == pytest.ExitCode.OK:
-        shutil.rmtree(SESSION_DIR, ignore_errors=True)
+            report(session.config, f"{SESSION_TMPDIR / name}: left by {by}")
+    session.config.stash[FAILED] = session.exitstatus != pytest.ExitCode.OK
+
+
+def pytest_unconfigure(config):
+    """Remove the session's folder, unless a test session failed (then say where it is kept). A pytest that runs
+    no session (--help, --version; the docs test runs one) removes it too."""
+    if config.stash.get(FAILED, False):
+        report(config, f"this run's temporary files are kept in {SESSION_DIR}")
     else:
-        write(f"this run's temporary files are kept in {SESSION_DIR}")
+        shutil.rmtree(SESSION_DIR, ignore_errors=True)
+
+
+def report(config, line: str) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(line)
+    else:
+        print(line, file=sys.stderr)
