@@ -40,7 +40,8 @@ use_shared_corpus([])
 NOT_LEFT_BY_TESTS = {
     "pytest-of-": "pytest's tmp_path and tmp_path_factory folders",
     "torchinductor_": "torch's cache for torch.compile kernels, which torch creates under $TMPDIR by design",
-    ".ses": "onnxruntime's telemetry session file (first launch time and an id), written by import onnxruntime",
+    ".ses": "onnxruntime's telemetry session file (first launch time and an id), which import onnxruntime "
+            "writes",
 }
 # entry of SESSION_TMPDIR -> the test after which it was first seen
 first_seen: dict[str, str] = {}
@@ -75,8 +76,8 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_unconfigure(config):
-    """Remove the session's folder, unless a test session failed (then say where it is kept). A pytest that runs
-    no session (--help, --version; the docs test runs one) removes it too."""
+    """Remove the session's folder, unless a test session failed (then say where it is kept). A pytest that
+    runs no session (--help, --version; the docs test runs one) removes it too."""
     if config.stash.get(FAILED, False):
         report(config, f"this run's temporary files are kept in {SESSION_DIR}")
     else:
