@@ -398,8 +398,9 @@ def test_a_folder_holding_a_run_is_refused_unless_resumed_or_overwritten(tmp_pat
     (out / "notes.txt").write_text("the user's own file")  # not a run: the folder may be used, the file is kept
     run(*tiny_args(out, "transformer_seq2seq", "--test_num_beams", "1"))  # checkpoint-8, checkpoint-16
     before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    with pytest.raises(ValueError, match=r"already holds a training run \(checkpoint-8, checkpoint-16, model, "
-                                         r"tokenizer, .*--overwrite_output_dir.*--resume_from_checkpoint"):
+    finished = (r"already holds a finished training run \(checkpoint-8, checkpoint-16, model, tokenizer, .*; "
+                r"to start again, deleting it: pass --overwrite_output_dir; or choose another --output_dir")
+    with pytest.raises(ValueError, match=finished):
         run(*tiny_args(out, "transformer_seq2seq", "--vocab_size", "300"))
     # A resumed run reuses the run's tokenizer only when it asks for the one the run trained.
     with pytest.raises(ValueError, match=r"tokenizer in .* was trained with other arguments .*vocab_size: 280 there, "

@@ -2,7 +2,7 @@
 memory over its real tokens (hf_s2s.inference.analysis.sentence_embeddings), for both model families.
 
     hf-s2s similarity runs/x/model --input pairs.tsv > cosines.txt
-    printf 'Ein Hund läuft.\tEin Hund rennt.\n' | hf-s2s similarity runs/x/model
+    printf 'Ein Hund läuft.\\tEin Hund rennt.\\n' | hf-s2s similarity runs/x/model
 
 The input holds one pair a line, the two source-language sentences separated by a tab; the output one cosine (in
 [-1, 1], 4 decimals) a line, in the input's order.

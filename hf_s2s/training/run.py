@@ -58,7 +58,7 @@ logger = logging.getLogger(__name__)
 
 def run(model_args: ModelArguments, data_args: DataArguments, decoding_args: DecodingArguments,
         selection_args: SelectionArguments, training_args: TrainingArguments, callbacks: list | None = None,
-        arguments_checked: bool = False) -> dict:
+        arguments_checked: bool = False, command: list[str] | None = None) -> dict:
     """Train and evaluate (``run(*parse_args(argv))``); returns the results written to ``results.json``, as its dict
     (an empty dict on processes other than the main one). ``callbacks`` are added to the Trainer's.
 
@@ -67,7 +67,9 @@ def run(model_args: ModelArguments, data_args: DataArguments, decoding_args: Dec
     twice). The main process then locks ``output_dir`` for the whole run and refuses a folder that holds another run
     (see :mod:`hf_s2s.training.run_dir`); the other processes of an ``accelerate launch`` write only where the main
     process lets them (after ``main_process_first``), so one lock per launch suffices, and when the main process is
-    refused the launcher stops them."""
+    refused the launcher stops them. ``command``: the command line that started the run, which that refusal
+    prints back with the flag to resume or start again
+    (:func:`hf_s2s.training.run_dir.earlier_run_message`)."""
     args = JobArguments(model_args, data_args, decoding_args, selection_args, training_args)
     if not arguments_checked:
         check_arguments(*args)
@@ -77,7 +79,8 @@ def run(model_args: ModelArguments, data_args: DataArguments, decoding_args: Dec
         with RunLock(training_args.output_dir):
             logger.info("locked %s for this run", training_args.output_dir)
             prepare_output_dir(training_args.output_dir, overwrite=training_args.overwrite_output_dir,
-                               resume=training_args.resume_from_checkpoint is not None)
+                               resume=training_args.resume_from_checkpoint is not None,
+                               ema_folder=selection_args.ema_folder, command=command)
             results = run_phases(args, callbacks)
     return results.to_dict() if results is not None else {}
 
