@@ -263,6 +263,17 @@ def build_config(model_args: ModelArguments, tokenizer=None):
     return AutoConfig.for_model(model_args.model_type, **overrides)
 
 
+def tokenizer_arguments(model_args: ModelArguments, data_args: DataArguments) -> dict:
+    """What a trained tokenizer depends on, recorded beside it: a resumed run reuses it only when these match."""
+    return {
+        "tokenizer_type": model_args.tokenizer_type, "vocab_size": model_args.vocab_size,
+        "separate_vocabs": model_args.separate_vocabs, "target_vocab_size": model_args.target_vocab_size,
+        "dataset": data_args.dataset, "dataset_config": data_args.dataset_config,
+        "data_dir": data_args.data_dir, "source_lang": data_args.source_lang,
+        "target_lang": data_args.target_lang, "max_train_samples": data_args.max_train_samples,
+    }
+
+
 def load_model_config(name_or_path: str):
     """The config of ``--model_name_or_path``: a local folder's (a missing folder, or one without config.json, is an
     error naming the flag) or a Hub model's (an error saying that it is neither when the Hub cannot give it)."""
@@ -281,4 +292,4 @@ def load_model_config(name_or_path: str):
 
 __all__ = ["ARGUMENT_GROUPS", "DataArguments", "DecodingArguments", "JobArguments", "ModelArguments",
            "SelectionArguments", "TrainingArguments", "build_config", "default_training_arguments", "load_recipe",
-           "parse_args"]
+           "parse_args", "tokenizer_arguments"]

@@ -3,6 +3,8 @@ tokenizer training, training, test decoding), so that a bad flag costs seconds, 
 flag, the value and what is allowed.
 """
 
+from pathlib import Path
+
 from ..data import corpus as data_lib
 from ..data import tokenization
 from ..models.loading import TOKENIZER_FILES, load_tokenizer, local_folder
@@ -15,9 +17,11 @@ from .arguments import (
     SelectionArguments,
     TrainingArguments,
     build_config,
+    tokenizer_arguments,
 )
+from .checkpoints import model_config_differences
 from .ema import EMA_FOLDER, check_ema_decay, check_ema_resume
-from .run_dir import check_output_dir, check_resume, run_inputs
+from .run_dir import check_output_dir, check_resume, run_inputs, tokenizer_arguments_match
 from .trainer import check_token_budget_batching
 
 
@@ -72,6 +76,8 @@ def check_arguments(model_args: ModelArguments, data_args: DataArguments, decodi
             if length is not None and length > config.max_position_embeddings:
                 raise ValueError(f"{flag} {length} is longer than the {config.max_position_embeddings} positions the "
                                  f"model's learned position table holds (max_position_embeddings)")
+    if training_args.resume_from_checkpoint is not None:
+        check_resumed_model(model_args, data_args, training_args)
 
 
 def check_inputs(model_args: ModelArguments, data_args: DataArguments, selection_args: SelectionArguments,
@@ -114,6 +120,49 @@ def check_fine_tuning_tokenizer(model_args: ModelArguments) -> None:
                          f"leave out --tokenizer_name_or_path to fine-tune with it")
 
 
+# What a refused resume can do instead, as the refusals say it.
+RESUME_OR_START_AGAIN = ("resume with the options the run was started with ({options}), or start a new run: leave out "
+                         "--resume_from_checkpoint and choose another --output_dir (or pass --overwrite_output_dir to "
+                         "replace this run)")
+
+
+def resumed_tokenizer(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments):
+    """The tokenizer a resumed run will use: the one given (``--tokenizer_name_or_path``, else the fine-tuned
+    model's), or the one the run trained into ``<output_dir>/tokenizer``, refused when it was trained with other
+    arguments (:func:`~hf_s2s.training.run_dir.tokenizer_arguments_match`) or is missing: the run would train
+    another, with ids the checkpoint's embeddings do not belong to."""
+    given = model_args.tokenizer_name_or_path or model_args.model_name_or_path
+    if given:
+        return load_tokenizer(given)
+    tokenizer_dir = Path(training_args.output_dir) / "tokenizer"
+    if not tokenizer_arguments_match(tokenizer_dir, tokenizer_arguments(model_args, data_args)):
+        raise ValueError(f"--resume_from_checkpoint {training_args.resume_from_checkpoint}: this run would train a new "
+                         f"tokenizer, as {tokenizer_dir} is missing; the checkpoint was trained with its own: pass "
+                         f"--tokenizer_name_or_path {training_args.resume_from_checkpoint} to resume with it")
+    return load_tokenizer(tokenizer_dir)
+
+
+def check_resumed_model(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments) -> None:
+    """A resumed run builds its model from its own options and loads the checkpoint's weights into it: refuse,
+    naming every difference, a model of another configuration (another --model_config, --recipe, --model_type or
+    --model_name_or_path; Trainer would fail with a size mismatch, or load weights of the same shapes into a
+    different model) and a tokenizer that maps text to other ids than the checkpoint's."""
+    checkpoint = training_args.resume_from_checkpoint
+    tokenizer = resumed_tokenizer(model_args, data_args, training_args)
+    if any((Path(checkpoint) / name).is_file() for name in TOKENIZER_FILES):
+        differences = tokenization.vocabulary_differences(tokenizer, load_tokenizer(checkpoint))
+        if differences:
+            options = "--tokenizer_name_or_path, --model_name_or_path"
+            raise ValueError(f"--resume_from_checkpoint {checkpoint} was trained with another tokenizer than this run "
+                             f"uses (this run's vs the checkpoint's: {'; '.join(differences)}); "
+                             f"{RESUME_OR_START_AGAIN.format(options=options)}")
+    differences = model_config_differences(checkpoint, build_config(model_args, tokenizer))
+    if differences:
+        options = "--model_type, --model_config, --recipe, --model_name_or_path"
+        raise ValueError(f"--resume_from_checkpoint {checkpoint} holds a model of another configuration than this run "
+                         f"builds: {'; '.join(differences)}; {RESUME_OR_START_AGAIN.format(options=options)}")
+
+
 def needed_splits(selection_args: SelectionArguments, training_args: TrainingArguments) -> dict[str, str]:
     """The corpus splits the run cannot do without, each with what needs it (for :func:`hf_s2s.data.corpus.check_splits`)."""
     needed = {"train": "training"}
@@ -142,4 +191,4 @@ def check_evaluation(training_args: TrainingArguments) -> None:
                          "stopping is then off too), or evaluate with --eval_strategy epoch")
 
 
-__all__ = ["check_arguments", "needed_splits"]
+__all__ = ["check_arguments", "check_resumed_model", "needed_splits"]

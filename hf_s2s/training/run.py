@@ -45,6 +45,7 @@ from .arguments import (
     default_training_arguments,
     load_recipe,
     parse_args,
+    tokenizer_arguments,
 )
 from .checks import check_arguments, needed_splits
 from .ema import EMA_FOLDER, EMACallback
@@ -136,17 +137,6 @@ def load_corpus(data_args: DataArguments, selection_args: SelectionArguments, tr
 
 
 # --- tokenizer ----------------------------------------------------------------------------------------------------
-
-
-def tokenizer_arguments(model_args: ModelArguments, data_args: DataArguments) -> dict:
-    """What a trained tokenizer depends on, recorded beside it: a resumed run reuses it only when these match."""
-    return {
-        "tokenizer_type": model_args.tokenizer_type, "vocab_size": model_args.vocab_size,
-        "separate_vocabs": model_args.separate_vocabs, "target_vocab_size": model_args.target_vocab_size,
-        "dataset": data_args.dataset, "dataset_config": data_args.dataset_config,
-        "data_dir": data_args.data_dir, "source_lang": data_args.source_lang,
-        "target_lang": data_args.target_lang, "max_train_samples": data_args.max_train_samples,
-    }
 
 
 def prepare_tokenizer(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments,
