@@ -1,6 +1,7 @@
 """Fine-tuning the folders users bring (``hf-s2s train --model_name_or_path``): a folder converted from another
-toolkit, and one written by plain ``save_pretrained`` with a generation config of its own, each train and save the
-trained weights with the decoding settings the run says it uses."""
+toolkit, one written by plain ``save_pretrained`` with a generation config of its own, a folder without a tokenizer,
+a run's folder instead of its model, and a tokenizer that does not fit the corpus. Each either trains and saves the
+trained weights with the decoding settings the run says it uses, or is refused in one line before training."""
 
 import json
 import shutil
@@ -8,15 +9,19 @@ from pathlib import Path
 
 import pytest
 import torch
+from datasets import Dataset
 from safetensors.torch import load_file
 from transformers import GenerationConfig
 
+import hf_s2s.data.corpus
 from hf_s2s.cli import run_command
 from hf_s2s.importers import convert
+from hf_s2s.models.loading import load_tokenizer
+from hf_s2s.training.checks import check_tokenizer_covers_corpus
 from hf_s2s.training.generation_settings import settle_generation_configs
 from hf_s2s.training.run import parse_args
 from hf_s2s.training.run_dir import hypotheses_path
-from tests.helpers import translate_command_lines
+from tests.helpers import TINY, translate_command_lines
 from tests.runs import train_args
 from tests.saved_folders import save_tiny_model_folder
 
@@ -142,3 +147,77 @@ def test_a_plain_saved_folder_whose_generation_config_contradicts_the_run_keeps_
     for name in ("max_new_tokens 30 -> unset", "temperature 0.7 -> unset", "early_stopping True -> unset",
                  "length_penalty 0.6 -> unset"):
         assert name in said, said
+
+
+@pytest.mark.parametrize(("how", "message"), [
+    ("model_config", "error: --model_config sets d_model 64 (the folder: 32), but a fine-tuned model keeps the config "
+                     "of --model_name_or_path {folder}: leave these fields out of --model_config (a --recipe's "
+                     "model_config counts too), or train a new model without --model_name_or_path"),
+    ("no_tokenizer", "error: --model_name_or_path {folder} holds no tokenizer (no tokenizer.json or "
+                     "tokenizer_config.json): pass the tokenizer the model was trained with as "
+                     "--tokenizer_name_or_path, or save it into the folder (tokenizer.save_pretrained)"),
+    ("run_folder", "error: --model_name_or_path {folder} holds no config.json: not a saved model folder (a training "
+                   "run's folder: its model is {folder}/model)"),
+    ("generation_config", "error: --generation_config would replace the model's generation config for validation "
+                          "only"),
+])
+def test_what_fine_tuning_would_ignore_or_cannot_use_is_one_error_line_before_the_corpus_is_read(
+        tmp_path, monkeypatch, how, message):
+    """A --model_config (or a recipe's) was ignored without a word; a folder without a tokenizer failed after the
+    output folder was locked; a run's folder was "not a saved model folder" without saying where its model is;
+    --generation_config replaced the model's generation config in validation but not in the saved folder."""
+    folder = save_tiny_model_folder(tmp_path / "saved" / "model", "transformer_seq2seq")
+    flags = []
+    if how == "model_config":
+        flags = ["--model_config", json.dumps({**TINY["transformer_seq2seq"], "d_model": 64})]
+    elif how == "no_tokenizer":
+        (folder / "tokenizer.json").unlink()
+        (folder / "tokenizer_config.json").unlink()
+    elif how == "run_folder":  # a run's output folder, whose model is in model/
+        folder = folder.parent
+    else:
+        flags = ["--generation_config", str(folder)]
+    monkeypatch.setattr(hf_s2s.data.corpus, "load_translation_corpus", lambda *a, **k: pytest.fail("corpus read"))
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as refused:
+        run_command("train", train_args(out, "--model_name_or_path", str(folder), *flags))
+    assert str(refused.value.code).startswith(message.format(folder=folder)), refused.value.code
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("written", "expected"), [
+    ("as the toolkit read it", None),
+    ("capitalized", "maps 17% of the source tokens of the training split to <unk>: it does not fit this corpus"),
+    ("languages swapped", "maps 77% of the source and 76% of the target tokens"),
+])
+def test_a_tokenizer_that_does_not_fit_the_corpus_is_named_and_refused_when_most_tokens_are_unknown(
+        tmp_path, written, expected):
+    """A converted toolkit's word vocabulary on text written otherwise, or on another language, trained on <unk>."""
+    folder = converted_fixture("opennmt_transformer", tmp_path / "converted")
+    tokenizer = load_tokenizer(folder)
+    german = (FIXTURES / "opennmt_transformer" / "test.de").read_text().splitlines()
+    english = (FIXTURES / "opennmt_transformer" / "greedy.txt").read_text().splitlines()
+    sources, targets = {"as the toolkit read it": (german, english),
+                        "capitalized": ([line.capitalize() for line in german], english),
+                        "languages swapped": (english, german)}[written]
+    tokenized = Dataset.from_dict({"input_ids": tokenizer(sources)["input_ids"],
+                                   "labels": tokenizer(text_target=targets)["input_ids"]})
+    if written == "languages swapped":
+        with pytest.raises(ValueError, match=rf"the tokenizer of {folder} {expected} .*; the model would learn to "
+                                             r"translate <unk>"):
+            check_tokenizer_covers_corpus(tokenized, tokenizer, str(folder))
+    else:
+        said = check_tokenizer_covers_corpus(tokenized, tokenizer, str(folder))
+        assert said is expected or expected in said
+
+
+@pytest.mark.slow
+def test_fine_tuning_on_a_corpus_the_tokenizer_cannot_read_stops_before_training(tmp_path):
+    folder = converted_fixture("opennmt_transformer", tmp_path / "converted")
+    corpus = fixture_corpus("opennmt_transformer", tmp_path / "corpus")
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as refused:
+        run_command("train", ["--model_name_or_path", str(folder), "--dataset", str(corpus), "--output_dir", str(out),
+                              *ONE_STEP, "--source_lang", "en", "--target_lang", "de"])
+    assert str(refused.value.code).startswith(f"error: the tokenizer of {folder} maps ")
+    assert not list(out.glob("checkpoint-*")) and not (out / "model").exists()

@@ -47,7 +47,7 @@ from .arguments import (
     parse_args,
     tokenizer_arguments,
 )
-from .checks import check_arguments, needed_splits
+from .checks import check_arguments, check_tokenizer_covers_corpus, needed_splits
 from .ema import EMA_FOLDER, EMACallback
 from .generation_settings import GenerationSettings, settle_generation_configs
 from .run_dir import (
@@ -139,6 +139,12 @@ def load_corpus(data_args: DataArguments, selection_args: SelectionArguments, tr
 # --- tokenizer ----------------------------------------------------------------------------------------------------
 
 
+def tokenizer_source(model_args: ModelArguments) -> str:
+    """Whose tokenizer the run uses, in words."""
+    given = model_args.tokenizer_name_or_path or model_args.model_name_or_path
+    return given or "the run (trained on its training split)"
+
+
 def prepare_tokenizer(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments,
                       train_split):
     """The given tokenizer (``--tokenizer_name_or_path``, else the fine-tuned model's), or one trained on
@@ -205,6 +211,9 @@ def build_trainer(model, tokenizer, corpus, args: JobArguments, callbacks: list 
             corpus, tokenizer, source_lang=data_args.source_lang, target_lang=data_args.target_lang,
             max_source_length=data_args.max_source_length, max_target_length=data_args.max_target_length,
         )
+    poorly_covered = check_tokenizer_covers_corpus(tokenized["train"], tokenizer, tokenizer_source(args.model))
+    if poorly_covered:
+        logger.warning(poorly_covered)
     callbacks = list(callbacks or [])
     if selection_args.early_stopping_patience and training_args.load_best_model_at_end:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=selection_args.early_stopping_patience))
