@@ -21,6 +21,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 import hf_s2s  # noqa: F401
 import hf_s2s.data.corpus
 from hf_s2s.cli import run_command
+from hf_s2s.data.tokenization import train_translation_tokenizers
 from hf_s2s.hub.results import RunResults, results_table
 from hf_s2s.inference.translate import alignment, translate
 from hf_s2s.metrics import compute_translation_metrics
@@ -29,7 +30,7 @@ from hf_s2s.training.checkpoints import average_checkpoints, find_checkpoints
 from hf_s2s.training.run import RECIPES_DIR, load_recipe, parse_args, run
 from hf_s2s.training.run_dir import hypotheses_path
 from tests.helpers import TINY
-from tests.runs import CrashAt, ForceBestMetric, tiny_args
+from tests.runs import CrashAt, ForceBestMetric, tiny_args, tiny_argv
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -167,6 +168,45 @@ def test_a_truncated_checkpoint_file_is_named_before_resuming(saved_every_2, tmp
         run(*args)
     del before[previous]
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p != previous} == before
+
+
+@pytest.mark.slow
+def test_resuming_with_another_model_or_tokenizer_is_one_error_line_naming_the_differences(saved_every_2, tmp_path):
+    """A resumed run with another --model_config (or --model_type) ended in Trainer's size-mismatch traceback after
+    the corpus was read; one with another tokenizer of the same size resumed silently on ids the checkpoint's
+    embeddings do not belong to."""
+    out = shutil.copytree(saved_every_2, tmp_path / "run")
+    resume = ("--resume_from_checkpoint", str(out / "checkpoint-4"))
+    other_tokenizer = tmp_path / "other_tokenizer"
+    corpus = hf_s2s.data.corpus.load_translation_corpus("synthetic:reversal", source_lang="src", target_lang="tgt")
+    train_translation_tokenizers(corpus["train"].select(range(256)), source_lang="src", target_lang="tgt",
+                                 vocab_size=280, model_type="unigram").save_pretrained(other_tokenizer)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    for flags, message in [
+        (("--model_config", json.dumps({**TINY["transformer_seq2seq"], "d_model": 64, "dropout": 0.3})),
+         "holds a model of another configuration than this run builds: d_model 32 in the checkpoint, 64 in this run; "
+         "dropout 0.1 in the checkpoint, 0.3 in this run; resume with the options the run was started with "
+         "(--model_type, --model_config, --recipe, --model_name_or_path), or start a new run: leave out "
+         "--resume_from_checkpoint and choose another --output_dir (or pass --overwrite_output_dir to replace this "
+         "run)"),
+        (("--model_type", "rnn_seq2seq", "--model_config", json.dumps(TINY["rnn_seq2seq"])),
+         "holds a model of another configuration than this run builds: model_type 'transformer_seq2seq' in the "
+         "checkpoint, 'rnn_seq2seq' in this run; resume with"),
+        (("--tokenizer_name_or_path", str(other_tokenizer)),
+         "was trained with another tokenizer than this run uses (this run's vs the checkpoint's: vocabularies of "),
+    ]:
+        with pytest.raises(SystemExit) as refused:
+            run_command("train", tiny_argv(out, "transformer_seq2seq", *SAVED_EVERY_2, *resume, *flags))
+        assert str(refused.value.code).startswith(f"error: --resume_from_checkpoint {out / 'checkpoint-4'} {message}")
+    shutil.rmtree(out / "tokenizer")  # the run would train another one
+    with pytest.raises(SystemExit) as refused:
+        run_command("train", tiny_argv(out, "transformer_seq2seq", *SAVED_EVERY_2, *resume))
+    assert str(refused.value.code) == (
+        f"error: --resume_from_checkpoint {out / 'checkpoint-4'}: this run would train a new tokenizer, as "
+        f"{out / 'tokenizer'} is missing; the checkpoint was trained with its own: pass --tokenizer_name_or_path "
+        f"{out / 'checkpoint-4'} to resume with it")
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == \
+        {p: data for p, data in before.items() if not p.is_relative_to(out / "tokenizer")}
 
 
 def _cut_short(path, data: bytes) -> None:

@@ -13,17 +13,23 @@ import platform
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import transformers
-from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq, EarlyStoppingCallback
+from transformers import (
+    AutoModelForSeq2SeqLM,
+    DataCollatorForSeq2Seq,
+    EarlyStoppingCallback,
+    GenerationConfig,
+)
 
 from ..data import corpus as data_lib
 from ..data import tokenization
 from ..hub.card import write_model_card
 from ..hub.results import DecodingScores, RunResults
 from ..inference.plots import plot_alignment
-from ..inference.translate import DEFAULT_BATCH_SIZE, DEFAULT_LENGTH_PENALTY, alignment, translate
+from ..inference.translate import DEFAULT_BATCH_SIZE, alignment, configured_length_penalty, translate
 from ..metrics import build_compute_metrics, compute_translation_metrics
 from ..models.loading import load_model, load_tokenizer
 from ..models.modeling_common import LENGTH_BOUND_FIELDS
@@ -39,9 +45,11 @@ from .arguments import (
     default_training_arguments,
     load_recipe,
     parse_args,
+    tokenizer_arguments,
 )
-from .checks import check_arguments, needed_splits
+from .checks import check_arguments, check_tokenizer_covers_corpus, needed_splits
 from .ema import EMA_FOLDER, EMACallback
+from .generation_settings import GenerationSettings, settle_generation_configs
 from .run_dir import (
     RunLock,
     hypotheses_path,
@@ -91,7 +99,7 @@ def run_phases(args: JobArguments, callbacks: list | None = None) -> RunResults 
     transformers.set_seed(training_args.seed)
     corpus = load_corpus(data_args, selection_args, training_args)
     tokenizer = prepare_tokenizer(model_args, data_args, training_args, corpus["train"])
-    model = prepare_model(model_args, decoding_args, tokenizer)
+    model, generation = prepare_model(model_args, decoding_args, training_args, tokenizer)
     num_parameters = model.num_parameters()  # counted before a launch's wrapper (FSDP) may shard the model
     trainer = build_trainer(model, tokenizer, corpus, args, callbacks)
     training = train(trainer, selection_args)
@@ -100,7 +108,7 @@ def run_phases(args: JobArguments, callbacks: list | None = None) -> RunResults 
     if trainer.is_world_process_zero():
         output_dir = Path(training_args.output_dir)
         with naming_a_full_disk(output_dir, selection_args.ema_folder):
-            model_dir = save_model_folder(trainer, tokenizer, data_args, decoding_args, training_args)
+            model_dir = save_model_folder(trainer, tokenizer, generation.saved, data_args, training_args)
             test, samples = evaluate_test_set(trainer.model, tokenizer, corpus["test"], data_args, decoding_args,
                                               output_dir) if "test" in corpus else ({}, [])
         results = collect_results(trainer, num_parameters, training, selection, test, data_args, training_args)
@@ -134,15 +142,10 @@ def load_corpus(data_args: DataArguments, selection_args: SelectionArguments, tr
 # --- tokenizer ----------------------------------------------------------------------------------------------------
 
 
-def tokenizer_arguments(model_args: ModelArguments, data_args: DataArguments) -> dict:
-    """What a trained tokenizer depends on, recorded beside it: a resumed run reuses it only when these match."""
-    return {
-        "tokenizer_type": model_args.tokenizer_type, "vocab_size": model_args.vocab_size,
-        "separate_vocabs": model_args.separate_vocabs, "target_vocab_size": model_args.target_vocab_size,
-        "dataset": data_args.dataset, "dataset_config": data_args.dataset_config,
-        "data_dir": data_args.data_dir, "source_lang": data_args.source_lang,
-        "target_lang": data_args.target_lang, "max_train_samples": data_args.max_train_samples,
-    }
+def tokenizer_source(model_args: ModelArguments) -> str:
+    """Whose tokenizer the run uses, in words."""
+    given = model_args.tokenizer_name_or_path or model_args.model_name_or_path
+    return given or "the run (trained on its training split)"
 
 
 def prepare_tokenizer(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments,
@@ -181,14 +184,21 @@ def build_model(model_args: ModelArguments, tokenizer):
     return model
 
 
-def prepare_model(model_args: ModelArguments, decoding_args: DecodingArguments, tokenizer):
-    """:func:`build_model`, with the length bound flags in its generation config: validation, test decoding and the
-    saved folder decode with them."""
+def prepare_model(model_args: ModelArguments, decoding_args: DecodingArguments, training_args: TrainingArguments,
+                  tokenizer) -> tuple[Any, GenerationSettings]:
+    """:func:`build_model`, and the generation configs the run decodes with and saves, settled before training
+    (:func:`hf_s2s.training.generation_settings.settle_generation_configs`: refused there when they cannot be saved).
+    The model validates with ``training``, the one its checkpoints hold; the saved folder gets ``saved``. What the
+    run changes in a fine-tuned folder's own settings is said in a warning."""
     model = build_model(model_args, tokenizer)
-    for name, value in decoding_args.length_bound().items():
-        setattr(model.generation_config, name, value)
+    source = model_args.model_name_or_path
+    generation = settle_generation_configs(model.generation_config, decoding_args, training_args,
+                                           source=source or "the new model")
+    if source and generation.changes:
+        logger.warning("the generation config of %s is changed for this run: %s", source, "; ".join(generation.changes))
+    model.generation_config = generation.training
     logger.info("model: %s with %s parameters", model.config.model_type, f"{model.num_parameters():,}")
-    return model
+    return model, generation
 
 
 # --- train --------------------------------------------------------------------------------------------------------
@@ -204,6 +214,9 @@ def build_trainer(model, tokenizer, corpus, args: JobArguments, callbacks: list 
             corpus, tokenizer, source_lang=data_args.source_lang, target_lang=data_args.target_lang,
             max_source_length=data_args.max_source_length, max_target_length=data_args.max_target_length,
         )
+    poorly_covered = check_tokenizer_covers_corpus(tokenized["train"], tokenizer, tokenizer_source(args.model))
+    if poorly_covered:
+        logger.warning(poorly_covered)
     callbacks = list(callbacks or [])
     if selection_args.early_stopping_patience and training_args.load_best_model_at_end:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=selection_args.early_stopping_patience))
@@ -246,17 +259,16 @@ def train(trainer: CountingSeq2SeqTrainer, selection_args: SelectionArguments) -
 # --- save ---------------------------------------------------------------------------------------------------------
 
 
-def save_model_folder(trainer, tokenizer, data_args: DataArguments, decoding_args: DecodingArguments,
+def save_model_folder(trainer, tokenizer, generation_config: GenerationConfig, data_args: DataArguments,
                       training_args: TrainingArguments) -> Path:
     """Save the weights the run keeps, with the tokenizer, into ``<output_dir>/model`` and return it. The folder
-    decodes as the test set is decoded: ``--generation_max_length``, the largest test beam as its default, and
-    sources truncated to ``--max_source_length`` as in training; ``averaged/`` and ``ema/`` get the same settings."""
+    decodes as the test set is decoded: with ``generation_config`` (:class:`GenerationSettings`' ``saved``, checked
+    to save before training: ``save_pretrained`` writes it before the weights) and sources truncated to
+    ``--max_source_length`` as in training; ``averaged/`` and ``ema/`` get the same settings."""
     output_dir = Path(training_args.output_dir)
     model_dir = output_dir / "model"
     model = trainer.model
-    if training_args.generation_max_length is not None:
-        model.generation_config.max_length = training_args.generation_max_length
-    model.generation_config.num_beams = max(decoding_args.test_beams(), default=1)
+    model.generation_config = generation_config
     tokenizer.model_max_length = data_args.max_source_length
     trainer.save_model(model_dir)  # best checkpoint when load_best_model_at_end
     tokenizer.save_pretrained(model_dir)
@@ -281,9 +293,13 @@ def evaluate_test_set(model, tokenizer, test_pairs, data_args: DataArguments, de
     sources = [pair[data_args.source_lang] for pair in pairs]
     references = [pair[data_args.target_lang] for pair in pairs]
     scores, samples = {}, []
+    config = model.generation_config
+    # the length limit the folder decodes with: a max_new_tokens (kept only without --generation_max_length) wins
+    length = {"max_new_tokens": config.max_new_tokens} if config.max_new_tokens is not None else \
+        {"max_length": config.max_length}
     for num_beams in decoding_args.test_beams():
-        decoding = {"num_beams": num_beams, "max_length": model.generation_config.max_length,
-                    "length_penalty": DEFAULT_LENGTH_PENALTY, "batch_size": DEFAULT_BATCH_SIZE,
+        decoding = {"num_beams": num_beams, **length,
+                    "length_penalty": configured_length_penalty(config, None), "batch_size": DEFAULT_BATCH_SIZE,
                     "max_source_length": data_args.max_source_length,
                     # the source-relative length bound the saved generation config carries (absent in other families)
                     **{name: getattr(model.generation_config, name) for name in LENGTH_BOUND_FIELDS
