@@ -22,8 +22,9 @@ from ..data import corpus as data_lib
 from ..data import tokenization
 from ..hub.card import write_model_card
 from ..hub.results import DecodingScores, RunResults
+from ..inference.decoding import DEFAULT_LENGTH_PENALTY
 from ..inference.plots import plot_alignment
-from ..inference.translate import DEFAULT_BATCH_SIZE, DEFAULT_LENGTH_PENALTY, alignment, translate
+from ..inference.translate import DEFAULT_BATCH_SIZE, alignment, translate
 from ..metrics import build_compute_metrics, compute_translation_metrics
 from ..models.loading import load_model, load_tokenizer
 from ..models.modeling_common import LENGTH_BOUND_FIELDS
