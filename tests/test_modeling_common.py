@@ -1,6 +1,6 @@
 """What modeling_common.py adds beyond the contract every family meets (test_family_contract.py): the config's
-output flags, attentions asked under sdpa, the training job moving label smoothing into the model, and the
-alignment / plotting helpers leaving the caller's state alone."""
+output flags, attentions asked under sdpa, the training job moving label smoothing into the model, R-Drop's loss
+normalisation, and the alignment / plotting helpers leaving the caller's state alone."""
 
 import logging
 import subprocess
@@ -13,6 +13,7 @@ from transformers import AutoConfig, AutoModelForSeq2SeqLM, Seq2SeqTrainer, Seq2
 
 from hf_s2s.data.tokenization import train_tokenizer_from_texts
 from hf_s2s.inference.translate import alignment
+from hf_s2s.models.modeling_common import rdrop_loss, seq2seq_loss
 from hf_s2s.training.run import smooth_labels_in_model
 from tests.helpers import TINY, decoder_inputs, labelled_batch, random_tiny_model
 
@@ -82,6 +83,31 @@ def test_training_job_moves_label_smoothing_into_the_model_so_labels_reach_it(tm
     torch.testing.assert_close(loss, reference, rtol=0, atol=1e-6)
     assert outputs.logits is None  # the model had the labels: its padding-free loss path ran
     assert model.config.label_smoothing == 0.1 and trainer.args.label_smoothing_factor == 0.1
+
+
+@pytest.mark.parametrize("layout", ["padding-free", "padded"])
+def test_rdrop_losses_of_the_pieces_of_a_batch_add_up_to_the_whole_batchs(layout):
+    """Gradient accumulation and several processes (Trainer scales each process's loss by the world size, DDP
+    averages) give one big batch's loss only if every term is a token sum over ``num_items_in_batch`` (one copy's
+    label tokens in the whole step). Two passes that differ, as dropout makes them, so the KL term counts: pieces of
+    uneven sizes add up to the whole, which without ``num_items_in_batch`` is the same per-token mean."""
+    generator = torch.Generator().manual_seed(0)
+    labels = torch.randint(3, 11, (4, 5), generator=generator)  # (B, T)
+    labels[1, 3:], labels[2, 1], labels[3, 2:] = -100, -100, -100
+    first, second = torch.randn(2, 4, 5, 11, generator=generator)  # two passes' logits, (B, T, V) each
+
+    def loss(rows: slice, num_items):
+        logits, repeated = torch.cat([first[rows], second[rows]]), torch.cat([labels[rows], labels[rows]])
+        if layout == "padding-free":  # the label positions only, packed: (N, V), as the output layer gets them
+            logits, repeated = logits[repeated != -100], repeated[repeated != -100]
+        return rdrop_loss(logits, repeated, num_items, label_smoothing=0.1, rdrop_alpha=5.0)
+
+    total = (labels != -100).sum()
+    whole = loss(slice(0, 4), total)
+    torch.testing.assert_close(loss(slice(0, 1), total) + loss(slice(1, 4), total), whole)
+    torch.testing.assert_close(loss(slice(0, 4), None), whole)
+    plain = seq2seq_loss(torch.cat([first, second]), torch.cat([labels, labels]), 2 * total, label_smoothing=0.1)
+    assert whole > plain  # the KL term is there: two different passes
 
 
 # ---------------------------------------------------------------------------------------- alignment and plots
