@@ -25,7 +25,7 @@ from ..data import synthetic, tokenization
 from ..models.configuration_transformer_seq2seq import TransformerSeq2SeqConfig
 from ..models.modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
 from ..training.arguments import default_training_arguments, load_recipe
-from ..training.trainer import CountingSeq2SeqTrainer, smooth_labels_in_model
+from ..training.trainer import CountingSeq2SeqTrainer, move_loss_into_model
 from .builders import build_marian
 from .measure import median, multi30k_dir, set_threads
 
@@ -81,7 +81,7 @@ def pipeline_trainer(name: str, settings, tokenizer, train_dataset, output_dir: 
     trainer = CountingSeq2SeqTrainer(
         model=model, args=args, train_dataset=train_dataset, processing_class=tokenizer,
         data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100))
-    smooth_labels_in_model(trainer)  # hf_s2s smooths in the model; MarianMT keeps Trainer's smoother
+    move_loss_into_model(trainer)  # hf_s2s smooths in the model; MarianMT keeps Trainer's smoother
     return trainer
 
 
