@@ -149,9 +149,9 @@ def test_resumed_run_ends_with_the_same_weights_as_an_uninterrupted_one(tmp_path
     assert any(not torch.equal(middle[k], straight[k]) for k in straight)
     # the flag reached the model's loss, and the saved folder and results say it
     rdrop_alpha = 5.0 if "--rdrop_alpha" in flags else 0.0
-    assert json.loads((tmp_path / "straight" / "model" / "config.json").read_text()).get("rdrop_alpha", 0.0) == rdrop_alpha
-    assert json.loads((tmp_path / "straight" / "results.json").read_text())["training_arguments"]["rdrop_alpha"] == \
-        rdrop_alpha
+    saved_config = json.loads((tmp_path / "straight" / "model" / "config.json").read_text())
+    results = json.loads((tmp_path / "straight" / "results.json").read_text())
+    assert saved_config.get("rdrop_alpha", 0.0) == results["training_arguments"]["rdrop_alpha"] == rdrop_alpha
 
 
 SAVED_EVERY_2 = ("--eval_strategy", "no", "--save_strategy", "steps", "--save_steps", "2", "--max_steps", "4",

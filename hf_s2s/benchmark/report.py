@@ -119,8 +119,9 @@ def to_markdown(report: dict) -> str:
         lines += _table(["model", "tokens/s", "vs Marian", "peak RSS training (MB)", "growth (MB)",
                          "peak RSS process (MB)"], rows)
         if "pipeline_rdrop_speed_ratio" in summary:
-            lines += ["", f"R-Drop (`--rdrop_alpha 5`, each batch run twice) trains at "
-                          f"{summary['pipeline_rdrop_speed_ratio']:.2f}x the main job's tokens/s, on the same batches."]
+            ratio = summary["pipeline_rdrop_speed_ratio"]
+            lines += ["", f"R-Drop (`--rdrop_alpha 5`, each batch run twice) trains at {ratio:.2f}x the main job's "
+                          "tokens/s, on the same batches."]
         lines.append("")
     if "serving" in report:
         lines += serving_table(report)

@@ -154,11 +154,12 @@ def rdrop_loss(
 
         L = 1/2 [CE(P1) + CE(P2) + alpha * 1/2 (KL(P1 || P2) + KL(P2 || P1))]
 
-    The paper's training objective (the bracket: L_NLL + alpha L_KL) halved, so that the cross-entropy part is the mean of the two passes
-    (label-smoothed as :func:`seq2seq_loss`), on the scale of an ordinary run's loss (the logged loss, and the
-    gradient that ``max_grad_norm`` clips), while alpha keeps the paper's meaning (the KL's weight against the
-    cross-entropy). Summed over the label tokens of both copies, divided by twice ``num_items_in_batch`` (which counts
-    one copy), so accumulation and several processes give one big batch's loss, as for :func:`seq2seq_loss`.
+    The paper's training objective (the bracket: L_NLL + alpha L_KL) halved, so that the cross-entropy part is the
+    mean of the two passes (label-smoothed as :func:`seq2seq_loss`), on the scale of an ordinary run's loss (the
+    logged loss, and the gradient that ``max_grad_norm`` clips), while alpha keeps the paper's meaning (the KL
+    term's weight against the cross-entropy). Summed over the label tokens of both copies, divided by twice
+    ``num_items_in_batch`` (which counts one copy), so accumulation and several processes give one big batch's
+    loss, as for :func:`seq2seq_loss`.
 
     logits: (2N, V) packed or (2B, T, V), the first half the first pass; labels: (2N,) or (2B, T), -100 ignored.
     """

@@ -561,9 +561,10 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
         packing = None
         rdrop_alpha = self.config.rdrop_alpha if self.training and labels is not None else 0.0
         if rdrop_alpha:  # (B, ...) -> (2B, ...): the two passes of R-Drop in one
-            (input_ids, attention_mask, decoder_input_ids, decoder_attention_mask, inputs_embeds, decoder_inputs_embeds,
-             labels) = repeat_batch(encoder_outputs, cache, input_ids, attention_mask, decoder_input_ids,
-                                    decoder_attention_mask, inputs_embeds, decoder_inputs_embeds, labels)
+            (input_ids, attention_mask, decoder_input_ids, decoder_attention_mask, inputs_embeds,
+             decoder_inputs_embeds, labels) = repeat_batch(
+                encoder_outputs, cache, input_ids, attention_mask, decoder_input_ids, decoder_attention_mask,
+                inputs_embeds, decoder_inputs_embeds, labels)
         if labels is not None:
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
