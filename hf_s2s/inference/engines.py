@@ -36,7 +36,7 @@ from .translate import (
     DEFAULT_LENGTH_PENALTY,
     Hypothesis,
     _source_limit,
-    alignment,
+    attentions,
     check_models_support,
     check_translation,
     configured_length_penalty,
@@ -68,11 +68,14 @@ class DecodingOptions:
 @dataclass
 class Alignment:
     """The cross-attention that produced each target token of a sentence's best translation: the last decoder
-    layer's, averaged over heads (as ``hf-s2s translate --plot-alignment`` draws it)."""
+    layer's, averaged over heads (as ``hf-s2s translate --plot-alignment`` draws it); with every layer's and head's
+    weights when they were asked for (:meth:`Engine.alignment`)."""
 
     source_tokens: list[str]
     target_tokens: list[str]
     weights: list[list[float]]  # (target tokens, source tokens), each row sums to 1
+    cross_attentions: list | None = None  # (decoder layers, heads, target tokens, source tokens)
+    encoder_attentions: list | None = None  # (encoder layers, heads, source tokens, source tokens); None: an RNN
 
 
 class Engine:
@@ -133,8 +136,9 @@ class Engine:
         raise ValueError(f"the {self.name} engine gives no alignments; decode with the torch engine (--engine torch) "
                          "for them")
 
-    def alignment(self, sentence: str, options: DecodingOptions) -> Alignment:
-        """The alignment of ``sentence``'s best translation (:meth:`check_alignment` says where there is none)."""
+    def alignment(self, sentence: str, options: DecodingOptions, output_attentions: bool = False) -> Alignment:
+        """The alignment of ``sentence``'s best translation (:meth:`check_alignment` says where there is none), with
+        every layer's and head's weights if ``output_attentions``."""
         self.check_alignment()
         raise NotImplementedError
 
@@ -176,13 +180,16 @@ class TorchEngine(Engine):
     def check_alignment(self) -> None:
         check_models_support([self.config], alignment=True)  # an RNN without attention has none
 
-    def alignment(self, sentence: str, options: DecodingOptions) -> Alignment:
+    def alignment(self, sentence: str, options: DecodingOptions, output_attentions: bool = False) -> Alignment:
         bound = {"max_len_a": options.max_len_a, "max_len_b": options.max_len_b}
-        weights, source_tokens, target_tokens = alignment(self.model, self.tokenizer, sentence,
-                                                          num_beams=options.num_beams,
-                                                          max_new_tokens=options.max_new_tokens,
-                                                          length_penalty=options.length_penalty, **bound)
-        return Alignment(source_tokens, target_tokens, weights.float().tolist())
+        found = attentions(self.model, self.tokenizer, sentence, num_beams=options.num_beams,
+                           max_new_tokens=options.max_new_tokens, length_penalty=options.length_penalty, **bound)
+        result = Alignment(found.source_tokens, found.target_tokens, found.alignment().float().tolist())
+        if output_attentions:
+            result.cross_attentions = found.cross_attentions.float().tolist()
+            if found.encoder_attentions is not None:
+                result.encoder_attentions = found.encoder_attentions.float().tolist()
+        return result
 
 
 @dataclass

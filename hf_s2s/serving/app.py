@@ -212,6 +212,7 @@ def create_app(engines: dict[str, Engine], batching: BatchingConfig | None = Non
             try:
                 translations = await batchers[name].translate(body.sentences, lengths, options, scores=body.scores,
                                                               alignment=body.alignment,
+                                                              output_attentions=body.output_attentions,
                                                               gone=lambda: _client_gone(request.receive))
             except QueueFull as error:
                 raise ServiceError(503, str(error), headers={"Retry-After": "1"}) from None
@@ -239,7 +240,8 @@ def create_app(engines: dict[str, Engine], batching: BatchingConfig | None = Non
 
     @app.get("/models", response_model=list[schemas.ModelInfo], summary="The served models")
     async def models():
-        return [schemas.ModelInfo(name=name, default=name == default, **engine.describe())
+        return [schemas.ModelInfo(name=name, default=name == default,
+                                  attention_type=getattr(engine.config, "attention_type", None), **engine.describe())
                 for name, engine in engines.items()]
 
     @app.get("/metrics", summary="Prometheus metrics", response_class=Response)
@@ -284,7 +286,7 @@ def _check_request(request: schemas.TranslateRequest, engine: Engine, limits: Re
         options = engine.options(num_beams=request.num_beams, num_return_sequences=request.num_return_sequences,
                                  max_len_a=request.max_len_a, max_len_b=request.max_len_b,
                                  no_length_bound=request.no_length_bound)
-        if request.alignment:
+        if request.alignment or request.output_attentions:
             engine.check_alignment()
     except ValueError as error:
         raise ServiceError(422, str(error)) from None
