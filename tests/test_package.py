@@ -194,7 +194,8 @@ def test_entry_points_train_translate_and_push_from_the_wheel(installed):
 
 @pytest.mark.slow
 def test_serve_from_the_wheel(installed):
-    """`hf-s2s serve` from the installed wheel (with the serve extra) answers a translation, then stops on SIGTERM."""
+    """`hf-s2s serve` from the installed wheel (with the serve extra) answers a translation and serves the attention
+    explorer's page from the package data, then stops on SIGTERM."""
     httpx = pytest.importorskip("httpx")
     pytest.importorskip("fastapi")
     bin_dir, env, work = installed
@@ -204,6 +205,9 @@ def test_serve_from_the_wheel(installed):
     try:
         response = httpx.post(f"{url}/translate", json={"sentences": ["a b c", "d"], "num_beams": 2}, timeout=60)
         assert response.status_code == 200 and len(response.json()["translations"]) == 2
+        page = httpx.get(f"{url}/")
+        assert page.status_code == 200 and 'src="static/explorer.js"' in page.text
+        assert all(httpx.get(f"{url}/static/{name}").status_code == 200 for name in ("explorer.js", "explorer.css"))
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=60)
