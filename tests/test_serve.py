@@ -282,6 +282,15 @@ def test_answers_without_output_attentions_are_as_before(server, engines):
         torch.testing.assert_close(torch.tensor(translation["alignment"]["weights"]), weights, rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize("option", ["alignment", "output_attentions"])
+def test_a_blank_sentence_gets_no_alignment_of_a_translation_it_does_not_get(server, option):
+    """A blank sentence is not decoded: its translation is empty, and no alignment of some other output comes
+    with it."""
+    url, _ = server
+    translations = post(url, {"sentences": [" ", "a b c"], option: True}).json()["translations"]
+    assert translations[0] == {"text": ""} and translations[1]["alignment"]["target_tokens"]
+
+
 @pytest.fixture(scope="module")
 def attention_server(tmp_path_factory):
     """A Transformer of two layers of two heads each (so that a layer or head out of place shows) and the RNN with

@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from ..data.corpus import is_blank
 from ..inference.engines import Alignment, DecodingOptions, Engine
 from ..inference.translate import Hypothesis
 from .config import BatchingConfig
@@ -255,6 +256,8 @@ class Batcher:
             translations = [Translation(hypotheses[j, i]) for i in range(len(job.sentences))]
             if job.alignment:
                 for translation, sentence in zip(translations, job.sentences, strict=True):
+                    if is_blank(sentence):  # not decoded (an empty translation): there is no attention to show
+                        continue
                     translation.alignment = await loop.run_in_executor(self._executor, self.engine.alignment,
                                                                        sentence, options, job.output_attentions)
             results.append(translations)

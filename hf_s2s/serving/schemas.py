@@ -25,7 +25,8 @@ class TranslateRequest(BaseModel):
     scores: bool = Field(False, description="return each hypothesis' score (greedy: the sum of its token "
                                             "log-probabilities; beam: the length-normalized beam score)")
     alignment: bool = Field(False, description="return the best translation's alignment: the last decoder layer's "
-                                               "cross-attention, averaged over heads (torch engine, attention models)")
+                                               "cross-attention, averaged over heads (torch engine, attention models; "
+                                               "none for a blank sentence, which is not decoded)")
     output_attentions: bool = Field(False, description="return, with the alignment, every layer's and head's "
                                                        "attention weights of the best translation: the decoder's "
                                                        "cross-attention and, for the Transformer, the encoder's "
