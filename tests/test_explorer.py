@@ -1,7 +1,7 @@
 """The attention explorer, the page `hf-s2s serve` serves at `/`, as a person uses it: headless Chromium (Selenium and
 ChromeDriver, tests/browser.py) against `hf-s2s serve` running as its own process on a free localhost port, with
 two tiny models trained by the training job (a Transformer of two layers of two heads, a GRU with Bahdanau
-attention).
+attention), and an RNN without attention.
 
 What the page shows is checked against the command line and the API: its translations and n-best lists are those of
 `hf-s2s translate`; its heatmaps have a row per target token and a column per source token, holding the API's
@@ -72,13 +72,15 @@ def trained(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(trained, tmp_path_factory):
-    """`hf-s2s serve tf=... rnn=...` as a process of its own: its base URL."""
+    """`hf-s2s serve tf=... rnn=... plain=...` as a process of its own (plain: an RNN without attention, untrained):
+    its base URL."""
     reason = missing_browser()
     if reason:
         pytest.skip(reason)
+    work = tmp_path_factory.mktemp("server")
+    folders = {**trained, "plain": save_tiny_model_folder(work / "plain", "rnn_seq2seq", attention_type="none")}
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    process, url = start_server_process([f"{name}={folder}" for name, folder in trained.items()],
-                                        tmp_path_factory.mktemp("server"), env=env)
+    process, url = start_server_process([f"{name}={folder}" for name, folder in folders.items()], work, env=env)
     try:
         yield url
     finally:
@@ -184,6 +186,18 @@ def test_switching_to_the_rnn_shows_its_translations_and_its_bahdanau_attention(
         assert "bahdanau" in drawn["caption"] and drawn["rows"] == alignment["target_tokens"]
         assert_weights_equal(drawn["weights"], alignment["cross_attentions"][0][0])
         assert_weights_equal(drawn["weights"], alignment["weights"], 1e-6)
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_a_model_without_attention_translates_and_says_it_has_no_weights(page):
+    page.translate(SENTENCES[:1], model="plain")
+    box = page.find("#attention")
+    assert not box.is_selected() and not box.is_enabled()
+    assert page.find("#attention-help").text == "this model has no attention"
+    assert page.error() is None and len(page.results()) == 1 and page.find_all("table.heatmap") == []
+    page.choose("#model", "tf")
+    assert box.is_selected() and box.is_enabled() and page.find("#attention-help").text == ""
 
 
 @pytest.mark.browser

@@ -81,8 +81,17 @@ function modelChanged() {
   const model = selectedModel();
   const box = byId("attention");
   if (!model) return;
-  box.disabled = !hasAttention(model);
-  if (box.disabled) box.checked = false;
+  if (!hasAttention(model)) {  // the server would refuse the request: say why instead
+    if (!box.disabled) box.dataset.chosen = String(box.checked);
+    box.checked = false;
+    box.disabled = true;
+    byId("attention-help").textContent = model.engine === "torch" ? "this model has no attention"
+      : `the ${model.engine} engine gives none`;
+  } else if (box.disabled) {
+    box.disabled = false;
+    box.checked = box.dataset.chosen !== "false";
+    byId("attention-help").textContent = "";
+  }
   byId("beams").placeholder = `${model.num_beams} (model's)`;
 }
 
