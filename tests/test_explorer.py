@@ -15,6 +15,8 @@ import contextlib
 import io
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -258,3 +260,24 @@ def test_at_200_percent_zoom_the_page_reflows_instead_of_widening(server):
         assert page.error() is None and not page.overflows()
         spread, colours = pixel_spread(page.screenshot())
         assert spread > 20 and colours > 50, (spread, colours)
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_the_documentation_picture_is_taken_with_this_code(trained, tmp_path):
+    """scripts/explorer_screenshot.py (the picture in docs/serving.md) serves a folder, types the sentence and writes
+    a palette PNG of the whole page; it refuses to replace a file without --overwrite."""
+    reason = missing_browser()
+    if reason:
+        pytest.skip(reason)
+    output = tmp_path / "picture.png"
+    command = [sys.executable, str(ROOT / "scripts" / "explorer_screenshot.py"), f"tf={trained['tf']}",
+               "--sentence", SENTENCES[0], "--output", str(output)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    picture = output.read_bytes()
+    spread, colours = pixel_spread(picture)
+    assert spread > 20 and colours > 50, (spread, colours)
+    again = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 1 and f"error: {output} exists; pass --overwrite" in again.stderr
+    assert output.read_bytes() == picture
