@@ -4,8 +4,9 @@ docs/serving.md. A checkout's script: it drives headless Chromium with the code 
 (tests/browser.py, which needs the test extra and Debian's chromium and chromium-driver) against `hf-s2s serve`
 started as its own process on a free port.
 
-    python scripts/explorer_screenshot.py runs/explorer_ref/model \\
-        --sentence "Ein Mann in einer Weste sitzt auf einem Stuhl und hält Magazine." --output docs/images/explorer.png
+    python scripts/explorer_screenshot.py runs/explorer_ref/model --beams 5 --nbest 3 \\
+        --sentence "Ein Mann in einer Weste sitzt auf einem Stuhl und hält Magazine." \\
+        --output docs/images/attention-explorer.png
 """
 
 import argparse
