@@ -205,9 +205,11 @@ def test_serve_from_the_wheel(installed):
     try:
         response = httpx.post(f"{url}/translate", json={"sentences": ["a b c", "d"], "num_beams": 2}, timeout=60)
         assert response.status_code == 200 and len(response.json()["translations"]) == 2
-        page = httpx.get(f"{url}/")
-        assert page.status_code == 200 and 'src="static/explorer.js"' in page.text
-        assert all(httpx.get(f"{url}/static/{name}").status_code == 200 for name in ("explorer.js", "explorer.css"))
+        static = ROOT / "hf_s2s" / "serving" / "static"
+        for path, name in (("", "index.html"), ("static/explorer.js", "explorer.js"),
+                           ("static/explorer.css", "explorer.css")):
+            served = httpx.get(f"{url}/{path}")
+            assert served.status_code == 200 and served.text == (static / name).read_text(), path
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=60)
