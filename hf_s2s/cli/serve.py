@@ -21,6 +21,7 @@ from pathlib import Path
 import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.cli import HelpFormatter
 from hf_s2s.inference.engines import ENGINES, TORCH_DTYPES, load_engine
+from hf_s2s.models.loading import load_config
 from hf_s2s.serving import require_serve_extra
 from hf_s2s.serving.config import DEFAULT_GRACEFUL_TIMEOUT, BatchingConfig, RequestLimits
 from hf_s2s.serving.folders import check_model_folder
@@ -102,6 +103,7 @@ def main(argv=None, prog=None):
                                        max_beams=args.max_beams, max_request_bytes=args.max_request_bytes)
         models = parse_models(args.models)
         for folder in models.values():
+            load_config(folder)  # first: a folder that needs code of its own is named as such, whatever else it lacks
             check_model_folder(folder)
         engines = {name: load_engine(folder, args.engine, dtype=args.dtype, int8=args.int8, threads=args.threads)
                    for name, folder in models.items()}

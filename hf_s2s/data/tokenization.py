@@ -303,6 +303,15 @@ def special_token_ids(
     return ids
 
 
+def unknown_token_share(sequences: Iterable[list[int]], unk_token_id: int | None) -> float:
+    """The share of ``unk_token_id`` among all tokens of ``sequences`` (0.0 for a tokenizer without one, or none)."""
+    total = unknown = 0
+    for ids in sequences:
+        total += len(ids)
+        unknown += ids.count(unk_token_id) if unk_token_id is not None else 0
+    return unknown / total if total else 0.0
+
+
 _SHOWN_TOKENS = 3  # tokens named per differing vocabulary; the count says how many differ
 
 

@@ -34,6 +34,10 @@ AVERAGING_PURPOSE = ("averaging would add up the embeddings and output rows of d
                      "one vocabulary (of one run) can be averaged")
 # config.json fields that record how a checkpoint was saved, not what the model is.
 _CONFIG_BOOKKEEPING = {"transformers_version", "hf_s2s_version", "_name_or_path", "dtype", "torch_dtype"}
+# config.json fields a training run writes from its training arguments or save_pretrained adds, not what the model
+# is: Trainer sets ``use_cache`` from --use_cache, the job ``label_smoothing`` and ``rdrop_alpha`` from
+# --label_smoothing_factor and --rdrop_alpha (a resume with other values trains on with those, as Trainer does).
+_SET_BY_THE_RUN = {"use_cache", "label_smoothing", "rdrop_alpha", "architectures", "auto_map", "custom_pipelines"}
 
 
 def list_checkpoints(run_dir: str | Path) -> list[Path]:
@@ -229,6 +233,20 @@ def resume_instead(checkpoint: str | Path, ema_folder: str | None = None) -> str
         return f"resume from the previous checkpoint instead: --resume_from_checkpoint {previous}"
     return (f"no earlier checkpoint of {checkpoint.parent} is intact: start the run again (--overwrite_output_dir "
             f"deletes this one)")
+
+
+def model_config_differences(checkpoint: str | Path, config) -> list[str]:
+    """How ``config`` (the model a resumed run builds) differs from the model ``checkpoint`` holds, field by field
+    ("d_model 32 in the checkpoint, 64 in this run"), both read through the config class so that a field one of them
+    leaves out counts at its default. Fields a run sets from its training arguments, and the bookkeeping of a save,
+    are not compared. Empty when the checkpoint's weights fit the run's model."""
+    saved = _config(Path(checkpoint))  # a missing or unreadable config.json is named as such
+    if saved.get("model_type") != config.model_type:  # another family: every other field follows from that one
+        return [f"model_type {saved.get('model_type')!r} in the checkpoint, {config.model_type!r} in this run"]
+    saved, built = type(config).from_dict(saved).to_dict(), config.to_dict()
+    skipped = _CONFIG_BOOKKEEPING | _SET_BY_THE_RUN
+    return [f"{name} {saved.get(name)!r} in the checkpoint, {built.get(name)!r} in this run"
+            for name in sorted((set(saved) | set(built)) - skipped) if saved.get(name) != built.get(name)]
 
 
 def check_resume_checkpoint(checkpoint: str | Path, ema_folder: str | None = None) -> None:
