@@ -101,6 +101,7 @@ class SentencePieceModel:
     bos_piece: str = "<s>"
     eos_piece: str = "</s>"
     pad_piece: str = "<pad>"
+    unk_surface: str = " \u2047 "  # how sentencepiece writes <unk> when decoding
     normalizer_name: str = ""
     precompiled_charsmap: bytes = b""
     add_dummy_prefix: bool = True
@@ -115,7 +116,7 @@ class SentencePieceModel:
 
 
 _TRAINER_FIELDS = {3: "model_type", 24: "treat_whitespace_as_suffix", 35: "byte_fallback", 40: "unk_id", 41: "bos_id",
-                   42: "eos_id", 43: "pad_id", 45: "unk_piece", 46: "bos_piece", 47: "eos_piece", 48: "pad_piece"}
+                   42: "eos_id", 43: "pad_id", 44: "unk_surface", 45: "unk_piece", 46: "bos_piece", 47: "eos_piece", 48: "pad_piece"}
 _NORMALIZER_FIELDS = {1: "normalizer_name", 2: "precompiled_charsmap", 3: "add_dummy_prefix",
                       4: "remove_extra_whitespaces", 5: "escape_whitespaces"}
 
@@ -303,9 +304,9 @@ def train_sentencepiece_model(texts: Iterable[str], vocab_size: int, model_type:
 def sentencepiece_differences(tokenizer: PreTrainedTokenizerFast, model: SentencePieceModel,
                               texts: list[str]) -> dict[str, list[int]]:
     """Lines of ``texts`` where ``tokenizer`` and ``sentencepiece`` itself differ: ``"ids"`` (encoding, without the
-    final ``</s>``), ``"decode"`` (decoding sentencepiece's ids with ``skip_special_tokens=True``), and ``"unk"``
-    (lines whose ids hold ``<unk>``, which decoding here drops and sentencepiece writes as " ⁇ "; left out of
-    ``"decode"``)."""
+    final ``</s>``) and ``"decode"`` (decoding sentencepiece's ids with ``skip_special_tokens=True``); ``"unk"`` lists
+    the lines whose ids hold ``<unk>``, which that decoding drops where sentencepiece writes its ``unk_surface``
+    (" ⁇ "): there the decoding counts as equal when writing ``<unk>`` as sentencepiece does gives its text."""
     spm = import_sentencepiece("checking a tokenizer against sentencepiece")
     processor = spm.SentencePieceProcessor(model_proto=model.serialized)
     expected = processor.encode(texts)
@@ -314,9 +315,11 @@ def sentencepiece_differences(tokenizer: PreTrainedTokenizerFast, model: Sentenc
     for line, (mine, theirs) in enumerate(zip(ids, expected, strict=True)):
         if mine != theirs:
             differences["ids"].append(line)
+        decoded = tokenizer.decode(theirs, skip_special_tokens=True)
         if model.unk_id in theirs:
             differences["unk"].append(line)
-        elif tokenizer.decode(theirs, skip_special_tokens=True) != processor.decode(theirs):
+            decoded = tokenizer.decode(theirs).replace(model.unk_piece, model.unk_surface)
+        if decoded != processor.decode(theirs):
             differences["decode"].append(line)
     return differences
 

@@ -108,6 +108,9 @@ def check_inputs(model_args: ModelArguments, data_args: DataArguments, selection
             model_args.vocab_size, model_args.tokenizer_type, not model_args.separate_vocabs,
             model_args.target_vocab_size, flags=("--vocab_size", "--target_vocab_size", "--tokenizer_type",
                                                  "--tokenizer_library"), library=model_args.tokenizer_library)
+    if any(tokenization.is_sentencepiece_model(path) for path in (model_args.tokenizer_name_or_path,
+                                                                  model_args.target_tokenizer_name_or_path) if path):
+        given_tokenizers(model_args)  # a .model is read and converted here: a missing or unusable one is named now
     check_fine_tuning_tokenizer(model_args)
     check_subword_regularization(model_args, data_args, training_args)
 
