@@ -5,7 +5,6 @@ of (seed, epoch, example); and in the training job only training batches are res
 as the uninterrupted one did, and the saved tokenizer stays deterministic."""
 
 import collections
-import gzip
 import io
 import json
 import math
@@ -22,7 +21,7 @@ from hf_s2s.data.regularization import RegularizedTrainSet, SubwordSampler, chec
 from hf_s2s.data.sentencepiece_models import parse_model, sentencepiece_tokenizer
 from hf_s2s.data.tokenization import train_tokenizer_from_texts
 from hf_s2s.training import run as job
-from tests.helpers import TINY, assert_generates_alike_without_hf_s2s
+from tests.helpers import TINY, assert_generates_alike_without_hf_s2s, multi30k_lines
 from tests.runs import CrashAt, tiny_args
 
 spm = pytest.importorskip("sentencepiece")
@@ -30,12 +29,6 @@ spm = pytest.importorskip("sentencepiece")
 REORDERING = ("--dataset", "synthetic:reordering", "--vocab_size", "300")
 
 
-def lines(name: str) -> list[str]:
-    folder = data.resolve_data_dir()
-    if folder is None:
-        pytest.skip("Multi30k not found (set HF_S2S_DATA_DIR)")
-    with gzip.open(folder / name, "rt", encoding="utf-8") as handle:
-        return [line.rstrip("\n") for line in handle]
 
 
 def sentencepiece_model(texts, model_type, vocab_size=1000, **options):
@@ -48,7 +41,7 @@ def sentencepiece_model(texts, model_type, vocab_size=1000, **options):
 @pytest.fixture(scope="module")
 def tokenizers():
     """🤗-trained (byte fallback) and SentencePiece-converted (sentencepiece's defaults: <unk>) BPE and Unigram."""
-    texts = lines("train.de.gz")[:4000] + lines("train.en.gz")[:4000]
+    texts = multi30k_lines("train.de.gz")[:4000] + multi30k_lines("train.en.gz")[:4000]
     return {
         "bpe": train_tokenizer_from_texts(texts, 1200, "bpe"),
         "unigram": train_tokenizer_from_texts(texts, 1200, "unigram"),
@@ -69,8 +62,8 @@ def total_variation(counts, probabilities, n):
 @pytest.mark.parametrize("name", ["bpe", "unigram", "spm-bpe", "spm-unigram"])
 def test_without_sampling_the_sampler_gives_the_tokenizers_own_ids(tokenizers, name):
     tokenizer = tokenizers[name]
-    texts = lines("val.de.gz") + lines("val.en.gz") + lines("test_2016_flickr.cs.gz")[:300] + \
-        ["", "  Ein  Hund\tläuft ", "Ein Schneemann ☃ und 😀 — ǅ", "ﬁne ①", "▁x ▁ ▁▁y", "A" * 200]
+    texts = multi30k_lines("val.de.gz") + multi30k_lines("val.en.gz") + \
+        multi30k_lines("test_2016_flickr.cs.gz")[:300] + ["", "  Ein  Hund\tläuft ", "Ein Schneemann ☃ und 😀 — ǅ", "ﬁne ①", "▁x ▁ ▁▁y", "A" * 200]
     sampler = SubwordSampler(tokenizer, **flag_for(name))
     differing = [text for text in texts if sampler.encode(text, None) != tokenizer(text, add_special_tokens=False)
                  ["input_ids"]]
@@ -152,7 +145,7 @@ def test_unigram_sampling_draws_as_sentencepiece_does(tokenizers):
 @pytest.mark.parametrize("name", ["bpe", "unigram", "spm-bpe", "spm-unigram"])
 def test_segmentations_are_a_function_of_seed_epoch_and_example(tokenizers, name):
     tokenizer = tokenizers[name]
-    german, english = lines("val.de.gz")[:200], lines("val.en.gz")[:200]
+    german, english = multi30k_lines("val.de.gz")[:200], multi30k_lines("val.en.gz")[:200]
     deterministic = {"input_ids": tokenizer(german)["input_ids"], "labels": tokenizer(text_target=english)["input_ids"]}
     tokenized = Dataset.from_dict(deterministic)
     sampler = SubwordSampler(tokenizer, **flag_for(name))

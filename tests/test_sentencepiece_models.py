@@ -2,7 +2,6 @@
 tokenizer against sentencepiece itself on real Multi30k text (ids and decoding, line for line), the saved folder
 without hf_s2s, the special ids of a user's model, training with the sentencepiece library, and the refusals."""
 
-import gzip
 import io
 import json
 import subprocess
@@ -26,7 +25,7 @@ from hf_s2s.data.tokenization import (
     special_token_ids,
     train_tokenizer_from_texts,
 )
-from tests.helpers import TINY, run_without_hf_s2s
+from tests.helpers import TINY, multi30k_lines, run_without_hf_s2s
 
 spm = pytest.importorskip("sentencepiece")
 
@@ -39,24 +38,19 @@ ODD_LINES = ["", " ", "  Ein  Hund\tläuft \n", "\u00a0nbsp\u3000ideographic spa
 SPECIAL_SPELLING = "<s> </s> <unk> <pad>"
 
 
-def lines(name: str) -> list[str]:
-    folder = data.resolve_data_dir()
-    if folder is None:
-        pytest.skip("Multi30k not found (set HF_S2S_DATA_DIR)")
-    with gzip.open(folder / name, "rt", encoding="utf-8") as handle:
-        return [line.rstrip("\n") for line in handle]
 
 
 @pytest.fixture(scope="module")
 def training_text():
-    return lines("train.de.gz")[:4000] + lines("train.en.gz")[:4000]
+    return multi30k_lines("train.de.gz")[:4000] + multi30k_lines("train.en.gz")[:4000]
 
 
 @pytest.fixture(scope="module")
 def test_lines():
     """Validation and test sentences in four languages (cs and fr hold characters the de+en models never saw)."""
-    return (lines("val.de.gz") + lines("val.en.gz") + lines("test_2016_flickr.de.gz")
-            + lines("test_2016_flickr.cs.gz")[:500] + lines("test_2016_flickr.fr.gz")[:500] + ODD_LINES)
+    return (multi30k_lines("val.de.gz") + multi30k_lines("val.en.gz") + multi30k_lines("test_2016_flickr.de.gz")
+            + multi30k_lines("test_2016_flickr.cs.gz")[:500] + multi30k_lines("test_2016_flickr.fr.gz")[:500]
+            + ODD_LINES)
 
 
 def user_model(texts, model_type="unigram", vocab_size=1000, **options) -> bytes:

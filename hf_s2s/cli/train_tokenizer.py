@@ -72,7 +72,8 @@ def main(argv=None, prog=None) -> int:
             joint=not args.separate_vocabs, target_vocab_size=args.target_vocab_size, library=args.library,
         )
         tokenizers.save_pretrained(args.output_dir)
-    except (ImportError, OSError, ValueError) as error:  # a refused folder, a corpus or vocabulary error, a full disk: said
+    # a refused folder, a corpus or vocabulary error, a missing package, a full disk: said
+    except (ImportError, OSError, ValueError) as error:
         sys.exit(f"error: {error}")
     sizes = f"{len(tokenizers.source)}" if tokenizers.is_joint else f"{len(tokenizers.source)} + {len(tokenizers.target)}"
     print(f"{args.model_type} tokenizer ({'joint' if tokenizers.is_joint else 'separate'}, {sizes} tokens) "

@@ -217,7 +217,8 @@ class SubwordSampler:
                 # the first node of highest score, as tokenizers' Viterbi keeps the first best
                 node = max(ends[end], key=lambda n: forward[n[0]] + n[2])
             else:
-                weights = [math.exp(forward[start] + self.alpha * score - forward[end]) for start, _, score in ends[end]]
+                weights = [math.exp(forward[start] + self.alpha * score - forward[end])
+                           for start, _, score in ends[end]]
                 node = rng.choices(ends[end], weights=weights)[0]
             nodes.append(node)
             end = node[0]

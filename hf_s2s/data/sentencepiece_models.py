@@ -115,8 +115,9 @@ class SentencePieceModel:
         return MODEL_TYPES.get(self.model_type, str(self.model_type))
 
 
-_TRAINER_FIELDS = {3: "model_type", 24: "treat_whitespace_as_suffix", 35: "byte_fallback", 40: "unk_id", 41: "bos_id",
-                   42: "eos_id", 43: "pad_id", 44: "unk_surface", 45: "unk_piece", 46: "bos_piece", 47: "eos_piece", 48: "pad_piece"}
+_TRAINER_FIELDS = {3: "model_type", 24: "treat_whitespace_as_suffix", 35: "byte_fallback", 40: "unk_id",
+                   41: "bos_id", 42: "eos_id", 43: "pad_id", 44: "unk_surface", 45: "unk_piece", 46: "bos_piece",
+                   47: "eos_piece", 48: "pad_piece"}
 _NORMALIZER_FIELDS = {1: "normalizer_name", 2: "precompiled_charsmap", 3: "add_dummy_prefix",
                       4: "remove_extra_whitespaces", 5: "escape_whitespaces"}
 

@@ -13,8 +13,9 @@ Conventions every tokenizer trained here follows:
   instead of turning into ``<unk>``.
 
 ``library="sentencepiece"`` trains the BPE or Unigram model with the sentencepiece library instead, with the same
-special ids and byte fallback (:mod:`hf_s2s.data.sentencepiece_models`; its normalization is sentencepiece's nmt_nfkc),
-and a SentencePiece ``.model`` the user brings becomes a fast tokenizer with its own ids (:func:`load_given_tokenizers`).
+special ids and byte fallback (:mod:`hf_s2s.data.sentencepiece_models`; its normalization is sentencepiece's
+nmt_nfkc), and a SentencePiece ``.model`` the user brings becomes a fast tokenizer with its own ids
+(:func:`load_given_tokenizers`).
 
 Joint or separate vocabularies: :func:`train_translation_tokenizers` returns a :class:`TranslationTokenizers`
 pair. With a joint vocabulary both members are the same object and the pair saves as one ordinary tokenizer
@@ -298,7 +299,7 @@ def train_tokenizer(
 
 
 def is_sentencepiece_model(name_or_path: str | Path) -> bool:
-    """Whether ``name_or_path`` names a SentencePiece model file (``*.model``) rather than a tokenizer folder or Hub id."""
+    """Whether ``name_or_path`` names a SentencePiece model file (``*.model``), not a tokenizer folder or Hub id."""
     return str(name_or_path).endswith(SENTENCEPIECE_SUFFIX)
 
 

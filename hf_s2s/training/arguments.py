@@ -48,7 +48,8 @@ class ModelArguments:
     tokenizer_type: str = field(default="bpe", metadata={"help": "tokenizer trained when none is given: bpe or unigram"})
     tokenizer_library: str = field(
         default="tokenizers", metadata={"help": "what trains that tokenizer: tokenizers (🤗) or sentencepiece (needs "
-                                                "pip install 'hf_s2s[sentencepiece]'); either is saved as tokenizer.json"}
+                                                "pip install 'hf_s2s[sentencepiece]'); either is saved as "
+                                                "tokenizer.json"}
     )
     vocab_size: int = field(default=8000, metadata={"help": "vocabulary size of the trained tokenizer (with "
                                                             "--separate_vocabs: the source vocabulary's)"})

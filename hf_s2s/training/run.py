@@ -136,7 +136,8 @@ def load_corpus(data_args: DataArguments, selection_args: SelectionArguments, tr
 
 def tokenizer_arguments(model_args: ModelArguments, data_args: DataArguments) -> dict:
     """What a trained tokenizer depends on, recorded beside it: a resumed run reuses it only when these match."""
-    library = {"tokenizer_library": model_args.tokenizer_library} if model_args.tokenizer_library != "tokenizers" else {}
+    library = {"tokenizer_library": model_args.tokenizer_library} \
+        if model_args.tokenizer_library != "tokenizers" else {}
     return {
         **library,  # recorded only when not the default, so that runs recorded before the option resume alike
         "tokenizer_type": model_args.tokenizer_type, "vocab_size": model_args.vocab_size,

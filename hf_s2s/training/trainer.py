@@ -86,8 +86,9 @@ class CountingSeq2SeqTrainer(Seq2SeqTrainer):
         dataset = self.train_dataset if isinstance(self.train_dataset, RegularizedTrainSet) else \
             self._remove_unused_columns(self.train_dataset, description="Training")
         self.epoch_sampler = TokenBudgetBatchSampler(
-            *self._planned_lengths(dataset), self.max_tokens_per_batch, seed=self._sampler_seed(), num_processes=self.args.world_size,
-            rank=self.args.process_index, accumulation_steps=self.args.gradient_accumulation_steps)
+            *self._planned_lengths(dataset), self.max_tokens_per_batch, seed=self._sampler_seed(),
+            num_processes=self.args.world_size, rank=self.args.process_index,
+            accumulation_steps=self.args.gradient_accumulation_steps)
         args = self.args  # the data loader settings Trainer's own training loader takes
         loader = self.accelerator.prepare(DataLoader(
             dataset, batch_sampler=self.epoch_sampler, collate_fn=self.data_collator,
