@@ -296,7 +296,8 @@ def tokenizer_arguments_match(tokenizer_dir: str | Path, arguments: dict) -> boo
         )
     recorded = json.loads(record.read_text())
     differences = [f"{key}: {recorded.get(key)!r} there, {arguments.get(key)!r} now"
-                   for key in sorted(arguments.keys() | recorded.keys()) if recorded.get(key) != arguments.get(key)]
+                   for key in [*arguments, *(key for key in recorded if key not in arguments)]
+                   if recorded.get(key) != arguments.get(key)]
     if differences:
         raise ValueError(
             f"the tokenizer in {tokenizer_dir} was trained with other arguments than this run asks for "
