@@ -21,7 +21,7 @@ from hf_s2s.data.sentencepiece_models import (
 )
 from hf_s2s.data.tokenization import (
     check_tokenizer_fits_model,
-    load_given_tokenizers,
+    load_given_tokenizer,
     special_token_ids,
     train_tokenizer_from_texts,
 )
@@ -123,10 +123,9 @@ def test_separate_models_share_special_ids_or_are_refused(training_text, tmp_pat
     (tmp_path / "de.model").write_bytes(user_model(german, vocab_size=900, character_coverage=1.0))
     (tmp_path / "en.model").write_bytes(user_model(english, vocab_size=800, character_coverage=1.0))
     with pytest.raises(ValueError, match=r"put special tokens at different ids \(pad_token_id 900 vs 800.*--pad_id"):
-        load_given_tokenizers(tmp_path / "de.model", tmp_path / "en.model")
+        load_given_tokenizer(tmp_path / "de.model", tmp_path / "en.model")
     (tmp_path / "en.model").write_bytes(user_model(english, vocab_size=900, character_coverage=1.0))
-    pair = load_given_tokenizers(tmp_path / "de.model", tmp_path / "en.model")
-    tokenizer = pair.as_tokenizer()
+    tokenizer = load_given_tokenizer(tmp_path / "de.model", tmp_path / "en.model")
     assert type(tokenizer).__name__ == "SeparateVocabTokenizer"
     source = spm.SentencePieceProcessor(model_file=str(tmp_path / "de.model"))
     target = spm.SentencePieceProcessor(model_file=str(tmp_path / "en.model"))

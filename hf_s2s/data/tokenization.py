@@ -15,7 +15,7 @@ Conventions every tokenizer trained here follows:
 ``library="sentencepiece"`` trains the BPE or Unigram model with the sentencepiece library instead, with the same
 special ids and byte fallback (:mod:`hf_s2s.data.sentencepiece_models`; its normalization is sentencepiece's
 nmt_nfkc), and a SentencePiece ``.model`` the user brings becomes a fast tokenizer with its own ids
-(:func:`load_given_tokenizers`).
+(:func:`load_given_tokenizer`).
 
 Joint or separate vocabularies: :func:`train_translation_tokenizers` returns a :class:`TranslationTokenizers`
 pair. With a joint vocabulary both members are the same object and the pair saves as one ordinary tokenizer
@@ -311,30 +311,29 @@ def load_any_tokenizer(name_or_path: str | Path, flag: str) -> PreTrainedTokeniz
     return load_tokenizer(name_or_path)
 
 
-def load_given_tokenizers(source: str | Path, target: str | Path | None = None,
-                          flags: tuple[str, str] = ("`source`", "`target`")) -> TranslationTokenizers:
-    """The tokenizers a user gives: ``source`` alone (a folder, Hub id or ``.model``) for both sides (a folder of
+def load_given_tokenizer(source: str | Path, target: str | Path | None = None,
+                         flags: tuple[str, str] = ("`source`", "`target`")) -> PreTrainedTokenizerBase:
+    """The tokenizer a user gives: ``source`` alone (a folder, Hub id or ``.model``) for both sides (a folder of
     separate vocabularies keeps its two sides), or ``source`` and ``target`` for separate vocabularies, each its own
-    folder or ``.model`` (:meth:`TranslationTokenizers.as_tokenizer` makes them one). Separate vocabularies must put
-    the special tokens at the same ids: two SentencePiece models without a padding piece (sentencepiece's default)
-    only do when they have the same size, since ``<pad>`` is appended after the last piece."""
+    folder or ``.model``, made one :class:`SeparateVocabTokenizer`. Separate vocabularies must put the special tokens
+    at the same ids: two SentencePiece models without a padding piece (sentencepiece's default) only do when they
+    have the same size, since ``<pad>`` is appended after the last piece."""
     tokenizer = load_any_tokenizer(source, flags[0])
     if target is None:
-        return TranslationTokenizers(tokenizer, target_side(tokenizer))
+        return tokenizer
     if target_side(tokenizer) is not tokenizer:
         raise ValueError(f"{flags[0]} {source} already holds separate source and target vocabularies; leave out "
                          f"{flags[1]}")
     pair = TranslationTokenizers(tokenizer, load_any_tokenizer(target, flags[1]))
     source_ids, target_ids = special_token_ids(pair.source), special_token_ids(pair.target)
-    differing = [f"{name} {source_ids[name]} vs {target_ids[name]}" for name in ("pad_token_id", "bos_token_id",
-                                                                               "eos_token_id")
-                 if source_ids[name] != target_ids[name]]
+    differing = [f"{name} {source_ids[name]} vs {target_ids[name]}"
+                 for name in ("pad_token_id", "bos_token_id", "eos_token_id") if source_ids[name] != target_ids[name]]
     if differing:
         raise ValueError(f"{flags[0]} {source} and {flags[1]} {target} put special tokens at different ids "
                          f"({', '.join(differing)}; source vs target), but the model shares them between its two "
-                         "vocabularies. A SentencePiece model without a padding piece gets <pad> after its last piece: "
-                         "train both with the same --pad_id (e.g. --pad_id=3), or with the same --vocab_size")
-    return pair
+                         "vocabularies. A SentencePiece model without a padding piece gets <pad> after its last "
+                         "piece: train both with the same --pad_id (e.g. --pad_id=3), or with the same --vocab_size")
+    return pair.as_tokenizer()
 
 
 def target_side(tokenizer: PreTrainedTokenizerBase) -> PreTrainedTokenizerBase:
@@ -483,7 +482,7 @@ __all__ = [
     "check_vocab_size",
     "is_sentencepiece_model",
     "load_any_tokenizer",
-    "load_given_tokenizers",
+    "load_given_tokenizer",
     "normalize_text",
     "special_token_ids",
     "target_side",

@@ -291,9 +291,9 @@ def subword_samplers(tokenizer, data_args: DataArguments) -> tuple[SubwordSample
     return source, source if target is tokenizer else SubwordSampler(target, side="target tokenizer", **kwargs)
 
 
-def given_tokenizers(model_args: ModelArguments) -> tokenization.TranslationTokenizers:
-    """``--tokenizer_name_or_path`` (and ``--target_tokenizer_name_or_path``) loaded."""
-    return tokenization.load_given_tokenizers(
+def given_tokenizer(model_args: ModelArguments):
+    """``--tokenizer_name_or_path`` (with ``--target_tokenizer_name_or_path``: separate vocabularies) loaded."""
+    return tokenization.load_given_tokenizer(
         model_args.tokenizer_name_or_path, model_args.target_tokenizer_name_or_path,
         flags=("--tokenizer_name_or_path", "--target_tokenizer_name_or_path"))
 
@@ -315,5 +315,5 @@ def load_model_config(name_or_path: str):
 
 
 __all__ = ["ARGUMENT_GROUPS", "DataArguments", "DecodingArguments", "JobArguments", "ModelArguments",
-           "SelectionArguments", "TrainingArguments", "build_config", "default_training_arguments", "given_tokenizers",
+           "SelectionArguments", "TrainingArguments", "build_config", "default_training_arguments", "given_tokenizer",
            "load_recipe", "parse_args", "subword_samplers"]

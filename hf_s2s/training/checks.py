@@ -16,7 +16,7 @@ from .arguments import (
     SelectionArguments,
     TrainingArguments,
     build_config,
-    given_tokenizers,
+    given_tokenizer,
     subword_samplers,
 )
 from .ema import EMA_FOLDER, check_ema_decay, check_ema_resume
@@ -110,7 +110,7 @@ def check_inputs(model_args: ModelArguments, data_args: DataArguments, selection
                                                  "--tokenizer_library"), library=model_args.tokenizer_library)
     if any(tokenization.is_sentencepiece_model(path) for path in (model_args.tokenizer_name_or_path,
                                                                   model_args.target_tokenizer_name_or_path) if path):
-        given_tokenizers(model_args)  # a .model is read and converted here: a missing or unusable one is named now
+        given_tokenizer(model_args)  # a .model is read and converted here: a missing or unusable one is named now
     check_fine_tuning_tokenizer(model_args)
     check_subword_regularization(model_args, data_args, training_args)
 
@@ -131,7 +131,7 @@ def check_subword_regularization(model_args: ModelArguments, data_args: DataArgu
         raise ValueError(f"{flag} segments the sentences anew in each epoch, which persistent data loader workers "
                          "would not see: leave out --dataloader_persistent_workers")
     if model_args.tokenizer_name_or_path:
-        subword_samplers(given_tokenizers(model_args).as_tokenizer(), data_args)
+        subword_samplers(given_tokenizer(model_args), data_args)
     elif model_args.model_name_or_path:
         subword_samplers(load_tokenizer(model_args.model_name_or_path), data_args)
     else:
@@ -150,7 +150,7 @@ def check_fine_tuning_tokenizer(model_args: ModelArguments) -> None:
     folder = local_folder(model) if model and given else None
     if folder is None or not any((folder / name).is_file() for name in TOKENIZER_FILES):
         return
-    differences = tokenization.vocabulary_differences(given_tokenizers(model_args).as_tokenizer(),
+    differences = tokenization.vocabulary_differences(given_tokenizer(model_args),
                                                       load_tokenizer(folder))
     if differences:
         raise ValueError(f"--tokenizer_name_or_path {given} is not the tokenizer of --model_name_or_path {model} "

@@ -38,7 +38,7 @@ from .arguments import (
     TrainingArguments,
     build_config,
     default_training_arguments,
-    given_tokenizers,
+    given_tokenizer,
     load_recipe,
     parse_args,
     subword_samplers,
@@ -155,7 +155,7 @@ def prepare_tokenizer(model_args: ModelArguments, data_args: DataArguments, trai
     ``train_split`` into ``<output_dir>/tokenizer``. A resumed run reuses the tokenizer it trained, only when it asks
     for the same one (run() refuses other runs' folders)."""
     if model_args.tokenizer_name_or_path:
-        return given_tokenizers(model_args).as_tokenizer()
+        return given_tokenizer(model_args)
     if model_args.model_name_or_path:
         return load_tokenizer(model_args.model_name_or_path)
     with training_args.main_process_first(desc="train tokenizer"):
