@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..data import corpus as data_lib
 from ..data import tokenization
+from ..data.regularization import check_regularization
 from ..models.loading import TOKENIZER_FILES, load_tokenizer, local_folder
 from .arguments import (
     FAMILIES,
@@ -18,7 +19,9 @@ from .arguments import (
     SelectionArguments,
     TrainingArguments,
     build_config,
+    given_tokenizer,
     model_config_overrides,
+    subword_samplers,
     tokenizer_arguments,
 )
 from .checkpoints import model_config_differences
@@ -102,8 +105,9 @@ def check_inputs(model_args: ModelArguments, data_args: DataArguments, selection
     Hub), the corpus must have the splits the run needs (where its file names tell, before it is read), and a
     tokenizer to train must be trainable."""
     for flag, value in (("--model_name_or_path", model_args.model_name_or_path),
-                        ("--tokenizer_name_or_path", model_args.tokenizer_name_or_path)):
-        if value:
+                        ("--tokenizer_name_or_path", model_args.tokenizer_name_or_path),
+                        ("--target_tokenizer_name_or_path", model_args.target_tokenizer_name_or_path)):
+        if value and not tokenization.is_sentencepiece_model(value):
             local_folder(value, flag=flag)
     splits = data_lib.corpus_splits(data_args.dataset, data_args.source_lang, data_args.data_dir, flag="--dataset")
     if splits is not None:
@@ -114,10 +118,49 @@ def check_inputs(model_args: ModelArguments, data_args: DataArguments, selection
     if model_args.separate_vocabs and (model_args.tokenizer_name_or_path or model_args.model_name_or_path):
         raise ValueError("--separate_vocabs trains new tokenizers; with --tokenizer_name_or_path or "
                          "--model_name_or_path the given tokenizer decides the vocabularies: leave it out")
-    if not (model_args.tokenizer_name_or_path or model_args.model_name_or_path):
+    if model_args.target_tokenizer_name_or_path and not model_args.tokenizer_name_or_path:
+        raise ValueError("--target_tokenizer_name_or_path is the target side of --tokenizer_name_or_path; pass the "
+                         "source side's tokenizer with --tokenizer_name_or_path too")
+    given = model_args.tokenizer_name_or_path or model_args.model_name_or_path
+    if given and model_args.tokenizer_library != "tokenizers":
+        raise ValueError(f"--tokenizer_library {model_args.tokenizer_library} trains a new tokenizer; with "
+                         "--tokenizer_name_or_path or --model_name_or_path the given tokenizer is used: leave it out")
+    if not given:
         tokenization.check_training_arguments(
             model_args.vocab_size, model_args.tokenizer_type, not model_args.separate_vocabs,
-            model_args.target_vocab_size, flags=("--vocab_size", "--target_vocab_size", "--tokenizer_type"))
+            model_args.target_vocab_size, flags=("--vocab_size", "--target_vocab_size", "--tokenizer_type",
+                                                 "--tokenizer_library"), library=model_args.tokenizer_library)
+    if any(tokenization.is_sentencepiece_model(path) for path in (model_args.tokenizer_name_or_path,
+                                                                  model_args.target_tokenizer_name_or_path) if path):
+        given_tokenizer(model_args)  # a .model is read and converted here: a missing or unusable one is named now
+    check_subword_regularization(model_args, data_args, training_args)
+
+
+def check_subword_regularization(model_args: ModelArguments, data_args: DataArguments,
+                                 training_args: TrainingArguments) -> None:
+    """``--bpe_dropout`` / ``--unigram_alpha``: values in range, a subword model of the kind the flag samples (the
+    tokenizer to train, or the given one, loaded here), a corpus in memory, and data loader workers that are started
+    afresh each epoch (persistent workers would keep the first epoch's segmentations)."""
+    if data_args.bpe_dropout is None and data_args.unigram_alpha is None:
+        return
+    check_regularization(data_args.bpe_dropout, data_args.unigram_alpha)
+    flag = "--bpe_dropout" if data_args.bpe_dropout is not None else "--unigram_alpha"
+    if data_args.streaming:
+        raise ValueError(f"{flag} segments the sentences of a corpus read into memory anew in each epoch; it cannot be "
+                         "combined with --streaming")
+    if training_args.dataloader_persistent_workers and training_args.dataloader_num_workers > 0:
+        raise ValueError(f"{flag} segments the sentences anew in each epoch, which persistent data loader workers "
+                         "would not see: leave out --dataloader_persistent_workers")
+    if model_args.tokenizer_name_or_path:
+        subword_samplers(given_tokenizer(model_args), data_args)
+    elif model_args.model_name_or_path:
+        subword_samplers(load_tokenizer(model_args.model_name_or_path), data_args)
+    else:
+        wanted = "bpe" if data_args.bpe_dropout is not None else "unigram"
+        if model_args.tokenizer_type != wanted:
+            raise ValueError(f"{flag} regularizes {wanted} tokenizers, but --tokenizer_type is "
+                             f"{model_args.tokenizer_type}: pass --tokenizer_type {wanted}, or "
+                             f"{'--unigram_alpha' if wanted == 'bpe' else '--bpe_dropout'} instead")
 
 
 def check_fine_tuning_tokenizer(model_args: ModelArguments) -> None:
@@ -134,7 +177,8 @@ def check_fine_tuning_tokenizer(model_args: ModelArguments) -> None:
                          f"the folder (tokenizer.save_pretrained)")
     if not holds_tokenizer or not given:
         return
-    differences = tokenization.vocabulary_differences(load_tokenizer(given), load_tokenizer(folder))
+    differences = tokenization.vocabulary_differences(given_tokenizer(model_args),
+                                                      load_tokenizer(folder))
     if differences:
         raise ValueError(f"--tokenizer_name_or_path {given} is not the tokenizer of --model_name_or_path {model} "
                          f"({'; '.join(differences)}): the model's embeddings belong to the ids of its own tokenizer; "
@@ -198,9 +242,10 @@ def resumed_tokenizer(model_args: ModelArguments, data_args: DataArguments, trai
     model's), or the one the run trained into ``<output_dir>/tokenizer``, refused when it was trained with other
     arguments (:func:`~hf_s2s.training.run_dir.tokenizer_arguments_match`) or is missing: the run would train
     another, with ids the checkpoint's embeddings do not belong to."""
-    given = model_args.tokenizer_name_or_path or model_args.model_name_or_path
-    if given:
-        return load_tokenizer(given)
+    if model_args.tokenizer_name_or_path:
+        return given_tokenizer(model_args)
+    if model_args.model_name_or_path:
+        return load_tokenizer(model_args.model_name_or_path)
     tokenizer_dir = Path(training_args.output_dir) / "tokenizer"
     if not tokenizer_arguments_match(tokenizer_dir, tokenizer_arguments(model_args, data_args)):
         raise ValueError(f"--resume_from_checkpoint {training_args.resume_from_checkpoint}: this run would train a new "

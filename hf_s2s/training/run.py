@@ -26,6 +26,7 @@ from transformers import (
 
 from ..data import corpus as data_lib
 from ..data import tokenization
+from ..data.regularization import RegularizedTrainSet
 from ..hub.card import write_model_card
 from ..hub.results import DecodingScores, RunResults
 from ..inference.decoding import DEFAULT_LENGTH_PENALTY
@@ -44,8 +45,10 @@ from .arguments import (
     TrainingArguments,
     build_config,
     default_training_arguments,
+    given_tokenizer,
     load_recipe,
     parse_args,
+    subword_samplers,
     tokenizer_arguments,
 )
 from .checks import check_arguments, check_tokenizer_covers_corpus, needed_splits
@@ -151,11 +154,14 @@ def tokenizer_source(model_args: ModelArguments) -> str:
 
 def prepare_tokenizer(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments,
                       train_split):
-    """The given tokenizer (``--tokenizer_name_or_path``, else the fine-tuned model's), or one trained on
+    """The given tokenizer (``--tokenizer_name_or_path``, a folder or a SentencePiece ``.model``, with
+    ``--target_tokenizer_name_or_path`` for a separate target side; else the fine-tuned model's), or one trained on
     ``train_split`` into ``<output_dir>/tokenizer``. A resumed run reuses the tokenizer it trained, only when it asks
     for the same one (run() refuses other runs' folders)."""
-    if model_args.tokenizer_name_or_path or model_args.model_name_or_path:
-        return load_tokenizer(model_args.tokenizer_name_or_path or model_args.model_name_or_path)
+    if model_args.tokenizer_name_or_path:
+        return given_tokenizer(model_args)
+    if model_args.model_name_or_path:
+        return load_tokenizer(model_args.model_name_or_path)
     with training_args.main_process_first(desc="train tokenizer"):
         tokenizer_dir = Path(training_args.output_dir) / "tokenizer"
         arguments = tokenizer_arguments(model_args, data_args)
@@ -164,6 +170,7 @@ def prepare_tokenizer(model_args: ModelArguments, data_args: DataArguments, trai
                 train_split, source_lang=data_args.source_lang, target_lang=data_args.target_lang,
                 vocab_size=model_args.vocab_size, model_type=model_args.tokenizer_type,
                 joint=not model_args.separate_vocabs, target_vocab_size=model_args.target_vocab_size,
+                library=model_args.tokenizer_library,
             )
             tokenizers.save_pretrained(tokenizer_dir)
             record_tokenizer_arguments(tokenizer_dir, arguments)
@@ -218,13 +225,16 @@ def build_trainer(model, tokenizer, corpus, args: JobArguments, callbacks: list 
     poorly_covered = check_tokenizer_covers_corpus(tokenized["train"], tokenizer, tokenizer_source(args.model))
     if poorly_covered:
         logger.warning(poorly_covered)
+    train_dataset = regularized_train_set(tokenized["train"], corpus["train"], tokenizer, data_args,
+                                          training_args.data_seed if training_args.data_seed is not None
+                                          else training_args.seed)
     callbacks = list(callbacks or [])
     if selection_args.early_stopping_patience and training_args.load_best_model_at_end:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=selection_args.early_stopping_patience))
     if selection_args.ema_decay is not None:
         callbacks.append(EMACallback(selection_args.ema_decay, resume_from=training_args.resume_from_checkpoint))
     trainer = CountingSeq2SeqTrainer(
-        model=model, args=training_args, train_dataset=tokenized["train"],
+        model=model, args=training_args, train_dataset=train_dataset,
         eval_dataset=tokenized.get("validation"), data_collator=DataCollatorForSeq2Seq(
             tokenizer, model=model, label_pad_token_id=-100), processing_class=tokenizer,
         compute_metrics=build_compute_metrics(tokenizer), callbacks=callbacks,
@@ -232,6 +242,19 @@ def build_trainer(model, tokenizer, corpus, args: JobArguments, callbacks: list 
     )
     move_loss_into_model(trainer)
     return trainer
+
+
+def regularized_train_set(tokenized_train, train_pairs, tokenizer, data_args: DataArguments, seed: int):
+    """The training split as the trainer reads it: ``tokenized_train`` itself, or, with ``--bpe_dropout`` or
+    ``--unigram_alpha``, a :class:`~hf_s2s.data.regularization.RegularizedTrainSet` that segments each sentence anew
+    in every epoch (seeded with ``seed``, epoch and example). Only training batches: validation keeps the deterministic
+    segmentation."""
+    if data_args.bpe_dropout is None and data_args.unigram_alpha is None:
+        return tokenized_train
+    source, target = subword_samplers(tokenizer, data_args)
+    pairs = [(pair[data_args.source_lang], pair[data_args.target_lang]) for pair in train_pairs["translation"]]
+    return RegularizedTrainSet(tokenized_train, pairs, source, target, seed, data_args.max_source_length,
+                               data_args.max_target_length)
 
 
 @dataclass

@@ -11,6 +11,7 @@ from torch.utils.data import DataLoader
 from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
 from transformers.trainer_utils import seed_worker
 
+from ..data.regularization import RegularizedTrainSet
 from ..data.sampling import LengthGroupedEpochSampler, TokenBudgetBatchSampler
 from ..models.families import FAMILIES
 
@@ -72,7 +73,14 @@ class CountingSeq2SeqTrainer(Seq2SeqTrainer):
     def _get_train_sampler(self, train_dataset=None):
         """``group_by_length`` as Trainer does it, but shuffled by the sampler's own per-epoch generator."""
         train_dataset = train_dataset if train_dataset is not None else self.train_dataset
-        if self.args.train_sampling_strategy != "group_by_length" or not hasattr(train_dataset, "column_names"):
+        if self.args.train_sampling_strategy != "group_by_length":
+            return super()._get_train_sampler(train_dataset)
+        if isinstance(train_dataset, RegularizedTrainSet):
+            self.epoch_sampler = LengthGroupedEpochSampler(
+                train_dataset.lengths()[0], self.args.train_batch_size * self.args.gradient_accumulation_steps,
+                seed=self._sampler_seed())
+            return self.epoch_sampler
+        if not hasattr(train_dataset, "column_names"):
             return super()._get_train_sampler(train_dataset)
         length_column = self.args.length_column_name  # Trainer's convention: a precomputed length column
         self.epoch_sampler = LengthGroupedEpochSampler(
@@ -81,15 +89,23 @@ class CountingSeq2SeqTrainer(Seq2SeqTrainer):
             self.args.train_batch_size * self.args.gradient_accumulation_steps, seed=self._sampler_seed())
         return self.epoch_sampler
 
+    def _planned_lengths(self, train_dataset) -> tuple[list[int], list[int]]:
+        """Source and target lengths the batches are planned with: of the deterministic segmentation when the
+        sentences are resegmented each epoch (subword regularization)."""
+        if isinstance(train_dataset, RegularizedTrainSet):
+            return train_dataset.lengths()
+        return [len(ids) for ids in train_dataset["input_ids"]], [len(ids) for ids in train_dataset["labels"]]
+
     def get_train_dataloader(self) -> DataLoader:
         if self.max_tokens_per_batch is None:
             return super().get_train_dataloader()
         check_token_budget_batching(self.args)
-        dataset = self._remove_unused_columns(self.train_dataset, description="Training")
+        dataset = self.train_dataset if isinstance(self.train_dataset, RegularizedTrainSet) else \
+            self._remove_unused_columns(self.train_dataset, description="Training")
         self.epoch_sampler = TokenBudgetBatchSampler(
-            [len(ids) for ids in dataset["input_ids"]], [len(ids) for ids in dataset["labels"]],
-            self.max_tokens_per_batch, seed=self._sampler_seed(), num_processes=self.args.world_size,
-            rank=self.args.process_index, accumulation_steps=self.args.gradient_accumulation_steps)
+            *self._planned_lengths(dataset), self.max_tokens_per_batch, seed=self._sampler_seed(),
+            num_processes=self.args.world_size, rank=self.args.process_index,
+            accumulation_steps=self.args.gradient_accumulation_steps)
         args = self.args  # the data loader settings Trainer's own training loader takes
         loader = self.accelerator.prepare(DataLoader(
             dataset, batch_sampler=self.epoch_sampler, collate_fn=self.data_collator,
@@ -110,6 +126,10 @@ class CountingSeq2SeqTrainer(Seq2SeqTrainer):
         # multi-process run resumes in (SkipBatchSampler(BatchSamplerShard(...)) hides it): tell it directly.
         if self.epoch_sampler is not None:
             self.epoch_sampler.set_epoch(epoch)
+        # the epoch's segmentations (subword regularization); set before the epoch's data loader iterator (and its
+        # workers) is created
+        if isinstance(self.train_dataset, RegularizedTrainSet):
+            self.train_dataset.set_epoch(epoch)
         return super()._run_epoch(*args, epoch=epoch, **kwargs)
 
     @property
