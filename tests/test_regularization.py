@@ -208,7 +208,7 @@ def regularized_trainer(tmp_path_factory):
     args = tiny_args(tmp_path_factory.mktemp("run"), "transformer_seq2seq", *REORDERING, "--bpe_dropout", "0.3")
     corpus = job.load_corpus(args.data, args.selection, args.training)
     tokenizer = job.prepare_tokenizer(args.model, args.data, args.training, corpus["train"])
-    model = job.prepare_model(args.model, args.decoding, tokenizer)
+    model, _ = job.prepare_model(args.model, args.decoding, args.training, tokenizer)
     return job.build_trainer(model, tokenizer, corpus, args), corpus, tokenizer
 
 
