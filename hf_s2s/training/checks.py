@@ -5,9 +5,11 @@ flag, the value and what is allowed.
 
 from ..data import corpus as data_lib
 from ..data import tokenization
+from ..data.filters import check_filters
 from ..models.loading import TOKENIZER_FILES, load_tokenizer, local_folder
 from .arguments import (
     FAMILIES,
+    FILTER_FLAGS,
     LENGTH_BOUND_FLAGS,
     DataArguments,
     DecodingArguments,
@@ -30,12 +32,13 @@ def check_arguments(model_args: ModelArguments, data_args: DataArguments, decodi
     check_inputs(model_args, data_args, selection_args, training_args)
     if data_args.streaming and training_args.max_steps <= 0:
         raise ValueError("--streaming reads a corpus of unknown length: give the number of steps with --max_steps")
-    if data_args.max_tokens_per_batch is not None and (data_args.streaming or data_args.max_tokens_per_batch < 1):
-        raise ValueError(f"--max_tokens_per_batch must be a positive number of tokens on a corpus read into memory "
-                         f"(not --streaming), got {data_args.max_tokens_per_batch}"
-                         f"{' with --streaming' if data_args.streaming else ''}")
+    if data_args.max_tokens_per_batch is not None and data_args.max_tokens_per_batch < 1:
+        raise ValueError(f"--max_tokens_per_batch must be a positive number of tokens, got "
+                         f"{data_args.max_tokens_per_batch}")
     if data_args.max_tokens_per_batch is not None:
         check_token_budget_batching(training_args)
+    check_streaming_batches(data_args, training_args)
+    check_corpus_filters(data_args, training_args)
     for flag, length in (("--max_source_length", data_args.max_source_length),
                          ("--max_target_length", data_args.max_target_length)):
         if length is not None and length < 2:
@@ -49,6 +52,9 @@ def check_arguments(model_args: ModelArguments, data_args: DataArguments, decodi
                          f"checkpoint is kept besides the newest), got {training_args.save_total_limit}")
     if selection_args.ema_decay is not None:
         check_ema_decay(selection_args.ema_decay)
+    if data_args.preprocessing_num_workers is not None and data_args.preprocessing_num_workers < 1:
+        raise ValueError(f"--preprocessing_num_workers must be a positive number of processes, got "
+                         f"{data_args.preprocessing_num_workers}")
     for flag, limit in (("--max_train_samples", data_args.max_train_samples),
                         ("--max_eval_samples", data_args.max_eval_samples),
                         ("--max_test_samples", data_args.max_test_samples)):
@@ -112,6 +118,56 @@ def check_fine_tuning_tokenizer(model_args: ModelArguments) -> None:
         raise ValueError(f"--tokenizer_name_or_path {given} is not the tokenizer of --model_name_or_path {model} "
                          f"({'; '.join(differences)}): the model's embeddings belong to the ids of its own tokenizer; "
                          f"leave out --tokenizer_name_or_path to fine-tune with it")
+
+
+def check_streaming_batches(data_args: DataArguments, training_args: TrainingArguments) -> None:
+    """Token-budget batches of a stream (``--streaming --max_tokens_per_batch``): the stream cannot be read ahead of
+    training to find a pair longer than the budget, so the length limits must keep every pair within it; the window
+    is a positive number of pairs and only means something there; the stream is read in the main process."""
+    if data_args.streaming and training_args.accelerator_config.dispatch_batches:
+        raise ValueError("--streaming pads each process's batches to their own lengths: --accelerator_config "
+                         "dispatch_batches (process 0 reading a batch per process and concatenating them) cannot "
+                         "share them out; leave it out (each process then reads the stream and keeps its share)")
+    window = data_args.streaming_window_pairs
+    budget_on_stream = data_args.streaming and data_args.max_tokens_per_batch is not None
+    if window is not None and not budget_on_stream:
+        raise ValueError(f"--streaming_window_pairs {window} sets how much of a stream token-budget batches are built "
+                         "from: it needs --streaming and --max_tokens_per_batch")
+    if window is not None and window < 1:
+        raise ValueError(f"--streaming_window_pairs must be a positive number of pairs, got {window}")
+    if not budget_on_stream:
+        return
+    if training_args.dataloader_num_workers:
+        raise ValueError(f"--streaming with --max_tokens_per_batch batches the stream in the main process: "
+                         f"--dataloader_num_workers must be 0 (each worker would read the whole stream), got "
+                         f"{training_args.dataloader_num_workers}")
+    longest = {}
+    for side, limit, flag, filter_limit, filter_flag in (
+            ("source", data_args.max_source_length, "--max_source_length", data_args.filter_max_source_tokens,
+             "--filter_max_source_tokens"),
+            ("target", data_args.max_target_length, "--max_target_length", data_args.filter_max_target_tokens,
+             "--filter_max_target_tokens")):
+        candidates = [(value, name) for value, name in ((limit, flag), (filter_limit, filter_flag)) if value]
+        longest[side] = min(candidates) if candidates else (None, flag)
+    if any(value is None for value, _ in longest.values()) or \
+            longest["source"][0] + longest["target"][0] > data_args.max_tokens_per_batch:
+        sides = " + ".join(f"{value} ({name})" for value, name in longest.values())
+        raise ValueError(f"--max_tokens_per_batch {data_args.max_tokens_per_batch} on a stream must hold the longest "
+                         f"pair the length limits let through, {sides} tokens: a stream is not read ahead to find "
+                         f"longer ones; raise the budget or lower the limits")
+
+
+def check_corpus_filters(data_args: DataArguments, training_args: TrainingArguments) -> None:
+    """The --filter_* values, and --filter_validation_and_test only with a filter to apply."""
+    filters = data_args.pair_filters()
+    check_filters(filters, FILTER_FLAGS)
+    if data_args.filter_validation_and_test and not filters:
+        raise ValueError("--filter_validation_and_test applies the --filter_* flags to the validation and test splits, "
+                         "but none is set")
+    if filters and data_args.streaming and training_args.dataloader_num_workers:
+        raise ValueError(f"the corpus filters count what they remove from a stream in the process that reads it: "
+                         f"with --streaming, --dataloader_num_workers must be 0, got "
+                         f"{training_args.dataloader_num_workers}")
 
 
 def needed_splits(selection_args: SelectionArguments, training_args: TrainingArguments) -> dict[str, str]:
