@@ -83,6 +83,8 @@ def split_balanced(batch: list[int], source_lengths: Sequence[int], target_lengt
     that wait for each other, so they should cost about the same. Shorter sentences go in larger pieces."""
     if len(batch) < parts:
         raise ValueError(f"cannot split a batch of {len(batch)} sentences into {parts} non-empty parts")
+    if parts == 1:  # one process, no accumulation: the search below would only find the batch again
+        return [batch]
 
     low = max(source_lengths[i] + target_lengths[i] for i in batch)  # any piece holds at least one sentence
     high = padded_tokens(batch, source_lengths, target_lengths)
