@@ -29,7 +29,7 @@ from transformers import TrainerCallback
 
 from ..data import synthetic
 from ..training import run as job
-from .measure import multi30k_dir, set_threads
+from .measure import multi30k_dir, set_threads, status_mb
 
 RECIPE = "transformer_small"  # the README's main job
 MODES = ("in memory", "streamed")
@@ -108,15 +108,6 @@ def _cpu_seconds() -> float:
     return sum(u.ru_utime + u.ru_stime for u in usage)
 
 
-def _status_mb(field: str) -> float:
-    """VmRSS (now) or VmHWM (the peak) of this process from /proc/self/status, in MB."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024  # kB
-    raise RuntimeError(f"/proc/self/status has no {field}")
-
-
 def _disk_mb(folder: Path) -> float:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file() and not path.is_symlink()) / 1e6
 
@@ -132,7 +123,7 @@ class _Clock:
     def phase(self, name: str) -> None:
         now, cpu = time.perf_counter(), _cpu_seconds()
         self.phases[name] = {"seconds": now - self.last, "cpu_seconds": cpu - self.last_cpu,
-                             "rss_mb": _status_mb("VmRSS")}
+                             "rss_mb": status_mb("VmRSS")}
         self.last, self.last_cpu = now, cpu
 
 
@@ -196,7 +187,7 @@ def _scaling_probe(folder: str, output_dir: str, load: ScalingLoad, streaming: b
     return {"pairs": len(corpus["train"]) if not streaming else None, "phases": clock.phases,
             "first_step_seconds": first_step_end - clock.start,
             "steady_tokens_per_s": steady, "steps": len(steps.steps),
-            "peak_rss_mb": _status_mb("VmHWM")}
+            "peak_rss_mb": status_mb("VmHWM")}
 
 
 def bench_scaling(settings, length_pairs=None) -> dict:
