@@ -78,7 +78,8 @@ class DataArguments:
         default=None,
         metadata={"help": "fill each training batch to this many padded source + target tokens per process (length "
                           "buckets, shuffled; as fairseq --max-tokens) instead of --per_device_train_batch_size "
-                          "sentences; replaces --train_sampling_strategy"},
+                          "sentences; replaces --train_sampling_strategy; with --streaming, built window by window "
+                          "(--streaming_window_pairs)"},
     )
 
     preprocessing_num_workers: int | None = field(default=None, metadata={
