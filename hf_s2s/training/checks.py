@@ -141,20 +141,17 @@ def check_streaming_batches(data_args: DataArguments, training_args: TrainingArg
         raise ValueError(f"--streaming with --max_tokens_per_batch batches the stream in the main process: "
                          f"--dataloader_num_workers must be 0 (each worker would read the whole stream), got "
                          f"{training_args.dataloader_num_workers}")
-    longest = {}
-    for side, limit, flag, filter_limit, filter_flag in (
-            ("source", data_args.max_source_length, "--max_source_length", data_args.filter_max_source_tokens,
-             "--filter_max_source_tokens"),
-            ("target", data_args.max_target_length, "--max_target_length", data_args.filter_max_target_tokens,
-             "--filter_max_target_tokens")):
-        candidates = [(value, name) for value, name in ((limit, flag), (filter_limit, filter_flag)) if value]
-        longest[side] = min(candidates) if candidates else (None, flag)
-    if any(value is None for value, _ in longest.values()) or \
-            longest["source"][0] + longest["target"][0] > data_args.max_tokens_per_batch:
-        sides = " + ".join(f"{value} ({name})" for value, name in longest.values())
+    # per side, the tighter of the truncation limit (always set) and the length filter: (tokens, flag)
+    source = min((limit, flag) for limit, flag in ((data_args.max_source_length, "--max_source_length"),
+                                                   (data_args.filter_max_source_tokens, "--filter_max_source_tokens"))
+                 if limit is not None)
+    target = min((limit, flag) for limit, flag in ((data_args.max_target_length, "--max_target_length"),
+                                                   (data_args.filter_max_target_tokens, "--filter_max_target_tokens"))
+                 if limit is not None)
+    if source[0] + target[0] > data_args.max_tokens_per_batch:
         raise ValueError(f"--max_tokens_per_batch {data_args.max_tokens_per_batch} on a stream must hold the longest "
-                         f"pair the length limits let through, {sides} tokens: a stream is not read ahead to find "
-                         f"longer ones; raise the budget or lower the limits")
+                         f"pair the length limits let through, {source[0]} ({source[1]}) + {target[0]} ({target[1]}) "
+                         f"tokens: a stream is not read ahead to find longer ones; raise the budget or lower the limits")
 
 
 def check_corpus_filters(data_args: DataArguments, training_args: TrainingArguments) -> None:
