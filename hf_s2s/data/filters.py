@@ -208,16 +208,17 @@ class CorpusFilter:
                 judge = text_judge(self.filters)
                 return lambda row: judge(row["translation"][source_lang], row["translation"][target_lang])
             return filter_stream(dataset, new_judge, self._stage("text", split, streamed=True))
-        pairs = dataset["translation"][:]  # one Arrow read; iterating the column row by row is ~100x slower
         counts, judge, keep = self._stage("text", split, streamed=False), text_judge(self.filters), []
+        # read a batch at a time: row by row a datasets split costs ~10 us a row, all at once a Python dict a pair
+        pairs = (pair for batch in dataset.iter(batch_size=10_000) for pair in batch["translation"])
         for index, pair in enumerate(pairs):
             verdict = judge(pair[source_lang], pair[target_lang])
             if verdict is None:
                 keep.append(index)
             else:
                 counts.removed[verdict] += 1
-        counts.pairs, counts.complete = len(pairs), True
-        return dataset.select(keep) if len(keep) < len(pairs) else dataset
+        counts.pairs, counts.complete = len(dataset), True
+        return dataset.select(keep) if len(keep) < len(dataset) else dataset
 
     def keep_by_tokens(self, pairs: list[dict], tokenizer) -> list[dict]:
         """The ``translation`` dicts of ``pairs`` the token filters keep, judged on the token counts
