@@ -53,9 +53,9 @@ class ForceBestMetric(TrainerCallback):
 
 def steps_of_one_stream_pass(tokenizer_dir, pairs: int, max_tokens: int, window: int, max_length: int = 128,
                              seed: int = 42) -> int:
-    """Optimizer steps of one process in one pass through the first ``pairs`` pairs of the synthetic reversal task
-    streamed in token-budget batches (one process with ``max_tokens``, or several with their share of it), encoded
-    with the run's tokenizer and truncated to ``max_length`` as the job does."""
+    """Optimizer steps of one process in one pass through the first ``pairs`` pairs of the synthetic reversal
+    task streamed in token-budget batches (one process with ``max_tokens``, or several with their share of
+    it), encoded with the run's tokenizer and truncated to ``max_length`` as the job does."""
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     corpus = data_lib.load_translation_corpus("synthetic:reversal", source_lang="src", target_lang="tgt")
     tokenized = data_lib.tokenize_corpus({"train": corpus["train"].select(range(pairs))}, tokenizer, "src", "tgt",

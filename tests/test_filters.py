@@ -1,7 +1,7 @@
-"""Corpus filters (hf_s2s.data.filters): on a small corpus of real Multi30k sentences with the noise web-crawled
-corpora have (repeated pairs, copies of the source as target, over-long and unbalanced pairs), each filter drops
-exactly the pairs a plain recount in the test finds, in memory and streamed; validation and test stay whole unless
-asked; the job reports the counts; bad values are one error line."""
+"""Corpus filters (hf_s2s.data.filters): on a small corpus of real Multi30k sentences with the noise
+web-crawled corpora have (repeated pairs, copies of the source as target, over-long and unbalanced pairs),
+each filter drops exactly the pairs a plain recount in the test finds, in memory and streamed; validation and
+test stay whole unless asked; the job reports the counts; bad values are one error line."""
 
 import gzip
 import random
@@ -30,8 +30,8 @@ def multi30k_pairs(prefix: str, count: int) -> list[tuple[str, str]]:
 
 
 def with_noise(pairs: list[tuple[str, str]], seed: int) -> list[tuple[str, str]]:
-    """Real pairs, and after them: repeats (some with other whitespace), copies of the source as the target, two
-    sentences glued into one (too long) and one-word targets (unbalanced), shuffled in."""
+    """Real pairs, and after them: repeats (some with other whitespace), copies of the source as the target,
+    two sentences glued into one (too long) and one-word targets (unbalanced), shuffled in."""
     rng = random.Random(seed)
     noise = [rng.choice(pairs) for _ in range(len(pairs) // 8)]
     noise += [(f"  {de}", f"{en}  ") for de, en in rng.sample(pairs, len(pairs) // 20)]
@@ -54,8 +54,8 @@ def write_folder(folder: Path, splits: dict[str, list[tuple[str, str]]]) -> Path
 
 @pytest.fixture(scope="module")
 def noisy(tmp_path_factory):
-    """A corpus folder of noisy real pairs (1,500 training pairs before noise, 300 validation and test pairs with
-    their own repeats), and a BPE tokenizer trained on its training split."""
+    """A corpus folder of noisy real pairs (1,500 training pairs before noise, 300 validation and test pairs
+    with their own repeats), and a BPE tokenizer trained on its training split."""
     splits = {"train": with_noise(multi30k_pairs("train", 1500), 0),
               "val": with_noise(multi30k_pairs("val", 300), 1),
               "test_2016_flickr": with_noise(multi30k_pairs("test_2016_flickr", 300), 2)}
@@ -66,7 +66,8 @@ def noisy(tmp_path_factory):
 
 
 def recount(pairs: list[tuple[str, str]], tokenizer, filters: PairFilters) -> tuple[dict[str, int], list]:
-    """What each filter should drop, recounted plainly from the definitions, and the pairs that should stay."""
+    """What each filter should drop, recounted plainly from the definitions, and the pairs that should
+    stay."""
     removed, kept, seen = dict.fromkeys(FILTER_NAMES, 0), [], set()
     for de, en in pairs:
         words = (" ".join(de.split()), " ".join(en.split()))
@@ -123,8 +124,8 @@ def test_each_filter_drops_exactly_the_pairs_a_recount_finds(noisy, name, stream
 
 
 def test_a_stream_is_filtered_afresh_on_every_pass_and_counted_once(noisy):
-    """Duplicate removal remembers one pass: a second pass through the stream keeps the same pairs (not none), and
-    the counts stay those of one pass."""
+    """Duplicate removal remembers one pass: a second pass through the stream keeps the same pairs (not none),
+    and the counts stay those of one pass."""
     folder, splits, tokenizer = noisy
     corpus_filter = CorpusFilter(PairFilters(duplicates=True), ("train",), "de", "en")
     stream = corpus_filter.filter_texts(data_lib.load_text_folder(folder, "de", "en", streaming=True))["train"]
@@ -146,8 +147,9 @@ def test_a_stream_read_in_part_says_so(noisy):
 
 @pytest.mark.parametrize("asked", [False, True], ids=["train only", "validation and test too"])
 def test_the_job_filters_validation_and_test_only_when_asked(noisy, tmp_path, asked):
-    """The data phase and the tokenization the trainer gets filter the training split; validation (what training
-    validates on) and test (what the test set is scored on, decoded from its texts) only with the flag."""
+    """The data phase and the tokenization the trainer gets filter the training split; validation (what
+    training validates on) and test (what the test set is scored on, decoded from its texts) only with the
+    flag."""
     folder, splits, tokenizer = noisy
     args = tiny_args(tmp_path / "run", "transformer_seq2seq", "--dataset", str(folder), "--source_lang", "de",
                      "--target_lang", "en", "--max_train_samples", "100000", "--max_eval_samples", "100000",
@@ -191,8 +193,8 @@ def test_a_bad_filter_value_is_one_error_line_before_anything_is_read(tmp_path, 
 
 @pytest.mark.slow
 def test_the_run_records_what_each_filter_removed_and_scores_the_kept_test_pairs(noisy, tmp_path, caplog):
-    """results.json and the model card say what each filter removed from each split; the test set is scored on the
-    pairs kept."""
+    """results.json and the model card say what each filter removed from each split; the test set is scored on
+    the pairs kept."""
     folder, splits, _ = noisy
     out = tmp_path / "run"
     results = job.run(*tiny_args(out, "transformer_seq2seq", "--dataset", str(folder), "--source_lang", "de",

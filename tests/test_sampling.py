@@ -122,7 +122,8 @@ def test_token_budget_refuses_pairs_longer_than_the_budget_and_too_few_pairs():
         TokenBudgetBatchSampler([3, 3, 4], [3, 3, 4], 20, seed=0, num_processes=2, accumulation_steps=2)
 
 
-# --- token budgets on a stream ------------------------------------------------------------------------------------
+# --- token budgets on a stream
+# ------------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -190,8 +191,9 @@ def test_stream_budget_batches_are_reproducible_and_differ_per_pass_and_seed(row
 
 
 def test_stream_budget_global_batches_are_the_same_for_any_number_of_processes(rows):
-    """Step by step the union of the processes' pieces is the batch one process makes with the summed budget, where
-    no window ends in a batch of fewer pairs than pieces (true of windows of 128 here: its smallest batch holds 2)."""
+    """Step by step the union of the processes' pieces is the batch one process makes with the summed budget,
+    where no window ends in a batch of fewer pairs than pieces (true of windows of 128 here: its smallest
+    batch holds 2)."""
     one = stream_pass(rows, max_tokens=400, seed=5, window=128)[0]
     two = stream_pass(rows, max_tokens=200, seed=5, window=128, num_processes=2)
     assert min(len(batch) for batch in one) >= 2

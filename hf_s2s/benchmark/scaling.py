@@ -1,16 +1,17 @@
-"""How the training job's cost grows with its corpus: Multi30k repeated 1x, 10x and 100x (29k to 2.9M pairs), each
-trained for a few steps of the main job's recipe, in memory and streamed, every run in a fresh process.
+"""How the training job's cost grows with its corpus: Multi30k repeated 1x, 10x and 100x (29k to 2.9M pairs),
+each trained for a few steps of the main job's recipe, in memory and streamed, every run in a fresh process.
 
-The corpora are written at run time into a temporary folder (or ``ScalingLoad.work_dir``), never beside the code:
-:func:`write_scaled_corpus` writes ``factor`` copies of the training pairs, each copy in its own seeded order, and
-links the validation and test files. The pairs repeat, so a run that removed duplicates would train on Multi30k
-alone: the section filters nothing.
+The corpora are written at run time into a temporary folder (or ``ScalingLoad.work_dir``), never beside the
+code: :func:`write_scaled_corpus` writes ``factor`` copies of the training pairs, each copy in its own seeded
+order, and links the validation and test files. The pairs repeat, so a run that removed duplicates would train
+on Multi30k alone: the section filters nothing.
 
-Each run goes through the job's own phases (:mod:`hf_s2s.training.run`: data, tokenizer, model, trainer, train)
-with the ``transformer_small`` recipe, token-budget batches and ``--max_steps``, and reports per phase the wall time,
-the CPU time of the process and its children (CPU / wall: the cores it kept busy), the resident memory after it,
-and for the whole run the time to the first training step, the steady training tokens/s (the steps after the
-first), the peak resident memory (VmHWM) and the disk the run wrote (its output folder and datasets cache).
+Each run goes through the job's own phases (:mod:`hf_s2s.training.run`: data, tokenizer, model, trainer,
+train) with the ``transformer_small`` recipe, token-budget batches and ``--max_steps``, and reports per phase
+the wall time, the CPU time of the process and its children (CPU / wall: the cores it kept busy), the resident
+memory after it, and for the whole run the time to the first training step, the steady training tokens/s (the
+steps after the first), the peak resident memory (VmHWM) and the disk the run wrote (its output folder and
+datasets cache).
 """
 
 import gzip
@@ -58,8 +59,8 @@ class ScalingLoad:
 
 
 def write_base_corpus(folder: Path, source_lang: str, target_lang: str, use_multi30k: bool) -> Path:
-    """The 1x corpus the others repeat: Multi30k (read in place: links to its files) or, for smoke runs, 128 pairs of
-    the synthetic reversal task written as text files."""
+    """The 1x corpus the others repeat: Multi30k (read in place: links to its files) or, for smoke runs, 128
+    pairs of the synthetic reversal task written as text files."""
     folder.mkdir(parents=True, exist_ok=True)
     if use_multi30k:
         source = multi30k_dir()
@@ -79,9 +80,9 @@ def write_base_corpus(folder: Path, source_lang: str, target_lang: str, use_mult
 
 def write_scaled_corpus(base: Path, factor: int, folder: Path, source_lang: str, target_lang: str,
                         seed: int = 0) -> Path:
-    """A corpus folder whose training split is ``factor`` copies of ``base``'s, copy k in the order of a shuffle
-    seeded with ``seed + k`` (so a stream's windows do not meet the pairs in one order); validation and test link to
-    ``base``'s. Returns ``folder``."""
+    """A corpus folder whose training split is ``factor`` copies of ``base``'s, copy k in the order of a
+    shuffle seeded with ``seed + k`` (so a stream's windows do not meet the pairs in one order); validation
+    and test link to ``base``'s. Returns ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     sides = [gzip.open(base / f"train.{lang}.gz", "rt", encoding="utf-8").read().splitlines()
              for lang in (source_lang, target_lang)]
@@ -128,14 +129,15 @@ class _Clock:
 
 
 class _StepTimes(TrainerCallback):
-    """When training begins and when each optimizer step ends, with the tokens trained so far; the first step's end
-    closes the clock's "first step" phase."""
+    """When training begins and when each optimizer step ends, with the tokens trained so far; the first
+    step's end closes the clock's "first step" phase."""
 
     def __init__(self, clock: _Clock):
         self.clock, self.trainer, self.steps = clock, None, []
 
     def on_train_begin(self, args, state, control, **kwargs):
-        # get_train_dataloader ran just before: in memory it built the token-budget batches; a stream is read lazily
+        # get_train_dataloader ran just before: in memory it built the token-budget batches; a stream is read
+        # lazily
         self.clock.phase("batches")
 
     def on_step_end(self, args, state, control, **kwargs):
@@ -148,11 +150,12 @@ def job_arguments(folder: Path, output_dir: Path, load: ScalingLoad, streaming: 
                   target_lang: str, seed: int) -> list[str]:
     """``hf-s2s train``'s flags for one run: the recipe, token budgets, ``load.steps`` steps, nothing saved or
     evaluated."""
-    flags = ["--recipe", RECIPE, "--dataset", str(folder), "--source_lang", source_lang, "--target_lang", target_lang,
-             "--vocab_size", str(load.vocab_size), "--output_dir", str(output_dir), "--max_steps", str(load.steps),
-             "--max_tokens_per_batch", str(load.token_budget), "--eval_strategy", "no", "--save_strategy", "no",
-             "--load_best_model_at_end", "false", "--test_num_beams", "", "--report_to", "none", "--use_cpu", "true",
-             "--disable_tqdm", "true", "--logging_strategy", "no", "--seed", str(seed)]
+    flags = ["--recipe", RECIPE, "--dataset", str(folder), "--source_lang", source_lang,
+             "--target_lang", target_lang, "--vocab_size", str(load.vocab_size), "--output_dir", str(output_dir),
+             "--max_steps", str(load.steps), "--max_tokens_per_batch", str(load.token_budget),
+             "--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end", "false",
+             "--test_num_beams", "", "--report_to", "none", "--use_cpu", "true", "--disable_tqdm", "true",
+             "--logging_strategy", "no", "--seed", str(seed)]
     if streaming:
         flags += ["--streaming", "true"]
         if load.window_pairs is not None:
@@ -191,8 +194,8 @@ def _scaling_probe(folder: str, output_dir: str, load: ScalingLoad, streaming: b
 
 
 def bench_scaling(settings, length_pairs=None) -> dict:
-    """Every factor of ``settings.scaling`` in every mode, each in a fresh process; the corpora and runs in a temporary
-    folder (or ``work_dir``), removed afterwards unless given."""
+    """Every factor of ``settings.scaling`` in every mode, each in a fresh process; the corpora and runs in a
+    temporary folder (or ``work_dir``), removed afterwards unless given."""
     load: ScalingLoad = settings.scaling
     source_lang, target_lang = ("de", "en") if load.use_multi30k else ("src", "tgt")
     work = Path(load.work_dir) if load.work_dir else Path(tempfile.mkdtemp(prefix="hf_s2s_scaling_"))
@@ -202,14 +205,16 @@ def bench_scaling(settings, length_pairs=None) -> dict:
         base_pairs = sum(1 for _ in gzip.open(base / f"train.{source_lang}.gz", "rt", encoding="utf-8"))
         for factor in load.factors:
             start = time.perf_counter()
-            folder = write_scaled_corpus(base, factor, work / f"x{factor}", source_lang, target_lang, settings.seed)
+            folder = write_scaled_corpus(base, factor, work / f"x{factor}", source_lang, target_lang,
+                                         settings.seed)
             corpus = {"pairs": base_pairs * factor, "write_seconds": time.perf_counter() - start,
                       "files_mb": _disk_mb(folder)}
             for mode in MODES:
                 run_dir = work / f"x{factor}-{mode.replace(' ', '-')}"
                 cache = run_dir / "datasets_cache"
                 cache.mkdir(parents=True)
-                # a spawned process reads its environment at start: the datasets cache it writes goes in run_dir
+                # a spawned process reads its environment at start: the datasets cache it writes goes in
+                # run_dir
                 previous = os.environ.get("HF_DATASETS_CACHE")
                 os.environ["HF_DATASETS_CACHE"] = str(cache)
                 try:
@@ -248,11 +253,11 @@ def scaling_table(report: dict) -> list[str]:
                      f"{steady:,.0f}" if steady else "-", f"{run['peak_rss_mb']:,.0f}",
                      f"{run['disk_written_mb']:,.0f}"])
     return [f"**Scaling** (recipe `{scaling['recipe']}`, {load['steps']} steps of {load['token_budget']}-token "
-            "batches per run, each in a fresh process; wall seconds per phase up to the first step: load = reading "
-            "the corpus, tokenizer = training the BPE, encode = tokenizing (streamed: nothing yet), batches = "
-            "building the token-budget batches (streamed: nothing yet), first step = the first optimizer step "
-            "(streamed: with reading and encoding the first window); prep CPU/wall = the cores these phases kept busy; "
-            "tokens/s = real source + target tokens of the steps after the first)", "",
+            "batches per run, each in a fresh process; wall seconds per phase up to the first step: load = "
+            "reading the corpus, tokenizer = training the BPE, encode = tokenizing (streamed: nothing yet), "
+            "batches = building the token-budget batches (streamed: nothing yet), first step = the first optimizer "
+            "step (streamed: with reading and encoding the first window); prep CPU/wall = the cores these phases "
+            "kept busy; tokens/s = real source + target tokens of the steps after the first)", "",
             "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
             *("| " + " | ".join(row) + " |" for row in rows), ""]
 

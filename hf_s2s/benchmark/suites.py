@@ -11,8 +11,9 @@
    for hf_s2s and MarianMT, tokens/s and peak memory (:mod:`.pipeline`).
 9. serving: ``hf-s2s serve`` under a fixed load of concurrent clients, dynamic batching against one request at a
    time and CTranslate2 against torch, throughput and latency (:mod:`.serving`).
-10. scaling: the training job on Multi30k repeated 1x, 10x and 100x, in memory and streamed: time to the first step,
-   where the preparation goes, training tokens/s, peak memory and disk (:mod:`.scaling`; only when asked for).
+10. scaling: the training job on Multi30k repeated 1x, 10x and 100x, in memory and streamed: time to the first
+    step, where the preparation goes, training tokens/s, peak memory and disk (:mod:`.scaling`; only when
+    asked for).
 """
 
 import os

@@ -22,7 +22,8 @@ from hf_s2s.serving import require_serve_extra
 
 SECTIONS = ("training", "memory", "generation", "cache", "rnn", "peak", "learning", "batching", "pipeline",
             "serving", "scaling")
-# run only when named: the scaling section writes and trains on corpora of up to 2.9 million pairs (hours here)
+# run only when named: the scaling section writes and trains on corpora of up to 2.9 million pairs (hours
+# here)
 ASKED_ONLY = ("scaling",)
 
 
@@ -38,8 +39,8 @@ def main(argv=None, prog=None):
                         help="what to measure (default: every section but scaling; serving only where the serve "
                              "extra is installed)")
     parser.add_argument("--scaling-factors", type=int, nargs="+", metavar="N", default=None,
-                        help="the scaling section's corpus sizes, in copies of Multi30k's training split (default: "
-                             "1 10 100)")
+                        help="the scaling section's corpus sizes, in copies of Multi30k's training split "
+                             "(default: 1 10 100)")
     parser.add_argument("--scaling-dir", metavar="FOLDER", default=None,
                         help="where the scaling section writes its corpora and runs (default: a temporary folder, "
                              "removed afterwards); refused if it exists")

@@ -174,8 +174,8 @@ def _pairs_to_split(
         next(examples())
         # No caching: the generator is re-run on every pass, so edited files are always read afresh.
         return IterableDataset.from_generator(examples)
-    # In memory, not Dataset.from_generator, whose cache is keyed by the file *names* and would serve a
-    # stale corpus after a file changed. Made a chunk of pairs at a time: as Python dicts a pair holds ~1.5 kB, in
+    # In memory, not Dataset.from_generator, whose cache is keyed by the file *names* and would serve a stale
+    # corpus after a file changed. Made a chunk of pairs at a time: as Python dicts a pair holds ~1.5 kB, in
     # Arrow ~140 bytes (4.4 GB against 0.4 GB for 2.9 million pairs).
     rows = examples()
     chunks = []
@@ -615,11 +615,12 @@ def tokenize_corpus(
     """Tokenize a translation (Iterable)DatasetDict into ``input_ids``, ``attention_mask`` and ``labels``.
 
     Sources go through ``tokenizer``, targets through ``target_tokenizer(text_target=...)`` (default:
-    ``tokenizer``, a joint vocabulary). The token filters of ``corpus_filter`` (:mod:`hf_s2s.data.filters`) drop the
-    pairs they judge on their full token counts, and count them; then sequences longer than the limits keep their
-    first tokens and their final ``</s>``. How many were cut is logged as a warning, and returned per split with
-    ``return_stats=True`` (as ``(tokenized, {split: TruncationStats})``), counted on the kept pairs.
-    ``num_proc`` processes encode an in-memory split (datasets' ``map``; a stream is encoded as it is read).
+    ``tokenizer``, a joint vocabulary). The token filters of ``corpus_filter`` (:mod:`hf_s2s.data.filters`)
+    drop the pairs they judge on their full token counts, and count them; then sequences longer than the
+    limits keep their first tokens and their final ``</s>``. How many were cut is logged as a warning, and
+    returned per split with ``return_stats=True`` (as ``(tokenized, {split: TruncationStats})``), counted on
+    the kept pairs. ``num_proc`` processes encode an in-memory split (datasets' ``map``; a stream is encoded
+    as it is read).
     """
     target_tokenizer = tokenizer if target_tokenizer is None else target_tokenizer
     for name, value in (("max_source_length", max_source_length), ("max_target_length", max_target_length)):
@@ -649,7 +650,8 @@ def tokenize_corpus(
 
     tokenized, stats = {}, {}
     for split, split_ds in dataset.items():
-        filtered = corpus_filter is not None and corpus_filter.filters.on_tokens and corpus_filter.applies_to(split)
+        filtered = corpus_filter is not None and corpus_filter.filters.on_tokens and \
+            corpus_filter.applies_to(split)
         encode = encoder(corpus_filter.filters if filtered else None)
         if isinstance(split_ds, IterableDataset):
             mapped = split_ds.map(encode, batched=True, remove_columns=["translation"])
@@ -690,8 +692,8 @@ def _drop_judged(mapped: Dataset, counts: FilterCounts, num_proc: int | None) ->
 
 
 def sequence_lengths(dataset: Dataset, column: str) -> list[int]:
-    """The length of the list in ``column`` of every row (``input_ids``: source tokens), read from Arrow a batch at
-    a time: iterating the column row by row takes ~30 µs a row (1.5 min for 3 million rows)."""
+    """The length of the list in ``column`` of every row (``input_ids``: source tokens), read from Arrow a
+    batch at a time: iterating the column row by row takes ~30 µs a row (1.5 min for 3 million rows)."""
     lengths: list[int] = []
     for batch in dataset.with_format("arrow").iter(batch_size=10_000):
         lengths += pyarrow.compute.list_value_length(batch[column]).to_pylist()

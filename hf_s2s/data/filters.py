@@ -1,17 +1,18 @@
-"""Corpus filters applied while the corpus loads, as OpenNMT-py's filter transforms do: they DROP a pair, where
-``max_source_length`` / ``max_target_length`` (:func:`hf_s2s.data.corpus.tokenize_corpus`) TRUNCATE one.
+"""Corpus filters applied while the corpus loads, as OpenNMT-py's filter transforms do: they DROP a pair,
+where ``max_source_length`` / ``max_target_length`` (:func:`hf_s2s.data.corpus.tokenize_corpus`) TRUNCATE one.
 
 Two kinds, applied where what they read first exists:
 
-- text filters (identical sides, repeated pairs) need no tokenizer: :meth:`CorpusFilter.filter_texts` runs them on
-  the loaded corpus, before a tokenizer is trained on it, so that it learns from the kept pairs only;
-- token filters (longest source, longest target, length ratio) count tokens of the run's tokenizer as the model is
-  fed them, ``</s>`` included, before truncation: :func:`~hf_s2s.data.corpus.tokenize_corpus` runs them
-  (:func:`token_verdict`) as it encodes.
+- text filters (identical sides, repeated pairs) need no tokenizer: :meth:`CorpusFilter.filter_texts` runs
+  them on the loaded corpus, before a tokenizer is trained on it, so that it learns from the kept pairs only;
+- token filters (longest source, longest target, length ratio) count tokens of the run's tokenizer as the
+  model is fed them, ``</s>`` included, before truncation: :func:`~hf_s2s.data.corpus.tokenize_corpus` runs
+  them (:func:`token_verdict`) as it encodes.
 
-A dropped pair is counted under the first filter that drops it, in the order of :data:`FILTER_NAMES`. Only the splits
-the filter is given are filtered (the run's: ``train``, and validation and test when asked). Counts cover the whole
-split for a corpus in memory; a streamed split is counted as it is read (:class:`FilterCounts`).
+A dropped pair is counted under the first filter that drops it, in the order of :data:`FILTER_NAMES`. Only the
+splits the filter is given are filtered (the run's: ``train``, and validation and test when asked). Counts
+cover the whole split for a corpus in memory; a streamed split is counted as it is read
+(:class:`FilterCounts`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ class PairFilters:
 
     max_source_tokens: int | None = None  # drop a pair whose source encodes to more tokens than this
     max_target_tokens: int | None = None  # drop a pair whose target encodes to more tokens than this
-    max_length_ratio: float | None = None  # drop a pair whose longer side has more than this times the shorter's tokens
+    # drop a pair whose longer side has more than this times the shorter side's tokens
+    max_length_ratio: float | None = None
     identical: bool = False  # drop a pair whose source and target are the same text, up to whitespace
     duplicates: bool = False  # drop a pair that came before in its split (both sides, up to whitespace)
 
@@ -60,24 +62,27 @@ class PairFilters:
 
 
 def check_filters(filters: PairFilters, flags: dict[str, str] | None = None) -> None:
-    """ValueError naming the flag (``flags`` maps field names to the command line's) of a value no filter can use."""
+    """ValueError naming the flag (``flags`` maps field names to the command line's) of a value no filter can
+    use."""
     flags = flags or {}
     for name in ("max_source_tokens", "max_target_tokens"):
         value = getattr(filters, name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 2):
-            raise ValueError(f"{flags.get(name, name)} must be an integer of at least 2 tokens (one token and </s>; "
-                             f"a pair above it is dropped), got {value!r}")
+            raise ValueError(f"{flags.get(name, name)} must be an integer of at least 2 tokens (one token and "
+                             f"</s>; a pair above it is dropped), got {value!r}")
     ratio = filters.max_length_ratio
-    if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, int | float) or not math.isfinite(ratio)
-                              or ratio < 1):
+    if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, int | float)
+                              or not math.isfinite(ratio) or ratio < 1):
         raise ValueError(f"{flags.get('max_length_ratio', 'max_length_ratio')} must be a number of at least 1 (the "
-                         f"longer side's tokens over the shorter's; 1 keeps only pairs of equal length), got {ratio!r}")
+                         f"longer side's tokens over the shorter's; 1 keeps only pairs of equal length), got "
+                         f"{ratio!r}")
 
 
 @dataclass
 class FilterCounts:
-    """What the filters did to one split. ``complete``: every pair of the split was counted (always, in memory; for a
-    streamed split, once a whole pass has been read, and until then the counts are of the pairs read so far)."""
+    """What the filters did to one split. ``complete``: every pair of the split was counted (always, in
+    memory; for a streamed split, once a whole pass has been read, and until then the counts are of the pairs
+    read so far)."""
 
     pairs: int = 0  # pairs that reached the filters (non-empty ones: the loader skips empty pairs before)
     removed: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FILTER_NAMES, 0))
@@ -100,9 +105,10 @@ def _text_key(text: str) -> str:
 
 
 def _pair_digest(source: str, target: str) -> bytes:
-    """8 bytes standing for a pair (blake2b: the same in every process, unlike ``hash``): the set of those seen is
-    what duplicate removal keeps in memory, 75 bytes per distinct pair in a set (tracemalloc, 1M pairs). Two different pairs share one with
-    probability ~n^2 / 2^65 (1 in 4 million for 3 million pairs)."""
+    """8 bytes standing for a pair (blake2b: the same in every process, unlike ``hash``): the set of those
+    seen is what duplicate removal keeps in memory, 75 bytes per distinct pair in a set (tracemalloc, 1M
+    pairs). Two different pairs share one with probability ~n^2 / 2^65 (1 in 4 million for 3 million
+    pairs)."""
     return hashlib.blake2b(f"{source}\t{target}".encode(), digest_size=8).digest()
 
 
@@ -141,9 +147,9 @@ def token_verdict(filters: PairFilters, source_tokens: int, target_tokens: int) 
 
 
 class _StreamCounts:
-    """The counts of one filter stage over a streamed split: each pass through the stream counts afresh, and the
-    counts shown are those of the pass that has read furthest, so that a pass abandoned early (a peek at the first
-    row) does not stand for the split; the first complete pass stays."""
+    """The counts of one filter stage over a streamed split: each pass through the stream counts afresh, and
+    the counts shown are those of the pass that has read furthest, so that a pass abandoned early (a peek at
+    the first row) does not stand for the split; the first complete pass stays."""
 
     def __init__(self):
         self.shown = FilterCounts()
@@ -158,9 +164,9 @@ class _StreamCounts:
 
 def filter_stream(split: IterableDataset, new_judge: Callable[[], Callable[[dict], str | None]],
                   counts: _StreamCounts) -> IterableDataset:
-    """The rows of ``split`` that the judges keep, counted into ``counts``. Each pass through the stream gets a judge
-    of its own from ``new_judge`` (duplicate removal remembers one pass only); a judge names why a row is dropped, or
-    returns None."""
+    """The rows of ``split`` that the judges keep, counted into ``counts``. Each pass through the stream gets
+    a judge of its own from ``new_judge`` (duplicate removal remembers one pass only); a judge names why a row
+    is dropped, or returns None."""
 
     def rows() -> Iterator[dict]:
         judge, tally = new_judge(), counts.new_pass()
@@ -194,7 +200,8 @@ class CorpusFilter:
         return bool(self.filters) and split in self.splits
 
     def filter_texts(self, corpus):
-        """``corpus`` with the text filters applied to the splits they are for (the same kind of DatasetDict)."""
+        """``corpus`` with the text filters applied to the splits they are for (the same kind of
+        DatasetDict)."""
         if not self.filters.on_texts:
             return corpus
         for split in [name for name in corpus if self.applies_to(name)]:
@@ -209,7 +216,8 @@ class CorpusFilter:
                 return lambda row: judge(row["translation"][source_lang], row["translation"][target_lang])
             return filter_stream(dataset, new_judge, self._stage("text", split, streamed=True))
         counts, judge, keep = self._stage("text", split, streamed=False), text_judge(self.filters), []
-        # read a batch at a time: row by row a datasets split costs ~10 us a row, all at once a Python dict a pair
+        # read a batch at a time: row by row a datasets split costs ~10 us a row, all at once a Python dict a
+        # pair
         pairs = (pair for batch in dataset.iter(batch_size=10_000) for pair in batch["translation"])
         for index, pair in enumerate(pairs):
             verdict = judge(pair[source_lang], pair[target_lang])
@@ -222,8 +230,8 @@ class CorpusFilter:
 
     def keep_by_tokens(self, pairs: list[dict], tokenizer) -> list[dict]:
         """The ``translation`` dicts of ``pairs`` the token filters keep, judged on the token counts
-        :func:`~hf_s2s.data.corpus.tokenize_corpus` judges (``tokenizer(source)``, ``tokenizer(text_target=target)``):
-        for a split decoded from its texts, the test set."""
+        :func:`~hf_s2s.data.corpus.tokenize_corpus` judges (``tokenizer(source)``,
+        ``tokenizer(text_target=target)``): for a split decoded from its texts, the test set."""
         if not self.filters.on_tokens:
             return pairs
         sources = tokenizer([pair[self.source_lang] for pair in pairs])["input_ids"]
@@ -241,8 +249,8 @@ class CorpusFilter:
         return counts
 
     def counts(self) -> dict[str, FilterCounts]:
-        """What the filters removed from each split so far, both stages together: the pairs that reached the first
-        stage, each drop under its filter; complete when every stage has counted the whole split."""
+        """What the filters removed from each split so far, both stages together: the pairs that reached the
+        first stage, each drop under its filter; complete when every stage has counted the whole split."""
         result = {}
         for split in self.splits:
             stages = [self._stages[stage][split] for stage in ("text", "token") if split in self._stages[stage]]

@@ -10,8 +10,8 @@ here own their generator, seeded with ``seed + epoch`` (the convention of accele
 
 :class:`TokenBudgetBatchSampler` builds batches to a budget of padded source + target tokens, as fairseq's
 ``--max-tokens``, Marian, OpenNMT-py and Joey NMT do, and shards them across processes itself;
-:class:`StreamTokenBudgetBatches` builds the same batches window by window from a stream (OpenNMT-py's buckets), in
-memory bounded by the window. Both build them with :func:`length_bucketed_batches`.
+:class:`StreamTokenBudgetBatches` builds the same batches window by window from a stream (OpenNMT-py's
+buckets), in memory bounded by the window. Both build them with :func:`length_bucketed_batches`.
 """
 
 import hashlib
@@ -21,8 +21,8 @@ from collections.abc import Iterable, Iterator, Sequence
 import torch
 from transformers.trainer_pt_utils import get_length_grouped_indices
 
-# Pairs of a stream sorted and batched together (StreamTokenBudgetBatches): encoded Multi30k pairs hold 1.4 kB each
-# as the rows the stream yields (tracemalloc), so 140 MB at this size
+# Pairs of a stream sorted and batched together (StreamTokenBudgetBatches): encoded Multi30k pairs hold 1.4 kB
+# each as the rows the stream yields (tracemalloc), so 140 MB at this size
 DEFAULT_STREAMING_WINDOW_PAIRS = 100_000
 
 
@@ -110,8 +110,8 @@ def length_bucketed_batches(source_lengths: Sequence[int], target_lengths: Seque
     1. the pairs are shuffled with ``generator``, then stably sorted by (source length, target length): length
        buckets whose ties are in random order;
     2. walking that order, a global batch takes pairs while ``n * (max_source + max_target)`` stays within
-       ``budget``; it always takes at least ``parts`` pairs, and a last batch too small for that joins the one before
-       it (nothing is dropped);
+       ``budget``; it always takes at least ``parts`` pairs, and a last batch too small for that joins the one
+       before it (nothing is dropped);
     3. each global batch is cut into ``parts`` pieces balanced by padded tokens (:func:`split_balanced`).
     """
     order = torch.randperm(len(source_lengths), generator=generator).tolist()
@@ -124,15 +124,16 @@ def length_bucketed_batches(source_lengths: Sequence[int], target_lengths: Seque
 
 def check_pairs_fit(source_lengths: Sequence[int], target_lengths: Sequence[int], max_tokens: int,
                     where: str = "training pair(s)", offset: int = 0) -> None:
-    """ValueError when a pair alone (source + target tokens) exceeds ``max_tokens``, naming the first and the budget
-    that would hold them all; pairs are numbered from ``offset``."""
-    too_long = [i for i, (s, t) in enumerate(zip(source_lengths, target_lengths, strict=True)) if s + t > max_tokens]
+    """ValueError when a pair alone (source + target tokens) exceeds ``max_tokens``, naming the first and the
+    budget that would hold them all; pairs are numbered from ``offset``."""
+    too_long = [i for i, (source, target) in enumerate(zip(source_lengths, target_lengths, strict=True))
+                if source + target > max_tokens]
     if too_long:
         i = too_long[0]
         raise ValueError(
             f"--max_tokens_per_batch {max_tokens} is smaller than {len(too_long)} {where} alone, e.g. "
-            f"pair {offset + i} ({source_lengths[i]} source + {target_lengths[i]} target tokens): raise the budget to "
-            f"at least {max(source_lengths[j] + target_lengths[j] for j in too_long)} or lower "
+            f"pair {offset + i} ({source_lengths[i]} source + {target_lengths[i]} target tokens): raise the budget "
+            f"to at least {max(source_lengths[j] + target_lengths[j] for j in too_long)} or lower "
             "--max_source_length / --max_target_length")
 
 
@@ -140,18 +141,18 @@ class TokenBudgetBatchSampler(torch.utils.data.Sampler[list[int]]):
     """Batches filled to a budget of padded source + target tokens, built from length buckets, in a shuffled
     order that differs per epoch; for one process of ``num_processes``.
 
-    The batches are built once, from ``seed``, as fairseq's ``--max-tokens`` does (:func:`length_bucketed_batches`):
-    length buckets filled to ``max_tokens * num_processes * accumulation_steps``, each cut into one piece per process
-    and micro-batch. Each epoch the order of the global batches is shuffled with :func:`epoch_generator`. Process ``rank``
-    yields, for each global batch, its piece of each of the ``accumulation_steps`` micro-batches. Every
-    process thus makes the same number of steps, the pieces of one step are disjoint, and their union is the
-    global batch, the same whatever the number of processes (as long as the budget holds a pair per piece and the
-    last batch of the length order, which joins the one before it when smaller than the pieces, is not): the
-    gradient (normalised by the tokens of the whole step, Trainer's ``num_items_in_batch``) equals that of one
-    process given the summed budget.
-    Because the global batch is cut after it is filled, a piece can exceed ``max_tokens`` a little (by 4% at
-    most on the synthetic reversal corpus, budget 200, 2 to 4 processes); a global batch never exceeds its
-    budget unless it holds only one pair per piece.
+    The batches are built once, from ``seed``, as fairseq's ``--max-tokens`` does
+    (:func:`length_bucketed_batches`): length buckets filled to ``max_tokens * num_processes *
+    accumulation_steps``, each cut into one piece per process and micro-batch. Each epoch the order of the
+    global batches is shuffled with :func:`epoch_generator`. Process ``rank`` yields, for each global batch,
+    its piece of each of the ``accumulation_steps`` micro-batches. Every process thus makes the same number of
+    steps, the pieces of one step are disjoint, and their union is the global batch, the same whatever the
+    number of processes (as long as the budget holds a pair per piece and the last batch of the length order,
+    which joins the one before it when smaller than the pieces, is not): the gradient (normalised by the
+    tokens of the whole step, Trainer's ``num_items_in_batch``) equals that of one process given the summed
+    budget. Because the global batch is cut after it is filled, a piece can exceed ``max_tokens`` a little (by
+    4% at most on the synthetic reversal corpus, budget 200, 2 to 4 processes); a global batch never exceeds
+    its budget unless it holds only one pair per piece.
     """
 
     def __init__(self, source_lengths: Sequence[int], target_lengths: Sequence[int], max_tokens: int, seed: int,
@@ -184,27 +185,29 @@ class TokenBudgetBatchSampler(torch.utils.data.Sampler[list[int]]):
 
 
 def window_generator(seed: int, pass_number: int, window_number: int) -> torch.Generator:
-    """The generator of one window of one pass through a stream: the same on every process and in a resumed run."""
+    """The generator of one window of one pass through a stream: the same on every process and in a resumed
+    run."""
     digest = hashlib.blake2b(repr((seed, pass_number, window_number)).encode(), digest_size=8).digest()
     return torch.Generator().manual_seed(int.from_bytes(digest, "little") >> 1)  # manual_seed takes < 2**63
 
 
 class StreamTokenBudgetBatches(torch.utils.data.IterableDataset):
-    """:class:`TokenBudgetBatchSampler`'s batches for a stream of tokenized pairs, built window by window, for one
-    process of ``num_processes``: the batches themselves (lists of rows), for a DataLoader with ``batch_size=None``.
+    """:class:`TokenBudgetBatchSampler`'s batches for a stream of tokenized pairs, built window by window, for
+    one process of ``num_processes``: the batches themselves (lists of rows), for a DataLoader with
+    ``batch_size=None``.
 
-    The stream is read ``window`` pairs at a time (the last window also takes a tail of fewer than one pair per piece,
-    so that every pair is used). Each window's pairs make length-bucketed global batches of ``max_tokens *
-    num_processes * accumulation_steps`` padded tokens (:func:`length_bucketed_batches`, drawn from
-    :func:`window_generator`), yielded in a shuffled order; process ``rank`` yields its piece of each micro-batch. At
-    most ``window + num_processes * accumulation_steps`` pairs are held at once.
+    The stream is read ``window`` pairs at a time (the last window also takes a tail of fewer than one pair
+    per piece, so that every pair is used). Each window's pairs make length-bucketed global batches of
+    ``max_tokens * num_processes * accumulation_steps`` padded tokens (:func:`length_bucketed_batches`, drawn
+    from :func:`window_generator`), yielded in a shuffled order; process ``rank`` yields its piece of each
+    micro-batch. At most ``window + num_processes * accumulation_steps`` pairs are held at once.
 
-    Passes through the stream follow each other without end (pass p draws with ``(seed, p)``): Trainer, which needs
-    ``max_steps`` for a stream, sees one endless epoch, so a resumed run skips the batches it trained on from the
-    start of the stream and then trains on exactly the batches the uninterrupted run did. Every process reads the
-    whole stream and builds the same global batches; the pieces of a step are disjoint. They are the batches one
-    process builds with the summed budget unless a window ends in a batch of fewer pairs than pieces (that batch then
-    joins the one before it), as in memory.
+    Passes through the stream follow each other without end (pass p draws with ``(seed, p)``): Trainer, which
+    needs ``max_steps`` for a stream, sees one endless epoch, so a resumed run skips the batches it trained on
+    from the start of the stream and then trains on exactly the batches the uninterrupted run did. Every
+    process reads the whole stream and builds the same global batches; the pieces of a step are disjoint. They
+    are the batches one process builds with the summed budget unless a window ends in a batch of fewer pairs
+    than pieces (that batch then joins the one before it), as in memory.
     """
 
     def __init__(self, stream: Iterable[dict], max_tokens: int, seed: int, window: int, num_processes: int = 1,
@@ -215,13 +218,13 @@ class StreamTokenBudgetBatches(torch.utils.data.IterableDataset):
         self.num_processes, self.rank, self.accumulation_steps = num_processes, rank, accumulation_steps
         self.parts = num_processes * accumulation_steps
         if window < self.parts:
-            raise ValueError(f"a window of {window} pairs cannot fill one batch on each of {num_processes} process(es) "
-                             f"x {accumulation_steps} accumulation step(s)")
+            raise ValueError(f"a window of {window} pairs cannot fill one batch on each of {num_processes} "
+                             f"process(es) x {accumulation_steps} accumulation step(s)")
         self.window = window  # pairs batched together
 
     def windows(self) -> Iterator[list[dict]]:
-        """One pass through the stream in windows of ``window`` pairs; a tail too small for one pair per piece joins
-        the last window."""
+        """One pass through the stream in windows of ``window`` pairs; a tail too small for one pair per piece
+        joins the last window."""
         rows = iter(self.stream)
         window = list(itertools.islice(rows, self.window))
         while window:
@@ -237,8 +240,9 @@ class StreamTokenBudgetBatches(torch.utils.data.IterableDataset):
         read = 0
         for number, window in enumerate(self.windows()):
             if len(window) < self.parts:
-                raise ValueError(f"the training stream holds {len(window)} pair(s), too few to fill one batch on each "
-                                 f"of {self.num_processes} process(es) x {self.accumulation_steps} accumulation step(s)")
+                raise ValueError(f"the training stream holds {len(window)} pair(s), too few to fill one batch on "
+                                 f"each of {self.num_processes} process(es) x {self.accumulation_steps} "
+                                 "accumulation step(s)")
             source = [len(row["input_ids"]) for row in window]
             target = [len(row["labels"]) for row in window]
             check_pairs_fit(source, target, self.max_tokens, "pair(s) of the training stream", offset=read)
@@ -256,6 +260,7 @@ class StreamTokenBudgetBatches(torch.utils.data.IterableDataset):
             yield from self.one_pass(pass_number)
 
 
-__all__ = ["DEFAULT_STREAMING_WINDOW_PAIRS", "LengthGroupedEpochSampler", "StreamTokenBudgetBatches", "TokenBudgetBatchSampler", "check_pairs_fit",
+__all__ = ["DEFAULT_STREAMING_WINDOW_PAIRS", "LengthGroupedEpochSampler", "StreamTokenBudgetBatches",
+           "TokenBudgetBatchSampler", "check_pairs_fit",
            "epoch_generator", "fill_to_budget", "length_bucketed_batches", "padded_tokens", "split_balanced",
            "window_generator"]

@@ -218,8 +218,8 @@ class TranslationTokenizers:
 
 
 def _translations(split: Iterable[dict]) -> Iterator[dict]:
-    """The ``translation`` dict of each example of a split; a datasets split is read a batch at a time (row by row it
-    costs ~10 µs an example: 30 s of the tokenizer's training on 2.9 million pairs)."""
+    """The ``translation`` dict of each example of a split; a datasets split is read a batch at a time (row by
+    row it costs ~10 µs an example: 30 s of the tokenizer's training on 2.9 million pairs)."""
     if hasattr(split, "iter"):  # Dataset and IterableDataset
         for batch in split.iter(batch_size=1000):
             yield from batch["translation"]

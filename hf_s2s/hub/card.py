@@ -149,15 +149,16 @@ def _training_rows(results: RunResults) -> list[tuple[str, object]]:
 
 
 def _filters_summary(corpus_filters: dict) -> str:
-    """results.json's ``corpus_filters`` in words: the filters, then per split the pairs kept and each filter's drops
-    (of the pairs read, for a stream not read to its end)."""
+    """results.json's ``corpus_filters`` in words: the filters, then per split the pairs kept and each
+    filter's drops (of the pairs read, for a stream not read to its end)."""
     settings = ", ".join(name if value is True else f"{name} {value}" for name, value in
                          corpus_filters.get("filters", {}).items())
     splits = []
     for split, counts in corpus_filters.get("splits", {}).items():
-        removed = ", ".join(f"{n:,} {name}" for name, n in counts.get("removed", {}).items() if n) or "none removed"
+        removed = ", ".join(f"{n:,} {name}" for name, n in counts.get("removed", {}).items() if n)
         read = "" if counts.get("complete", True) else " read so far"
-        splits.append(f"{split}: kept {counts.get('kept', 0):,} of {counts.get('pairs', 0):,} pairs{read} ({removed})")
+        splits.append(f"{split}: kept {counts.get('kept', 0):,} of {counts.get('pairs', 0):,} pairs{read} "
+                      f"({removed or 'none removed'})")
     return "; ".join([settings, *splits])
 
 

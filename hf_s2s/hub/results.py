@@ -114,7 +114,8 @@ class RunResults:
     target_lang: str | None = None
     recipe: str | None = None  # --recipe; None: none
     max_tokens_per_batch: int | None = None  # None: batches of sentences
-    # --filter_*: {"filters": {...}, "splits": {split: {"pairs", "kept", "removed": {filter: n}, "complete"}}}; None: off
+    # --filter_*: {"filters": {...}, "splits": {split: {"pairs", "kept", "removed": {filter: n},
+    # "complete"}}}; None: off
     corpus_filters: dict[str, Any] | None = None
     num_parameters: int = 0
     train_seconds: float | None = None  # training steps only, validation excluded, s

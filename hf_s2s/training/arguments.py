@@ -78,29 +78,29 @@ class DataArguments:
         default=None,
         metadata={"help": "fill each training batch to this many padded source + target tokens per process (length "
                           "buckets, shuffled; as fairseq --max-tokens) instead of --per_device_train_batch_size "
-                          "sentences; replaces --train_sampling_strategy; with --streaming, built window by window "
-                          "(--streaming_window_pairs)"},
+                          "sentences; replaces --train_sampling_strategy; with --streaming, built window by "
+                          "window (--streaming_window_pairs)"},
     )
-
     preprocessing_num_workers: int | None = field(default=None, metadata={
         "help": "processes that tokenize a corpus read into memory (datasets' map num_proc; run_translation.py's "
                 "flag); default: one"})
     filter_max_source_tokens: int | None = field(default=None, metadata={
-        "help": "drop (not truncate) training pairs whose source is longer than N tokens of the run's tokenizer, </s> "
-                "included; counted per split in results.json"})
+        "help": "drop (not truncate) training pairs whose source is longer than N tokens of the run's tokenizer, "
+                "</s> included; counted per split in results.json"})
     filter_max_target_tokens: int | None = field(default=None, metadata={
-        "help": "drop (not truncate) training pairs whose target is longer than N tokens of the run's tokenizer, </s> "
-                "included"})
+        "help": "drop (not truncate) training pairs whose target is longer than N tokens of the run's tokenizer, "
+                "</s> included"})
     filter_max_length_ratio: float | None = field(default=None, metadata={
-        "help": "drop training pairs whose longer side has more than R times the tokens of the shorter (tokens of the "
-                "run's tokenizer, </s> included)"})
+        "help": "drop training pairs whose longer side has more than R times the tokens of the shorter (tokens "
+                "of the run's tokenizer, </s> included)"})
     filter_identical: bool = field(default=False, metadata={
         "help": "drop training pairs whose source and target are the same text (up to whitespace)"})
     filter_duplicates: bool = field(default=False, metadata={
         "help": "drop training pairs that repeat an earlier pair of their split (both sides, up to whitespace), "
                 "keeping the first"})
     filter_validation_and_test: bool = field(default=False, metadata={
-        "help": "apply the --filter_* flags to the validation and test splits too (by default they are kept whole)"})
+        "help": "apply the --filter_* flags to the validation and test splits too (by default they are kept "
+                "whole)"})
     streaming_window_pairs: int | None = field(default=None, metadata={
         "help": "with --streaming and --max_tokens_per_batch: pairs read ahead, sorted by length and cut into "
                 f"batches at a time; memory grows with it (default {DEFAULT_STREAMING_WINDOW_PAIRS:,})"})
@@ -126,7 +126,8 @@ class DataArguments:
 
 
 # --filter_* flag of each PairFilters field, for its errors
-FILTER_FLAGS = {"max_source_tokens": "--filter_max_source_tokens", "max_target_tokens": "--filter_max_target_tokens",
+FILTER_FLAGS = {"max_source_tokens": "--filter_max_source_tokens",
+                "max_target_tokens": "--filter_max_target_tokens",
                 "max_length_ratio": "--filter_max_length_ratio"}
 
 
@@ -327,6 +328,6 @@ def load_model_config(name_or_path: str):
                                f"could not be loaded as a Hub model: {reason}") from error
 
 
-__all__ = ["ARGUMENT_GROUPS", "FILTER_FLAGS", "DataArguments", "DecodingArguments", "JobArguments", "ModelArguments",
-           "SelectionArguments", "TrainingArguments", "build_config", "default_training_arguments", "load_recipe",
-           "parse_args"]
+__all__ = ["ARGUMENT_GROUPS", "FILTER_FLAGS", "DataArguments", "DecodingArguments", "JobArguments",
+           "ModelArguments", "SelectionArguments", "TrainingArguments", "build_config", "default_training_arguments",
+           "load_recipe", "parse_args"]

@@ -121,9 +121,10 @@ def check_fine_tuning_tokenizer(model_args: ModelArguments) -> None:
 
 
 def check_streaming_batches(data_args: DataArguments, training_args: TrainingArguments) -> None:
-    """Token-budget batches of a stream (``--streaming --max_tokens_per_batch``): the stream cannot be read ahead of
-    training to find a pair longer than the budget, so the length limits must keep every pair within it; the window
-    is a positive number of pairs and only means something there; the stream is read in the main process."""
+    """Token-budget batches of a stream (``--streaming --max_tokens_per_batch``): the stream cannot be read
+    ahead of training to find a pair longer than the budget, so the length limits must keep every pair within
+    it; the window is a positive number of pairs and only means something there; the stream is read in the
+    main process."""
     if data_args.streaming and training_args.accelerator_config.dispatch_batches:
         raise ValueError("--streaming pads each process's batches to their own lengths: --accelerator_config "
                          "dispatch_batches (process 0 reading a batch per process and concatenating them) cannot "
@@ -131,8 +132,8 @@ def check_streaming_batches(data_args: DataArguments, training_args: TrainingArg
     window = data_args.streaming_window_pairs
     budget_on_stream = data_args.streaming and data_args.max_tokens_per_batch is not None
     if window is not None and not budget_on_stream:
-        raise ValueError(f"--streaming_window_pairs {window} sets how much of a stream token-budget batches are built "
-                         "from: it needs --streaming and --max_tokens_per_batch")
+        raise ValueError(f"--streaming_window_pairs {window} sets how much of a stream token-budget batches are "
+                         "built from: it needs --streaming and --max_tokens_per_batch")
     if window is not None and window < 1:
         raise ValueError(f"--streaming_window_pairs must be a positive number of pairs, got {window}")
     if not budget_on_stream:
@@ -142,16 +143,17 @@ def check_streaming_batches(data_args: DataArguments, training_args: TrainingArg
                          f"--dataloader_num_workers must be 0 (each worker would read the whole stream), got "
                          f"{training_args.dataloader_num_workers}")
     # per side, the tighter of the truncation limit (always set) and the length filter: (tokens, flag)
-    source = min((limit, flag) for limit, flag in ((data_args.max_source_length, "--max_source_length"),
-                                                   (data_args.filter_max_source_tokens, "--filter_max_source_tokens"))
-                 if limit is not None)
-    target = min((limit, flag) for limit, flag in ((data_args.max_target_length, "--max_target_length"),
-                                                   (data_args.filter_max_target_tokens, "--filter_max_target_tokens"))
-                 if limit is not None)
+    source = min((limit, flag) for limit, flag in (
+        (data_args.max_source_length, "--max_source_length"),
+        (data_args.filter_max_source_tokens, "--filter_max_source_tokens")) if limit is not None)
+    target = min((limit, flag) for limit, flag in (
+        (data_args.max_target_length, "--max_target_length"),
+        (data_args.filter_max_target_tokens, "--filter_max_target_tokens")) if limit is not None)
     if source[0] + target[0] > data_args.max_tokens_per_batch:
-        raise ValueError(f"--max_tokens_per_batch {data_args.max_tokens_per_batch} on a stream must hold the longest "
-                         f"pair the length limits let through, {source[0]} ({source[1]}) + {target[0]} ({target[1]}) "
-                         f"tokens: a stream is not read ahead to find longer ones; raise the budget or lower the limits")
+        raise ValueError(f"--max_tokens_per_batch {data_args.max_tokens_per_batch} on a stream must hold the "
+                         f"longest pair the length limits let through, {source[0]} ({source[1]}) + {target[0]} "
+                         f"({target[1]}) tokens: a stream is not read ahead to find longer ones; raise the budget or "
+                         "lower the limits")
 
 
 def check_corpus_filters(data_args: DataArguments, training_args: TrainingArguments) -> None:
@@ -159,8 +161,8 @@ def check_corpus_filters(data_args: DataArguments, training_args: TrainingArgume
     filters = data_args.pair_filters()
     check_filters(filters, FILTER_FLAGS)
     if data_args.filter_validation_and_test and not filters:
-        raise ValueError("--filter_validation_and_test applies the --filter_* flags to the validation and test splits, "
-                         "but none is set")
+        raise ValueError("--filter_validation_and_test applies the --filter_* flags to the validation and test "
+                         "splits, but none is set")
     if filters and data_args.streaming and training_args.dataloader_num_workers:
         raise ValueError(f"the corpus filters count what they remove from a stream in the process that reads it: "
                          f"with --streaming, --dataloader_num_workers must be 0, got "

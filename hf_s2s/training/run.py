@@ -102,8 +102,9 @@ def run_phases(args: JobArguments, callbacks: list | None = None) -> RunResults 
         output_dir = Path(training_args.output_dir)
         with naming_a_full_disk(output_dir, selection_args.ema_folder):
             model_dir = save_model_folder(trainer, tokenizer, data_args, decoding_args, training_args)
-            test, samples = evaluate_test_set(trainer.model, tokenizer, test_examples(corpus, tokenizer, corpus_filter),
-                                              data_args, decoding_args, output_dir) if "test" in corpus else ({}, [])
+            test, samples = evaluate_test_set(
+                trainer.model, tokenizer, test_examples(corpus, tokenizer, corpus_filter), data_args, decoding_args,
+                output_dir) if "test" in corpus else ({}, [])
         results = collect_results(trainer, num_parameters, training, selection, test, data_args, training_args,
                                   corpus_filter)
         with naming_a_full_disk(output_dir, selection_args.ema_folder):
@@ -118,17 +119,18 @@ def run_phases(args: JobArguments, callbacks: list | None = None) -> RunResults 
 
 
 def build_corpus_filter(data_args: DataArguments) -> CorpusFilter:
-    """The --filter_* flags, for the splits they apply to (every phase that reads the corpus applies its part)."""
+    """The --filter_* flags, for the splits they apply to (every phase that reads the corpus applies its
+    part)."""
     return CorpusFilter(data_args.pair_filters(), data_args.filtered_splits(), data_args.source_lang,
                         data_args.target_lang)
 
 
 def load_corpus(data_args: DataArguments, selection_args: SelectionArguments, training_args: TrainingArguments,
                 corpus_filter: CorpusFilter | None = None):
-    """The corpus, cut to ``--max_*_samples``, then the text filters of ``corpus_filter`` applied (before a tokenizer
-    is trained on it); refused, naming the split and what needs it, when it lacks a split the run needs
-    (:func:`hf_s2s.training.checks.needed_splits`): found here for a corpus whose splits only reading tells, before a
-    tokenizer is trained or a model built."""
+    """The corpus, cut to ``--max_*_samples``, then the text filters of ``corpus_filter`` applied (before a
+    tokenizer is trained on it); refused, naming the split and what needs it, when it lacks a split the run
+    needs (:func:`hf_s2s.training.checks.needed_splits`): found here for a corpus whose splits only reading
+    tells, before a tokenizer is trained or a model built."""
     corpus = data_lib.load_translation_corpus(
         data_args.dataset, source_lang=data_args.source_lang, target_lang=data_args.target_lang,
         data_dir=data_args.data_dir, dataset_config=data_args.dataset_config, streaming=data_args.streaming,
@@ -209,9 +211,9 @@ def prepare_model(model_args: ModelArguments, decoding_args: DecodingArguments, 
 
 def build_trainer(model, tokenizer, corpus, args: JobArguments, callbacks: list | None = None,
                   corpus_filter: CorpusFilter | None = None) -> CountingSeq2SeqTrainer:
-    """The tokenized corpus (the token filters of ``corpus_filter`` applied) and the trainer around ``model``: early
-    stopping when the best checkpoint is kept, the EMA of the weights when asked for, ``callbacks`` besides, and label
-    smoothing in the model's own loss."""
+    """The tokenized corpus (the token filters of ``corpus_filter`` applied) and the trainer around ``model``:
+    early stopping when the best checkpoint is kept, the EMA of the weights when asked for, ``callbacks``
+    besides, and label smoothing in the model's own loss."""
     data_args, selection_args, training_args = args.data, args.selection, args.training
     with training_args.main_process_first(desc="tokenize"):
         tokenized = data_lib.tokenize_corpus(
@@ -288,8 +290,9 @@ def save_model_folder(trainer, tokenizer, data_args: DataArguments, decoding_arg
 
 
 def test_examples(corpus, tokenizer, corpus_filter: CorpusFilter):
-    """The test split the test set is scored on: the pairs the filters kept when they apply to it (its text filters
-    were applied as it loaded; the token filters judge it here, as tokenize_corpus judges the splits it encodes)."""
+    """The test split the test set is scored on: the pairs the filters kept when they apply to it (its text
+    filters were applied as it loaded; the token filters judge it here, as tokenize_corpus judges the splits
+    it encodes)."""
     if not (corpus_filter.applies_to("test") and corpus_filter.filters.on_tokens):
         return corpus["test"]
     pairs = corpus_filter.keep_by_tokens([example["translation"] for example in corpus["test"]], tokenizer)
@@ -344,7 +347,8 @@ def collect_results(trainer, num_parameters: int, training: Training, selection:
         model_type=model.config.model_type, dataset=data_args.dataset, source_lang=data_args.source_lang,
         target_lang=data_args.target_lang, recipe=training_args.recipe,
         max_tokens_per_batch=data_args.max_tokens_per_batch,
-        corpus_filters=corpus_filter.report() if corpus_filter is not None else None, num_parameters=num_parameters,
+        corpus_filters=corpus_filter.report() if corpus_filter is not None else None,
+        num_parameters=num_parameters,
         train_seconds=round(training.seconds, 1), validation_seconds=round(training.validation_seconds, 1),
         train_tokens=training.tokens, train_tokens_per_second=round(training.tokens / training.seconds, 1),
         epochs=training.epochs, train_loss=training.loss, best_validation_bleu=selection.validation_bleu,

@@ -50,13 +50,14 @@ class CountingSeq2SeqTrainer(Seq2SeqTrainer):
     token-budget batches (:class:`~hf_s2s.data.sampling.TokenBudgetBatchSampler`; of a streamed corpus,
     :class:`~hf_s2s.data.sampling.StreamTokenBudgetBatches`, ``streaming_window`` pairs at a time)."""
 
-    def __init__(self, *args, max_tokens_per_batch: int | None = None, streaming_window: int = DEFAULT_STREAMING_WINDOW_PAIRS, **kwargs):
+    def __init__(self, *args, max_tokens_per_batch: int | None = None,
+                 streaming_window: int = DEFAULT_STREAMING_WINDOW_PAIRS, **kwargs):
         super().__init__(*args, **kwargs)
         if isinstance(self.train_dataset, torch.utils.data.IterableDataset) and \
                 self.args.accelerator_config.dispatch_batches is None:
-            # accelerate's default for a stream: process 0 reads a batch per process and concatenates them to share
-            # out, which fails on batches padded to different lengths. Each process reads the stream instead and
-            # keeps its share (accelerate's IterableDatasetShard, or StreamTokenBudgetBatches).
+            # accelerate's default for a stream: process 0 reads a batch per process and concatenates them to
+            # share out, which fails on batches padded to different lengths. Each process reads the stream
+            # instead and keeps its share (accelerate's IterableDatasetShard, or StreamTokenBudgetBatches).
             self.accelerator.dataloader_config.dispatch_batches = False
         self.max_tokens_per_batch = max_tokens_per_batch
         self.streaming_window = streaming_window  # pairs of a stream batched together
@@ -106,10 +107,10 @@ class CountingSeq2SeqTrainer(Seq2SeqTrainer):
         return loader
 
     def _stream_dataloader(self) -> DataLoader:
-        """Token-budget batches of a streamed training split, this process's share of each step. accelerate would deal
-        an iterable's batches out from process 0 (``dispatch_batches``) or cut them up again: the loader is only
-        given to it to put the batches on the device. The stream is read in this process (no workers: each would read
-        all of it; the job refuses --dataloader_num_workers here)."""
+        """Token-budget batches of a streamed training split, this process's share of each step. accelerate
+        would deal an iterable's batches out from process 0 (``dispatch_batches``) or cut them up again: the
+        loader is only given to it to put the batches on the device. The stream is read in this process (no
+        workers: each would read all of it; the job refuses --dataloader_num_workers here)."""
         batches = StreamTokenBudgetBatches(
             self.train_dataset, self.max_tokens_per_batch, seed=self._sampler_seed(), window=self.streaming_window,
             num_processes=self.args.world_size, rank=self.args.process_index,
