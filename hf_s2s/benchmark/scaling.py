@@ -238,26 +238,28 @@ def bench_scaling(settings, length_pairs=None) -> dict:
 
 
 def scaling_table(report: dict) -> list[str]:
-    """The markdown table of the scaling section: one row per corpus size and mode."""
+    """The markdown table of the scaling section: one row per corpus size and mode. Phases show wall seconds and, in
+    brackets, the CPU seconds of the process and its children: on shared cores the wall time is mostly waiting."""
     scaling = report["scaling"]
     load = scaling["load"]
-    header = ["corpus", "mode", "to first step (s)", *PREPARATION, "prep CPU/wall", "tokens/s", "peak RSS (MB)",
-              "disk written (MB)"]
+    header = ["corpus", "mode", "to first step, s", *(f"{name}, s" for name in PREPARATION), "prep CPU/wall",
+              "tokens/s", "peak RSS, MB", "disk written, MB"]
     rows = []
     for run in scaling["runs"].values():
         prep = [run["phases"][name] for name in PREPARATION]
         cores = sum(p["cpu_seconds"] for p in prep) / sum(p["seconds"] for p in prep)
         steady = run["steady_tokens_per_s"]
         rows.append([f"{run['factor']}x ({run['corpus']['pairs']:,} pairs)", run["mode"],
-                     f"{run['first_step_seconds']:.0f}", *(f"{p['seconds']:.0f}" for p in prep), f"{cores:.2f}",
+                     f"{run['first_step_seconds']:,.0f}",
+                     *(f"{p['seconds']:,.0f} ({p['cpu_seconds']:,.0f})" for p in prep), f"{cores:.2f}",
                      f"{steady:,.0f}" if steady else "-", f"{run['peak_rss_mb']:,.0f}",
                      f"{run['disk_written_mb']:,.0f}"])
     return [f"**Scaling** (recipe `{scaling['recipe']}`, {load['steps']} steps of {load['token_budget']}-token "
-            "batches per run, each in a fresh process; wall seconds per phase up to the first step: load = "
-            "reading the corpus, tokenizer = training the BPE, encode = tokenizing (streamed: nothing yet), "
-            "batches = building the token-budget batches (streamed: nothing yet), first step = the first optimizer "
-            "step (streamed: with reading and encoding the first window); prep CPU/wall = the cores these phases "
-            "kept busy; tokens/s = real source + target tokens of the steps after the first)", "",
+            "batches per run, each in a fresh process; per phase up to the end of the first step, wall seconds and "
+            "(CPU seconds): load = reading the corpus, tokenizer = training the BPE, encode = tokenizing (streamed: "
+            "nothing yet), batches = building the token-budget batches (streamed: nothing yet), first step = the "
+            "first optimizer step (streamed: with reading and encoding the first window); prep CPU/wall = the cores "
+            "these phases kept busy; tokens/s = real source + target tokens of the steps after the first)", "",
             "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
             *("| " + " | ".join(row) + " |" for row in rows), ""]
 
