@@ -195,6 +195,8 @@ def test_flags_are_refused_out_of_range_or_for_the_other_model(tokenizers):
     (("--bpe_dropout", "0.1", "--streaming", "true", "--max_steps", "2"), "cannot be combined with --streaming"),
     (("--bpe_dropout", "0.1", "--dataloader_num_workers", "1", "--dataloader_persistent_workers", "true"),
      "leave out --dataloader_persistent_workers"),
+    (("--bpe_dropout", "0.1", "--filter_max_source_tokens", "50", "--filter_max_length_ratio", "3"),
+     "--filter_max_source_tokens, --filter_max_length_ratio judge the fixed segmentation"),
 ])
 def test_the_job_refuses_regularization_it_cannot_do_before_anything_is_read(tmp_path, flags, message):
     with pytest.raises(ValueError, match=message):

@@ -238,9 +238,20 @@ class TranslationTokenizers:
         )
 
 
+def _translations(split: Iterable[dict]) -> Iterator[dict]:
+    """The ``translation`` dict of each example of a split; a datasets split is read a batch at a time (row by
+    row it costs ~10 µs an example: 30 s of the tokenizer's training on 2.9 million pairs)."""
+    if hasattr(split, "iter"):  # Dataset and IterableDataset
+        for batch in split.iter(batch_size=1000):
+            yield from batch["translation"]
+    else:
+        for example in split:
+            yield example["translation"]
+
+
 def _split_texts(split: Iterable[dict], lang: str) -> Iterator[str]:
-    for example in split:
-        yield example["translation"][lang]
+    for translation in _translations(split):
+        yield translation[lang]
 
 
 def train_translation_tokenizers(
@@ -270,9 +281,9 @@ def train_translation_tokenizers(
     if joint:
 
         def both_sides() -> Iterator[str]:
-            for example in dataset:
-                yield example["translation"][source_lang]
-                yield example["translation"][target_lang]
+            for translation in _translations(dataset):
+                yield translation[source_lang]
+                yield translation[target_lang]
 
         shared = train_tokenizer_from_texts(both_sides(), vocab_size, **kwargs)
         return TranslationTokenizers(shared, shared)

@@ -16,7 +16,9 @@ import torch
 from transformers import AutoConfig, HfArgumentParser, Seq2SeqTrainingArguments
 
 from ..data import tokenization
+from ..data.filters import PairFilters
 from ..data.regularization import SubwordSampler
+from ..data.sampling import DEFAULT_STREAMING_WINDOW_PAIRS
 from ..inference.translate import length_bound_arguments
 from ..models.families import FAMILIES as _FAMILY_REGISTRY
 from ..models.families import get_family
@@ -76,8 +78,10 @@ class DataArguments:
     data_dir: str | None = field(default=None, metadata={"help": "folder holding the default corpus (Multi30k)"})
     source_lang: str = field(default="de")
     target_lang: str = field(default="en")
-    max_source_length: int = field(default=128, metadata={"help": "longer sources are truncated (and counted)"})
-    max_target_length: int = field(default=128, metadata={"help": "longer targets are truncated (and counted)"})
+    max_source_length: int = field(default=128, metadata={
+        "help": "longer sources are truncated (and counted); --filter_max_source_tokens drops them instead"})
+    max_target_length: int = field(default=128, metadata={
+        "help": "longer targets are truncated (and counted); --filter_max_target_tokens drops them instead"})
     max_train_samples: int | None = field(default=None, metadata={"help": "use only the first N training pairs"})
     max_eval_samples: int | None = field(default=None, metadata={"help": "use only the first N validation pairs"})
     max_test_samples: int | None = field(default=None, metadata={"help": "use only the first N test pairs"})
@@ -93,12 +97,57 @@ class DataArguments:
         default=None,
         metadata={"help": "fill each training batch to this many padded source + target tokens per process (length "
                           "buckets, shuffled; as fairseq --max-tokens) instead of --per_device_train_batch_size "
-                          "sentences; replaces --train_sampling_strategy"},
+                          "sentences; replaces --train_sampling_strategy; with --streaming, built window by "
+                          "window (--streaming_window_pairs)"},
     )
+    preprocessing_num_workers: int | None = field(default=None, metadata={
+        "help": "processes that tokenize a corpus read into memory (datasets' map num_proc; run_translation.py's "
+                "flag); default: one"})
+    filter_max_source_tokens: int | None = field(default=None, metadata={
+        "help": "drop (not truncate) training pairs whose source is longer than N tokens of the run's tokenizer, "
+                "</s> included; counted per split in results.json"})
+    filter_max_target_tokens: int | None = field(default=None, metadata={
+        "help": "drop (not truncate) training pairs whose target is longer than N tokens of the run's tokenizer, "
+                "</s> included"})
+    filter_max_length_ratio: float | None = field(default=None, metadata={
+        "help": "drop training pairs whose longer side has more than R times the tokens of the shorter (tokens "
+                "of the run's tokenizer, </s> included)"})
+    filter_identical: bool = field(default=False, metadata={
+        "help": "drop training pairs whose source and target are the same text (up to whitespace)"})
+    filter_duplicates: bool = field(default=False, metadata={
+        "help": "drop training pairs that repeat an earlier pair of their split (both sides, up to whitespace), "
+                "keeping the first"})
+    filter_validation_and_test: bool = field(default=False, metadata={
+        "help": "apply the --filter_* flags to the validation and test splits too (by default they are kept "
+                "whole)"})
+    streaming_window_pairs: int | None = field(default=None, metadata={
+        "help": "with --streaming and --max_tokens_per_batch: pairs read ahead, sorted by length and cut into "
+                f"batches at a time; memory grows with it (default {DEFAULT_STREAMING_WINDOW_PAIRS:,})"})
 
     def sample_limits(self) -> dict[str, int | None]:
         """The number of pairs to use of each split (None: all)."""
         return {"train": self.max_train_samples, "validation": self.max_eval_samples, "test": self.max_test_samples}
+
+    def pair_filters(self) -> PairFilters:
+        return PairFilters(max_source_tokens=self.filter_max_source_tokens,
+                           max_target_tokens=self.filter_max_target_tokens,
+                           max_length_ratio=self.filter_max_length_ratio, identical=self.filter_identical,
+                           duplicates=self.filter_duplicates)
+
+    def filtered_splits(self) -> tuple[str, ...]:
+        """The splits the --filter_* flags apply to."""
+        return ("train", "validation", "test") if self.filter_validation_and_test else ("train",)
+
+    @property
+    def streaming_window(self) -> int:
+        """Pairs of a stream batched together (``--streaming_window_pairs``, or its default)."""
+        return self.streaming_window_pairs or DEFAULT_STREAMING_WINDOW_PAIRS
+
+
+# --filter_* flag of each PairFilters field, for its errors
+FILTER_FLAGS = {"max_source_tokens": "--filter_max_source_tokens",
+                "max_target_tokens": "--filter_max_target_tokens",
+                "max_length_ratio": "--filter_max_length_ratio"}
 
 
 @dataclass
@@ -307,6 +356,9 @@ def tokenizer_arguments(model_args: ModelArguments, data_args: DataArguments) ->
         "dataset": data_args.dataset, "dataset_config": data_args.dataset_config,
         "data_dir": data_args.data_dir, "source_lang": data_args.source_lang,
         "target_lang": data_args.target_lang, "max_train_samples": data_args.max_train_samples,
+        # the text filters decide what the tokenizer learns from (None: none; an older record has no such key)
+        "text_filters": sorted(name for name in ("identical", "duplicates")
+                               if getattr(data_args.pair_filters(), name)) or None,
     }
 
 
@@ -345,6 +397,7 @@ def load_model_config(name_or_path: str):
                                f"could not be loaded as a Hub model: {reason}") from error
 
 
-__all__ = ["ARGUMENT_GROUPS", "DataArguments", "DecodingArguments", "JobArguments", "ModelArguments",
-           "SelectionArguments", "TrainingArguments", "build_config", "default_training_arguments", "given_tokenizer",
-           "load_recipe", "model_config_overrides", "parse_args", "subword_samplers", "tokenizer_arguments"]
+__all__ = ["ARGUMENT_GROUPS", "FILTER_FLAGS", "DataArguments", "DecodingArguments", "JobArguments",
+           "ModelArguments", "SelectionArguments", "TrainingArguments", "build_config", "default_training_arguments",
+           "given_tokenizer", "load_recipe", "model_config_overrides", "parse_args", "subword_samplers",
+           "tokenizer_arguments"]

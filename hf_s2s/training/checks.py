@@ -6,12 +6,16 @@ flag, the value and what is allowed.
 import math
 from pathlib import Path
 
+from datasets import Dataset
+
 from ..data import corpus as data_lib
 from ..data import tokenization
+from ..data.filters import check_filters
 from ..data.regularization import check_regularization
 from ..models.loading import TOKENIZER_FILES, load_tokenizer, local_folder
 from .arguments import (
     FAMILIES,
+    FILTER_FLAGS,
     LENGTH_BOUND_FLAGS,
     DataArguments,
     DecodingArguments,
@@ -39,12 +43,13 @@ def check_arguments(model_args: ModelArguments, data_args: DataArguments, decodi
     check_inputs(model_args, data_args, selection_args, training_args)
     if data_args.streaming and training_args.max_steps <= 0:
         raise ValueError("--streaming reads a corpus of unknown length: give the number of steps with --max_steps")
-    if data_args.max_tokens_per_batch is not None and (data_args.streaming or data_args.max_tokens_per_batch < 1):
-        raise ValueError(f"--max_tokens_per_batch must be a positive number of tokens on a corpus read into memory "
-                         f"(not --streaming), got {data_args.max_tokens_per_batch}"
-                         f"{' with --streaming' if data_args.streaming else ''}")
+    if data_args.max_tokens_per_batch is not None and data_args.max_tokens_per_batch < 1:
+        raise ValueError(f"--max_tokens_per_batch must be a positive number of tokens, got "
+                         f"{data_args.max_tokens_per_batch}")
     if data_args.max_tokens_per_batch is not None:
         check_token_budget_batching(training_args)
+    check_streaming_batches(data_args, training_args)
+    check_corpus_filters(data_args, training_args)
     for flag, length in (("--max_source_length", data_args.max_source_length),
                          ("--max_target_length", data_args.max_target_length)):
         if length is not None and length < 2:
@@ -61,6 +66,9 @@ def check_arguments(model_args: ModelArguments, data_args: DataArguments, decodi
     if not 0.0 <= training_args.rdrop_alpha < math.inf:
         raise ValueError(f"--rdrop_alpha (the weight of R-Drop's KL term) must be a finite number >= 0 (0: off), got "
                          f"{training_args.rdrop_alpha}")
+    if data_args.preprocessing_num_workers is not None and data_args.preprocessing_num_workers < 1:
+        raise ValueError(f"--preprocessing_num_workers must be a positive number of processes, got "
+                         f"{data_args.preprocessing_num_workers}")
     for flag, limit in (("--max_train_samples", data_args.max_train_samples),
                         ("--max_eval_samples", data_args.max_eval_samples),
                         ("--max_test_samples", data_args.max_test_samples)):
@@ -148,6 +156,12 @@ def check_subword_regularization(model_args: ModelArguments, data_args: DataArgu
     if data_args.streaming:
         raise ValueError(f"{flag} segments the sentences of a corpus read into memory anew in each epoch; it cannot be "
                          "combined with --streaming")
+    token_filters = [FILTER_FLAGS[name] for name, value in vars(data_args.pair_filters()).items()
+                     if name in FILTER_FLAGS and value is not None]
+    if token_filters:
+        raise ValueError(f"{flag} segments each sentence anew in every epoch, so its token count changes; "
+                         f"{', '.join(token_filters)} judge the fixed segmentation, and cannot be combined with it: "
+                         "leave them out (--max_source_length and --max_target_length still cut what is too long)")
     if training_args.dataloader_persistent_workers and training_args.dataloader_num_workers > 0:
         raise ValueError(f"{flag} segments the sentences anew in each epoch, which persistent data loader workers "
                          "would not see: leave out --dataloader_persistent_workers")
@@ -214,7 +228,7 @@ def check_tokenizer_covers_corpus(tokenized_train, tokenizer, source: str) -> st
     """Refuse a tokenizer (``source`` says whose) that maps more than :data:`UNKNOWN_SHARE_LIMIT` of the tokenized
     training split's source or target tokens to <unk>; above :data:`UNKNOWN_SHARE_WARNING`, return the warning to
     log. A streamed split is not read for it."""
-    if not hasattr(tokenized_train, "column_names"):
+    if not isinstance(tokenized_train, Dataset):  # a stream has column_names too, and reading it reads it all
         return None
     shares = {"source": tokenization.unknown_token_share(tokenized_train["input_ids"], tokenizer.unk_token_id),
               "target": tokenization.unknown_token_share(tokenized_train["labels"],
@@ -273,6 +287,55 @@ def check_resumed_model(model_args: ModelArguments, data_args: DataArguments, tr
         options = "--model_type, --model_config, --recipe, --model_name_or_path"
         raise ValueError(f"--resume_from_checkpoint {checkpoint} holds a model of another configuration than this run "
                          f"builds: {'; '.join(differences)}; {RESUME_OR_START_AGAIN.format(options=options)}")
+
+
+def check_streaming_batches(data_args: DataArguments, training_args: TrainingArguments) -> None:
+    """Token-budget batches of a stream (``--streaming --max_tokens_per_batch``): the stream cannot be read
+    ahead of training to find a pair longer than the budget, so the length limits must keep every pair within
+    it; the window is a positive number of pairs and only means something there; the stream is read in the
+    main process."""
+    if data_args.streaming and training_args.accelerator_config.dispatch_batches:
+        raise ValueError("--streaming pads each process's batches to their own lengths: --accelerator_config "
+                         "dispatch_batches (process 0 reading a batch per process and concatenating them) cannot "
+                         "share them out; leave it out (each process then reads the stream and keeps its share)")
+    window = data_args.streaming_window_pairs
+    budget_on_stream = data_args.streaming and data_args.max_tokens_per_batch is not None
+    if window is not None and not budget_on_stream:
+        raise ValueError(f"--streaming_window_pairs {window} sets how much of a stream token-budget batches are "
+                         "built from: it needs --streaming and --max_tokens_per_batch")
+    if window is not None and window < 1:
+        raise ValueError(f"--streaming_window_pairs must be a positive number of pairs, got {window}")
+    if not budget_on_stream:
+        return
+    if training_args.dataloader_num_workers:
+        raise ValueError(f"--streaming with --max_tokens_per_batch batches the stream in the main process: "
+                         f"--dataloader_num_workers must be 0 (each worker would read the whole stream), got "
+                         f"{training_args.dataloader_num_workers}")
+    # per side, the tighter of the truncation limit (always set) and the length filter: (tokens, flag)
+    source = min((limit, flag) for limit, flag in (
+        (data_args.max_source_length, "--max_source_length"),
+        (data_args.filter_max_source_tokens, "--filter_max_source_tokens")) if limit is not None)
+    target = min((limit, flag) for limit, flag in (
+        (data_args.max_target_length, "--max_target_length"),
+        (data_args.filter_max_target_tokens, "--filter_max_target_tokens")) if limit is not None)
+    if source[0] + target[0] > data_args.max_tokens_per_batch:
+        raise ValueError(f"--max_tokens_per_batch {data_args.max_tokens_per_batch} on a stream must hold the "
+                         f"longest pair the length limits let through, {source[0]} ({source[1]}) + {target[0]} "
+                         f"({target[1]}) tokens: a stream is not read ahead to find longer ones; raise the budget or "
+                         "lower the limits")
+
+
+def check_corpus_filters(data_args: DataArguments, training_args: TrainingArguments) -> None:
+    """The --filter_* values, and --filter_validation_and_test only with a filter to apply."""
+    filters = data_args.pair_filters()
+    check_filters(filters, FILTER_FLAGS)
+    if data_args.filter_validation_and_test and not filters:
+        raise ValueError("--filter_validation_and_test applies the --filter_* flags to the validation and test "
+                         "splits, but none is set")
+    if filters and data_args.streaming and training_args.dataloader_num_workers:
+        raise ValueError(f"the corpus filters count what they remove from a stream in the process that reads it: "
+                         f"with --streaming, --dataloader_num_workers must be 0, got "
+                         f"{training_args.dataloader_num_workers}")
 
 
 def needed_splits(selection_args: SelectionArguments, training_args: TrainingArguments) -> dict[str, str]:
