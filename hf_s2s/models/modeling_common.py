@@ -386,6 +386,21 @@ class GenerationLengthDefault(GenerationHooks):
         # as Seq2SeqTrainer also does: a config marked as copied from the model config would save without the bound
         mark_generation_config_own(config)
 
+    def finish_loaded_generation_config(self, name_or_path) -> None:
+        """A loaded generation config that sets no length limit (the folder has no generation_config.json, so
+        transformers built one from config.json; or its file sets neither max_length nor max_new_tokens) gets
+        the family's lengths, as a new model has them, instead of generate()'s generic 20 tokens, which cut
+        longer translations without a word; said in one warning line. Every loader of the folder (hf-s2s
+        commands, the Python API, a process loading it as remote code) decodes alike."""
+        config = self.generation_config
+        if config.max_length is not None or config.max_new_tokens is not None:
+            return
+        self._set_default_generation_length()
+        logger.warning(f"{name_or_path} has no generation_config.json with a length limit: decoding with the "
+                       f"{self.config.model_type} defaults, max_length {config.max_length} and at most "
+                       f"{config.max_len_a} x source tokens + {config.max_len_b}, not transformers' generic "
+                       "20 tokens; save a generation config in the folder to decode otherwise")
+
     def generation_options(self, generation_config, kwargs: dict) -> dict:
         """The call's length bound, popped (a generation config without the fields would hand them to forward), and
         whether the call (or the generation config it passed) set max_length itself."""
