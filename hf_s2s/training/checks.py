@@ -23,6 +23,7 @@ from .arguments import (
 from .checkpoints import model_config_differences
 from .ema import EMA_FOLDER, check_ema_decay, check_ema_resume
 from .run_dir import check_output_dir, check_resume, run_inputs, tokenizer_arguments_match
+from .selection import check_average_replaceable
 from .trainer import check_token_budget_batching
 
 
@@ -65,6 +66,7 @@ def check_arguments(model_args: ModelArguments, data_args: DataArguments, decodi
                  EMA_FOLDER)
     if training_args.resume_from_checkpoint is not None:
         check_ema_resume(training_args.resume_from_checkpoint, selection_args.ema_decay)
+        check_average_replaceable(training_args.output_dir, selection_args.average_last_checkpoints)
     check_evaluation(training_args)
     if training_args.generation_config is not None:
         raise ValueError("--generation_config would replace the model's generation config for validation only, and "
