@@ -136,12 +136,11 @@ def test_a_generation_config_saved_without_the_fields_decodes_with_the_default_b
 
 
 @pytest.mark.parametrize("model_type", FAMILIES)
-def test_a_folder_without_generation_config_decodes_as_with_the_default_one_not_cut_at_20_tokens(model_type, tmp_path,
-                                                                                                  caplog):
-    """A folder written by someone else (save_pretrained of the config and weights alone, a deleted file):
-    transformers builds the generation config from config.json, and its generic max_length of 20 cut every
-    translation at 19 tokens. It decodes with the family's defaults, as the folder with the default generation
-    config, and one warning line says so."""
+def test_a_folder_without_generation_config_decodes_as_with_the_default_one(model_type, tmp_path, caplog):
+    """Not cut at 20 tokens: a folder written by someone else (save_pretrained of the config and weights
+    alone, a deleted file) gets a generation config transformers builds from config.json, whose generic
+    max_length of 20 cut every translation at 19 tokens. It decodes with the family's defaults, as the folder
+    with the default generation config, and one warning line says so."""
     model = model_of(model_type)
     model.save_pretrained(tmp_path / "with")
     model.save_pretrained(tmp_path / "without")
@@ -149,7 +148,8 @@ def test_a_folder_without_generation_config_decodes_as_with_the_default_one_not_
     rows = [[3 + i % 19 for i in range(25)] + [EOS], SOURCES[1]]  # 26 source tokens: a bound of 38
     with caplog.at_level(logging.WARNING):
         without = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "without")
-    warned = [record.getMessage() for record in caplog.records if "generation_config.json" in record.getMessage()]
+    warned = [record.getMessage() for record in caplog.records
+              if "generation_config.json" in record.getMessage()]
     assert len(warned) == 1 and warned[0].startswith(f"{tmp_path / 'without'} has no generation_config.json")
     caplog.clear()
     with_config = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "with")

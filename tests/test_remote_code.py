@@ -209,8 +209,8 @@ def test_a_folder_fine_tuned_without_hf_s2s_saves_completely_and_reloads_the_sam
 
 @pytest.mark.slow  # a process of its own
 def test_a_folder_without_generation_config_decodes_without_hf_s2s_as_with_the_default_one(tmp_path):
-    """The family's lengths for a folder without generation_config.json come from the model's own code, so a user
-    without hf_s2s gets them too: not transformers' generic max_length of 20."""
+    """The family's lengths for a folder without generation_config.json come from the model's own code, so a
+    user without hf_s2s gets them too: not transformers' generic max_length of 20."""
     with_config = save_tiny_model_folder(tmp_path / "with", "rnn_seq2seq", seed=1)
     without = Path(shutil.copytree(with_config, tmp_path / "without"))
     (without / "generation_config.json").unlink()

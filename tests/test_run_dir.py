@@ -220,8 +220,8 @@ def start_and_interrupt(command: list[str], written: Path, log: Path) -> subproc
 
 
 def printed_command(stderr: str, way: str) -> list[str]:
-    """The command a refusal, or the line of a stopped run, prints after ``way`` ("to resume it from its newest
-    checkpoint")."""
+    """The command a refusal, or the line of a stopped run, prints after ``way`` ("to resume it from its
+    newest checkpoint")."""
     found = re.search(rf"{way}: (.*?)(; to start again|; or choose|$)", stderr, flags=re.MULTILINE)
     assert found, stderr[-3000:]
     return shlex.split(found.group(1))
@@ -268,9 +268,9 @@ def test_an_interrupted_run_run_again_prints_a_command_that_works(tmp_path, stop
 def test_ctrl_c_ends_a_run_with_one_line_naming_the_way_on_and_status_130(tmp_path, stopped):
     """Ctrl-C during training is no traceback: one line says where the newest complete checkpoint is and
     prints the command that resumes from it (the command the rerun's refusal prints, whose working is tested
-    above), or, stopped before a checkpoint, the one that starts again; the status is 130, as for any command a
-    shell stops with Ctrl-C. A run started with --overwrite_output_dir resumes without it (the two are refused
-    together)."""
+    above), or, stopped before a checkpoint, the one that starts again; the status is 130, as for any
+    command a shell stops with Ctrl-C. A run started with --overwrite_output_dir resumes without it (the two
+    are refused together)."""
     out = tmp_path / "run"
     saving = ["--save_strategy", "steps", "--save_steps", "2"] if stopped == "after-a-checkpoint" else []
     command = [sys.executable, str(ROOT / "scripts" / "train.py"),

@@ -463,26 +463,26 @@ def test_health_models_metrics_and_openapi_docs(server):
 
 
 def without_generation_config(folder: Path, copy: Path) -> Path:
-    """A copy of ``folder`` without generation_config.json, as written by hand with save_pretrained of the config
-    and weights alone."""
+    """A copy of ``folder`` without generation_config.json, as written by hand with save_pretrained of the
+    config and weights alone."""
     shutil.copytree(folder, copy)
     (copy / "generation_config.json").unlink()
     return copy
 
 
 def drop_end_token(folder: Path) -> None:
-    """No generation_config.json and a config.json without eos_token_id: the generation config transformers builds
-    from it names no end token."""
+    """No generation_config.json and a config.json without eos_token_id: the generation config transformers
+    builds from it names no end token."""
     (folder / "generation_config.json").unlink()
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "eos_token_id": None}))
 
 
 def test_serve_command_refuses_folders_it_cannot_serve_in_one_line(folders, tmp_path):
-    """Folders written by someone else: a damaged JSON file, a generation config (or, without one, the config.json
-    transformers builds it from) without the tokens generate() needs, a default beam count over --max-beams. Each is
-    one error line naming the file or option; the host cannot be listened on, so a folder that is not refused fails
-    the test at once instead of serving."""
+    """Folders written by someone else: a damaged JSON file, a generation config (or, without one, the
+    config.json transformers builds it from) without the tokens generate() needs, a default beam count over
+    --max-beams. Each is one error line naming the file or option; the host cannot be listened on, so a folder
+    that is not refused fails the test at once instead of serving."""
     broken = {}
     for name, change in [("no_end_token_in_config", drop_end_token),
                          ("damaged_generation_config", lambda f: (f / "generation_config.json").write_text('{"a": ')),
@@ -505,9 +505,10 @@ def test_serve_command_refuses_folders_it_cannot_serve_in_one_line(folders, tmp_
 
 
 def test_a_folder_without_generation_config_is_served_as_with_the_default_one(folders, engines, tmp_path):
-    """serve decodes a folder without generation_config.json as hf-s2s translate does, with the family's defaults
-    (it refused such folders; transformers' generic max_length would cut every translation at 19 tokens): what the
-    command checks lets it pass, and each request gets the translations of the folder with its generation config."""
+    """serve decodes a folder without generation_config.json as hf-s2s translate does, with the family's
+    defaults (it refused such folders; transformers' generic max_length would cut every translation at 19
+    tokens): what the command checks lets it pass, and each request gets the translations of the folder with
+    its generation config."""
     folder = without_generation_config(folders["tf"], tmp_path / "tf")
     check_model_folder(folder)  # what the command checks before loading
     sentences = [" ".join("abcdefghij"[(i * k) % 10] for k in range(30)) for i in (1, 3)]  # 30 words each

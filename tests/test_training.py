@@ -399,9 +399,9 @@ def folder_bytes(folder: Path) -> dict[str, bytes]:
 @pytest.mark.slow
 def test_a_resumed_run_replaces_its_own_average_and_refuses_another_before_training(tmp_path):
     """A resumed run that averages replaces averaged/ after training, and only an average hf-s2s wrote there,
-    unchanged. The run's own is one (the run's decoding settings written into it are recorded with it; they read
-    as changed files after training before); one written before 0.3.0, which kept no record, is refused before
-    anything is read or trained (after training before), naming it; nothing is deleted."""
+    unchanged. The run's own is one: the decoding settings the run writes into it are recorded with it (they
+    read as changed files, refused after training). One written before 0.3.0, which kept no record, is refused
+    before anything is read or trained (it was refused after training), naming it; nothing is deleted."""
     averaging = ("--average_last_checkpoints", "2", "--test_num_beams", "1")
     run(*tiny_args(tmp_path, "transformer_seq2seq", *averaging))
     record = tmp_path / "averaged" / RECORD_FILE
@@ -413,10 +413,11 @@ def test_a_resumed_run_replaces_its_own_average_and_refuses_another_before_train
     with pytest.raises(SystemExit) as refused:
         run_command("train", resumed)
     assert str(refused.value.code) == (
-        f"error: --average_last_checkpoints 2 writes the checkpoint average into {tmp_path / 'averaged'} after "
-        f"training, replacing only an average written there by hf-s2s, unchanged, and it holds no {RECORD_FILE} (the "
-        f"record hf-s2s average-checkpoints writes of its output); nothing was deleted: move "
-        f"{tmp_path / 'averaged'} out of {tmp_path} to resume with averaging, or leave out --average_last_checkpoints")
+        f"error: --average_last_checkpoints 2 writes the checkpoint average into {tmp_path / 'averaged'} "
+        f"after training, replacing only an average written there by hf-s2s, unchanged, and it holds no "
+        f"{RECORD_FILE} (the record hf-s2s average-checkpoints writes of its output); nothing was deleted: "
+        f"move {tmp_path / 'averaged'} out of {tmp_path} to resume with averaging, or leave out "
+        "--average_last_checkpoints")
     assert folder_bytes(tmp_path) == before  # nothing trained, written or deleted
 
     record.write_bytes(recorded)

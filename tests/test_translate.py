@@ -349,16 +349,20 @@ def test_greedy_scores_under_a_target_vocabulary_of_another_size_are_each_senten
 @pytest.mark.slow  # two processes
 def test_a_folder_without_generation_config_translates_as_with_the_default_one_and_says_so(tmp_path):
     """transformers builds a missing generation config from config.json, whose generic max_length cut every
-    translation at 19 tokens; the command decodes with the family's defaults instead, and says so in one line."""
+    translation at 19 tokens; the command decodes with the family's defaults instead, and says so in one
+    line."""
     with_config = save_tiny_model_folder(tmp_path / "with", "transformer_seq2seq")
     without = Path(shutil.copytree(with_config, tmp_path / "without"))
     (without / "generation_config.json").unlink()
-    sources = "".join(" ".join("abcdefghij"[(i * k) % 10] for k in range(30)) + "\n" for i in (1, 3))  # 30 words
-    done = {folder: run_translate(str(folder), "--beams", "1", stdin=sources) for folder in (with_config, without)}
+    sources = "".join(" ".join("abcdefghij"[(i * k) % 10] for k in range(30)) + "\n"  # 30 words each
+                      for i in (1, 3))
+    done = {folder: run_translate(str(folder), "--beams", "1", stdin=sources)
+            for folder in (with_config, without)}
     assert all(completed.returncode == 0 for completed in done.values()), done[without].stderr[-2000:]
     assert done[without].stdout == done[with_config].stdout
     tokenizer = load_tokenizer(with_config)
     assert max(len(tokenizer(line).input_ids) for line in done[without].stdout.splitlines()) > 20
     warned = [line for line in done[without].stderr.splitlines() if "generation_config.json" in line]
-    assert len(warned) == 1 and warned[0].startswith(f"{without} has no generation_config.json with a length limit")
+    assert len(warned) == 1 and warned[0].startswith(f"{without} has no generation_config.json with a length "
+                                                     "limit")
     assert "generation_config.json" not in done[with_config].stderr

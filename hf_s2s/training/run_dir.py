@@ -297,24 +297,24 @@ def earlier_run_message(output_dir: Path, earlier: list[Path], ema_folder: str |
     newest = latest_intact_checkpoint(output_dir, ema_folder=ema_folder)
     if newest is None:
         return f"{stopped} and has no complete checkpoint to resume from; to {again}; {elsewhere}"
-    return f"{stopped}; {RESUME_WAY}: {command_with(command, '--resume_from_checkpoint', str(newest))}; to {again}; " \
-        f"{elsewhere}"
+    resume = command_with(command, "--resume_from_checkpoint", str(newest))
+    return f"{stopped}; {RESUME_WAY}: {resume}; to {again}; {elsewhere}"
 
 
 def interrupted_run_message(output_dir: str | Path, ema_folder: str | None = None,
                             command: list[str] | None = None) -> str:
-    """What ``hf-s2s train`` says when Ctrl-C stops a run in ``output_dir``: where its newest intact checkpoint is
-    (one with the EMA's weights when ``ema_folder``) and the ``command`` that resumes from it; without one, the
-    command that starts again (deleting what the run wrote, when it wrote anything), as a rerun's refusal
-    (:func:`earlier_run_message`) would print it."""
+    """What ``hf-s2s train`` says when Ctrl-C stops a run in ``output_dir``: where its newest intact
+    checkpoint is (one with the EMA's weights when ``ema_folder``) and the ``command`` that resumes from it;
+    without one, the command that starts again (deleting what the run wrote, when it wrote anything), as a
+    rerun's refusal (:func:`earlier_run_message`) would print it."""
     output_dir = Path(output_dir)
     newest = latest_intact_checkpoint(output_dir, ema_folder=ema_folder) if output_dir.is_dir() else None
     if newest is not None:
-        return (f"the run stopped before it finished; its newest complete checkpoint is {newest}; {RESUME_WAY}: "
-                f"{command_with(command, '--resume_from_checkpoint', str(newest))}")
+        return (f"the run stopped before it finished; its newest complete checkpoint is {newest}; "
+                f"{RESUME_WAY}: {command_with(command, '--resume_from_checkpoint', str(newest))}")
     if run_files(output_dir):
-        return ("the run stopped before its first complete checkpoint; to start again, deleting what it wrote: "
-                f"{command_with(command, '--overwrite_output_dir')}")
+        return ("the run stopped before its first complete checkpoint; to start again, deleting what it "
+                f"wrote: {command_with(command, '--overwrite_output_dir')}")
     return f"the run stopped before it wrote anything; to start again: {command_with(command)}"
 
 
@@ -329,7 +329,8 @@ _BOOLEAN_WORDS = {"true", "false", "yes", "no", "t", "f", "y", "n", "1", "0"}
 def command_with(command: list[str] | None, *flag: str) -> str:
     """``command``, the command line that started a run, as the user can type it again with ``flag`` (and its
     value) added, and without the flags of :data:`_WAY_FLAGS` it held (a run cannot both resume and start
-    again); "pass FLAG" when the command is not known (under a launcher), "the same command" without a flag."""
+    again); "pass FLAG" when the command is not known (under a launcher), "the same command" without a
+    flag."""
     if not command:
         return "pass " + " ".join(flag) if flag else "the same command"
     kept, index = [], 0
