@@ -17,6 +17,7 @@
 """
 
 import filecmp
+import io
 import itertools
 import json
 import os
@@ -37,12 +38,14 @@ from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer  # noq
 from hf_s2s.cli import run_command  # noqa: E402
 from hf_s2s.data.synthetic import FIRST_SYMBOL_ID, PAD_ID, reversal_dataset  # noqa: E402
 from hf_s2s.importers.vocabulary import SpecialTokens, word_level_tokenizer  # noqa: E402
-from hf_s2s.inference import onnx_runtime  # noqa: E402
+from hf_s2s.inference import decoding, onnx_runtime  # noqa: E402
 from hf_s2s.inference.onnx import RNNDecoderStepForOnnx, RNNEncoderForOnnx, export_onnx, graph_specs  # noqa: E402
 from hf_s2s.inference.onnx_runtime import OnnxSeq2Seq  # noqa: E402
+from hf_s2s.inference.translate import translate  # noqa: E402
 from hf_s2s.models.configuration_rnn_seq2seq import DECODER_INITS  # noqa: E402
+from hf_s2s.models.loading import load_model, load_tokenizer  # noqa: E402
 from tests.helpers import TINY, random_tiny_model, single_thread, train_reversal  # noqa: E402
-from tests.saved_folders import separate_vocabulary_folders  # noqa: E402
+from tests.saved_folders import save_tiny_model_folder, separate_vocabulary_folders  # noqa: E402
 
 # also run by CI on the oldest supported releases (constraints/oldest.txt)
 pytestmark = pytest.mark.compat
@@ -158,6 +161,7 @@ def test_the_command_writes_the_folder(trained, runtime):
             "tokenizer_config.json"} <= set(manifest["files"])
     assert sorted(p.name for p in out.iterdir()) == sorted([*manifest["files"], "onnx_manifest.json"])
     assert filecmp.cmp(out / "onnx_runtime.py", onnx_runtime.__file__, shallow=False)
+    assert filecmp.cmp(out / "decoding.py", decoding.__file__, shallow=False)
     assert json.loads((out / "generation_config.json").read_text())["max_len_a"] == 1.3  # the bound, written out
     for name, session in (("encoder", runtime.encoder), ("decoder_step", runtime.decoder_step)):
         assert [i.name for i in session.get_inputs()] == list(manifest[name]["inputs"])
@@ -191,6 +195,7 @@ def test_the_runtime_needs_no_torch(trained, tmp_path):
     imported, translates as tokenizer + generate() + batch_decode."""
     model, tokenizer, _, out = trained
     blocked = "import runpy, sys\nfor name in ('torch', 'transformers', 'hf_s2s'):\n    sys.modules[name] = None\n" \
+              f"sys.path.insert(0, {str(out)!r})  # as python OUT/onnx_runtime.py puts its folder first\n" \
               f"sys.argv = ['onnx_runtime.py', {str(out)!r}, '--beams', '2', '--threads', '1']\n" \
               f"runpy.run_path({str(out / 'onnx_runtime.py')!r}, run_name='__main__')\n"
     completed = subprocess.run([sys.executable, "-c", blocked], input="\n".join(SENTENCES) + "\n", capture_output=True,
@@ -250,6 +255,39 @@ def test_user_errors_are_one_error_line(tmp_path, capsys):
         message = cli_error(capsys, *argv)
         assert message.startswith("error: ") and "\n" not in message and expected in message, (argv, message)
     assert (taken / "notes.txt").read_text() == "mine" and not (tmp_path / "out").exists()
+
+
+def test_export_refuses_a_generation_config_the_runtime_cannot_decode(tmp_path, capsys):
+    """A setting the runtime does not implement would refuse every translation of the export: it is named before
+    the export starts, and nothing is written."""
+    folder = save_tiny_model_folder(tmp_path / "model", "rnn_seq2seq")
+    config = json.loads((folder / "generation_config.json").read_text())
+    (folder / "generation_config.json").write_text(json.dumps({**config, "no_repeat_ngram_size": 3}))
+    message = cli_error(capsys, folder, tmp_path / "onnx")
+    assert message.startswith("error: the generation config sets no_repeat_ngram_size=3, which the ONNX runtime does "
+                              "not implement")
+    assert not (tmp_path / "onnx").exists()
+
+
+def test_the_runtimes_command_reads_lines_and_takes_flags_as_translate_does(tmp_path, capsys, monkeypatch):
+    """``python OUT/onnx_runtime.py``: blank lines come back blank in place, a line's \\r\\n end and the input's
+    byte-order mark are not part of a sentence, the length bound's flags and --batch-size decode as translate's,
+    and a bad option is one error line."""
+    folder = save_tiny_model_folder(tmp_path / "model", "transformer_seq2seq", seed=3)
+    model, tokenizer = load_model(folder), load_tokenizer(folder)
+    export_onnx(model, tmp_path / "onnx", tokenizer=tokenizer)
+    lines = ["a b c", "", "d e f g h", "   ", "b"]
+    for flags, options in ((["--max-len-a", "0.5"], {"max_len_a": 0.5}), (["--no-length-bound", "--max-new-tokens",
+                                                                           "7"], {"max_len_a": None, "max_len_b": None,
+                                                                                  "max_new_tokens": 7})):
+        monkeypatch.setattr(sys, "stdin", io.StringIO("\ufeff" + "\r\n".join(lines) + "\r\n"))
+        assert onnx_runtime.main([str(tmp_path / "onnx"), "--threads", "1", "--batch-size", "2", *flags]) == 0
+        with single_thread():
+            expected = [hypotheses[0].text for hypotheses in translate(model, tokenizer, lines, **options)]
+        assert capsys.readouterr().out.split("\n")[:-1] == expected
+        assert expected[1] == expected[3] == "" and all(expected[i] for i in (0, 2, 4))
+    with pytest.raises(SystemExit, match=r"error: num_beams \(--beams\) must be a whole number >= 1, got 0"):
+        onnx_runtime.main([str(tmp_path / "onnx"), "--beams", "0", "--sentence", "a b"])
 
 
 def test_a_training_model_is_refused():

@@ -28,8 +28,9 @@ from ..data import corpus as data_lib
 from ..data import tokenization
 from ..hub.card import write_model_card
 from ..hub.results import DecodingScores, RunResults
+from ..inference.decoding import DEFAULT_LENGTH_PENALTY
 from ..inference.plots import plot_alignment
-from ..inference.translate import DEFAULT_BATCH_SIZE, alignment, configured_length_penalty, translate
+from ..inference.translate import DEFAULT_BATCH_SIZE, alignment, translate
 from ..metrics import build_compute_metrics, compute_translation_metrics
 from ..models.loading import load_model, load_tokenizer
 from ..models.modeling_common import LENGTH_BOUND_FIELDS
@@ -304,9 +305,11 @@ def evaluate_test_set(model, tokenizer, test_pairs, data_args: DataArguments, de
     # the length limit the folder decodes with: a max_new_tokens (kept only without --generation_max_length) wins
     length = {"max_new_tokens": config.max_new_tokens} if config.max_new_tokens is not None else \
         {"max_length": config.max_length}
+    # the folder's length penalty, as hf-s2s translate completes it (a converted Joey NMT folder carries 0)
+    length_penalty = DEFAULT_LENGTH_PENALTY if config.length_penalty is None else config.length_penalty
     for num_beams in decoding_args.test_beams():
         decoding = {"num_beams": num_beams, **length,
-                    "length_penalty": configured_length_penalty(config, None), "batch_size": DEFAULT_BATCH_SIZE,
+                    "length_penalty": length_penalty, "batch_size": DEFAULT_BATCH_SIZE,
                     "max_source_length": data_args.max_source_length,
                     # the source-relative length bound the saved generation config carries (absent in other families)
                     **{name: getattr(model.generation_config, name) for name in LENGTH_BOUND_FIELDS
