@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from transformers import pipeline
 
 import hf_s2s  # noqa: F401
 from hf_s2s.data.tokenization import TranslationTokenizers, train_tokenizer_from_texts
@@ -366,3 +367,17 @@ def test_a_folder_without_generation_config_translates_as_with_the_default_one_a
     assert len(warned) == 1 and warned[0].startswith(f"{without} has no generation_config.json with a length "
                                                      "limit")
     assert "generation_config.json" not in done[with_config].stderr
+
+
+def test_a_folder_without_generation_config_translates_in_the_pipeline_as_with_the_default_one(tmp_path):
+    """The translation pipeline (the folder's own, as remote code) decodes such a folder as the folder with its
+    generation config, not cut at transformers' generic 20 tokens."""
+    with_config = save_tiny_model_folder(tmp_path / "with", "transformer_seq2seq")
+    without = Path(shutil.copytree(with_config, tmp_path / "without"))
+    (without / "generation_config.json").unlink()
+    sources = [" ".join("abcdefghij"[(i * k) % 10] for k in range(30)) for i in (1, 3)]  # 30 words each
+    translations = {folder: [output["translation_text"] for output in pipeline(
+        "translation", model=str(folder), trust_remote_code=True)(sources)] for folder in (with_config, without)}
+    assert translations[without] == translations[with_config]
+    tokenizer = load_tokenizer(with_config)
+    assert max(len(tokenizer(line).input_ids) for line in translations[without]) > 20

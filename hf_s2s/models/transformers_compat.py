@@ -35,8 +35,8 @@ Private hooks of ``GenerationMixin`` overridden (in ``GenerationHooks``), and wh
   the RNN does not read.
 - ``_reorder_cache``: beam search calls it when the model defines it; forwards to ``reorder_beam_cache``.
 - ``adjust_generation_fn`` (public, undocumented): where ``from_pretrained`` reads the folder's generation
-  config, or builds one from config.json when the folder has none; the model completes what was read
-  (``finish_loaded_generation_config``).
+  config, or builds one from config.json when the folder has none; the model is told what was read
+  (``on_generation_config_loaded``).
 
 Private attributes read
 - ``GenerationConfig._eos_token_tensor`` / ``_pad_token_tensor`` (set by ``generate()`` from the special ids):
@@ -224,8 +224,8 @@ class GenerationHooks:
         """A cache of the model's own for this generate() call, or None for transformers' choice."""
         return None
 
-    def finish_loaded_generation_config(self, name_or_path) -> None:
-        """Complete the generation config ``from_pretrained`` read from ``name_or_path`` (built from its
+    def on_generation_config_loaded(self, name_or_path) -> None:
+        """``from_pretrained`` has read the generation config of ``name_or_path`` (built it from its
         config.json where the folder has no generation_config.json)."""
 
     @staticmethod
@@ -286,4 +286,4 @@ class GenerationHooks:
         super().adjust_generation_fn(generation_config, from_auto_class, from_pipeline, name_or_path, *args,
                                      **kwargs)
         if generation_config is None:  # none given to from_pretrained: the folder's decides
-            self.finish_loaded_generation_config(name_or_path)
+            self.on_generation_config_loaded(name_or_path)

@@ -9,7 +9,7 @@ otherwise fail, or decode wrongly, on every request.
   ``generate()``. Without generation_config.json, transformers builds the generation config from
   config.json, so that file's tokens are checked; the model then decodes with its family's default
   lengths, as ``hf-s2s translate`` does, and the load says so in one warning line
-  (``GenerationLengthDefault.finish_loaded_generation_config``).
+  (``GenerationLengthDefault.on_generation_config_loaded``).
 
 No optional dependency here, so that the command checks folders before it needs the serve extra's packages.
 """
