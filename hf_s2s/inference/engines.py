@@ -38,7 +38,7 @@ from .translate import (
     DEFAULT_BATCH_SIZE,
     Hypothesis,
     _source_limit,
-    alignment,
+    attentions,
     check_models_support,
     check_translation,
     length_bound_arguments,
@@ -52,11 +52,14 @@ TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 @dataclass
 class Alignment:
     """The cross-attention that produced each target token of a sentence's best translation: the last decoder
-    layer's, averaged over heads (as ``hf-s2s translate --plot-alignment`` draws it)."""
+    layer's, averaged over heads (as ``hf-s2s translate --plot-alignment`` draws it); with every layer's and head's
+    weights when they were asked for (:meth:`Engine.alignment`)."""
 
     source_tokens: list[str]
     target_tokens: list[str]
     weights: list[list[float]]  # (target tokens, source tokens), each row sums to 1
+    cross_attentions: list | None = None  # (decoder layers, heads, target tokens, source tokens)
+    encoder_attentions: list | None = None  # (encoder layers, heads, source tokens, source tokens); None: an RNN
 
 
 class Engine:
@@ -119,8 +122,9 @@ class Engine:
         raise ValueError(f"the {self.name} engine gives no alignments; decode with the torch engine (--engine torch) "
                          "for them")
 
-    def alignment(self, sentence: str, options: DecodingOptions) -> Alignment:
-        """The alignment of ``sentence``'s best translation (:meth:`check_alignment` says where there is none)."""
+    def alignment(self, sentence: str, options: DecodingOptions, output_attentions: bool = False) -> Alignment:
+        """The alignment of ``sentence``'s best translation (:meth:`check_alignment` says where there is none), with
+        every layer's and head's weights if ``output_attentions``."""
         self.check_alignment()
         raise NotImplementedError
 
@@ -162,10 +166,15 @@ class TorchEngine(Engine):
     def check_alignment(self) -> None:
         check_models_support([self.config], alignment=True)  # an RNN without attention has none
 
-    def alignment(self, sentence: str, options: DecodingOptions) -> Alignment:
+    def alignment(self, sentence: str, options: DecodingOptions, output_attentions: bool = False) -> Alignment:
         best = {**options.generate_kwargs(), "num_return_sequences": 1}  # translate()'s first translation
-        weights, source_tokens, target_tokens = alignment(self.model, self.tokenizer, sentence, **best)
-        return Alignment(source_tokens, target_tokens, weights.float().tolist())
+        found = attentions(self.model, self.tokenizer, sentence, **best)
+        result = Alignment(found.source_tokens, found.target_tokens, found.alignment().float().tolist())
+        if output_attentions:
+            result.cross_attentions = found.cross_attentions.float().tolist()
+            if found.encoder_attentions is not None:
+                result.encoder_attentions = found.encoder_attentions.float().tolist()
+        return result
 
 
 @dataclass

@@ -11,11 +11,14 @@ otherwise fail, or decode wrongly, on every request.
   lengths, as ``hf-s2s translate`` does, and the load says so in one warning line
   (``GenerationLengthDefault.on_generation_config_loaded``).
 
-No optional dependency here, so that the command checks folders before it needs the serve extra's packages.
+No optional dependency here (the config is read with transformers, as every command reads it), so that the command
+checks folders before it needs the serve extra's packages.
 """
 
 import json
 from pathlib import Path
+
+from ..models.loading import load_config
 
 # The JSON files of a saved folder that loading reads.
 JSON_FILES = ("config.json", "generation_config.json", "tokenizer_config.json", "tokenizer.json")
@@ -36,6 +39,7 @@ def check_model_folder(folder: str | Path) -> None:
     files = {name: _read_json_object(folder / name) for name in JSON_FILES if (folder / name).is_file()}
     if "config.json" not in files:
         return  # the loader says the folder holds no config.json
+    load_config(folder)  # a folder that needs code of its own to load is named as such, whatever else it lacks
     name = "generation_config.json" if "generation_config.json" in files else "config.json"
     missing = [names[0] for names in _NEEDED_TOKENS if all(files[name].get(field) is None for field in names)]
     if missing:
