@@ -428,8 +428,8 @@ def generation_config(config, testing: Section) -> GenerationConfig:
         min_new_tokens=testing.integer("min_output_length", 1, minimum=0),  # Joey forbids </s> before it
     )
     if beam_size > 1:
-        # beam_alpha <= 0: hypotheses ranked by summed log-probability; Joey's GNMT penalty ((5 + n) /
-        # 6)^alpha for alpha > 0 is not generate()'s n^alpha: the closest is kept, and a note says it differs
+        # beam_alpha <= 0: hypotheses ranked by summed log-probability; Joey's GNMT penalty
+        # ((5 + n) / 6)^alpha for alpha > 0 is not generate()'s n^alpha: the closest is kept, a note says so
         generation.length_penalty = 0.0 if beam_alpha <= 0 else float(beam_alpha)
     if max_output_length > 0:
         generation.max_new_tokens = max_output_length
@@ -476,15 +476,16 @@ def convert(checkpoint: Path, config: Path | None = None, source_vocab: Path | N
     if sources.index(SPECIALS.pad) != hf_config.pad_token_id:
         raise CheckpointError(f"{source_path} and {target_path} put <pad> at different ids")
     check_vocabulary_sizes(state, len(sources), len(targets), str(source_path), str(target_path))
+    testing = options.section("testing")
+    generation = generation_config(hf_config, testing)
+    notes += decoding_steps(testing)
     model = model_class(hf_config)
     load_converted(model, state)
     model.eval()
-    testing = options.section("testing")
-    model.generation_config = generation_config(hf_config, testing)
+    model.generation_config = generation
     model._set_default_generation_length()
-    if model.generation_config.max_new_tokens is not None:  # max_output_length is Joey's only cap then
-        model.generation_config.max_length = None
-    notes += decoding_steps(testing)
+    if generation.max_new_tokens is not None:  # max_output_length is Joey's only cap then
+        generation.max_length = None
     tokenizer = translation_tokenizer(sources, targets, SPECIALS, source_eos=True)
     shown = ("beam_size", "beam_alpha", "min_output_length", "max_output_length")
     details = {"encoder_type": kind, "model": model_options.values,
