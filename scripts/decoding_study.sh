@@ -25,8 +25,14 @@ COVERAGE=${COVERAGE:-1.0:0.01 1.0:0.05 0.2:0 0.2:0.2}
 PARTS=${PARTS:-weights ensembles coverage}
 CHECKPOINTS=${CHECKPOINTS:-3}
 
+usage="usage: $0 RUN_DIR [OTHER_MODEL_DIR ...]  (RUN_DIR: a training run's folder, with model/)"
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+  echo "$usage"
+  sed -n '2,15s/^# \{0,1\}//p' "$0"  # the comment above: what it prints, the arguments and the environment
+  exit 0
+fi
 if [ $# -lt 1 ] || [ ! -d "$1/model" ]; then
-  echo "usage: $0 RUN_DIR [OTHER_MODEL_DIR ...]  (RUN_DIR: a training run's folder, with model/)" >&2
+  echo "$usage" >&2
   exit 2
 fi
 run=${1%/}

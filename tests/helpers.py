@@ -1,5 +1,5 @@
-"""Helpers shared by the model tests: a fresh process where hf_s2s cannot be imported, and training on the
-synthetic reversal task through the real Seq2SeqTrainer."""
+"""Helpers shared by the model tests: a fresh process where hf_s2s cannot be imported, training on the
+synthetic reversal task through the real Seq2SeqTrainer, and generation continued from a returned cache."""
 
 import json
 import os
@@ -10,9 +10,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
-from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
+import torch.nn.functional as F
+from transformers import EncoderDecoderCache, Seq2SeqTrainer, Seq2SeqTrainingArguments
 
 from hf_s2s.data.synthetic import EOS_ID, PAD_ID, PaddingCollator, reversal_dataset
+from hf_s2s.models.transformers_compat import CACHE_NAME, output_cache
 
 # Tiny model configs of both families for pipeline-level tests (training runs, Hub folders).
 TINY = {
@@ -50,11 +52,22 @@ def random_tiny_model(model_type: str, vocab_size: int, seed: int = 0, attn_impl
     return model.eval()
 
 
-# Prepended to every script run by `run_without_hf_s2s`: hf_s2s is made unimportable (a None entry in
-# sys.modules makes `import hf_s2s` raise ImportError), and the script proves it before doing anything.
+# Prepended to every script run by `run_without_hf_s2s`: hf_s2s is made unimportable, as where it is not installed
+# (the editable install is on the path otherwise): a finder ahead of every other one raises ImportError for hf_s2s
+# and its submodules. The script proves it before doing anything.
 _BLOCK_HF_S2S = """
 import sys
-sys.modules["hf_s2s"] = None
+
+
+class _HfS2sIsNotInstalled:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "hf_s2s" or name.startswith("hf_s2s."):
+            raise ModuleNotFoundError(f"No module named {name!r} (blocked: a user without hf_s2s)", name=name)
+        return None
+
+
+sys.meta_path.insert(0, _HfS2sIsNotInstalled)
 try:
     import hf_s2s  # noqa: F401
 except ImportError:
@@ -151,6 +164,44 @@ def train_reversal(model, output_dir, num_symbols=8, max_len=6, num_train=3000, 
         return trainer.evaluate()["eval_exact_match"]
     finally:
         torch.set_num_threads(threads)
+
+
+def generate_in_one_and_in_two_calls(model, ids, mask, prompt, prompt_mask, new_tokens=4,
+                                     mask_covers_start=True):
+    """transformers' GenerationTesterMixin.test_generate_continue_from_past_key_values, in this suite's words:
+    greedy generation of ``new_tokens`` tokens after a decoder prompt (B, P) in one generate() call, and the
+    same in two calls, the second fed the first's cache, its sequences and the decoder mask extended over them
+    with ones. Returns the one call's output and the two calls' outputs.
+
+    generate() prepends the start token to a prompt that does not begin with it, and a 1 to its mask; the
+    first call's sequences begin with that token, so the continued call's mask gets its 1 too. transformers'
+    generic test leaves it out (``mask_covers_start=False``): its mask is then shifted one place against the
+    tokens (see docs/concepts.md). transformers cuts the continued call's tokens to those not in the cache
+    only when the mask is as long as they are."""
+    kwargs = dict(input_ids=ids, attention_mask=mask, do_sample=False, eos_token_id=-1, use_cache=True,
+                  return_dict_in_generate=True, output_scores=True)
+    with torch.no_grad():
+        one_call = model.generate(**kwargs, decoder_input_ids=prompt, decoder_attention_mask=prompt_mask,
+                                  max_new_tokens=new_tokens)
+        first = model.generate(**kwargs, decoder_input_ids=prompt, decoder_attention_mask=prompt_mask,
+                               max_new_tokens=new_tokens - 1)
+        sequences = first.sequences  # (B, 1 + P + new_tokens - 1): the start token, the prompt, new tokens
+        continued_mask = prompt_mask
+        if mask_covers_start:
+            continued_mask = torch.cat([torch.ones_like(prompt_mask[:, :1]), prompt_mask], dim=1)
+        continued_mask = F.pad(continued_mask, (0, sequences.shape[1] - continued_mask.shape[1]), value=1)
+        second = model.generate(**kwargs, decoder_input_ids=sequences, decoder_attention_mask=continued_mask,
+                                max_new_tokens=1, **{CACHE_NAME: output_cache(first)})
+    return one_call, first, second
+
+
+def cache_tensors(cache) -> list[torch.Tensor]:
+    """Every tensor a decoder cache holds: each layer's keys and values of both halves of an
+    EncoderDecoderCache (self-attention first), or the RNN state's tensors."""
+    if isinstance(cache, EncoderDecoderCache):
+        halves = (cache.self_attention_cache, cache.cross_attention_cache)
+        return [tensor for half in halves for layer in half.layers for tensor in (layer.keys, layer.values)]
+    return [tensor for tensor in cache.tensors() if tensor is not None]
 
 
 def labelled_batch():

@@ -9,7 +9,12 @@ from tests.helpers import TINY
 
 
 def tiny_args(output_dir, model_type="transformer_seq2seq", *extra):
-    return parse_args([
+    return parse_args(tiny_argv(output_dir, model_type, *extra))
+
+
+def tiny_argv(output_dir, model_type="transformer_seq2seq", *extra) -> list[str]:
+    """The command line of :func:`tiny_args`, for ``hf-s2s train``."""
+    return [
         "--dataset", "synthetic:reversal", "--source_lang", "src", "--target_lang", "tgt", "--vocab_size", "280",
         "--model_type", model_type, "--model_config", json.dumps(TINY[model_type]),
         "--max_train_samples", "256", "--max_eval_samples", "32", "--max_test_samples", "16",
@@ -17,7 +22,7 @@ def tiny_args(output_dir, model_type="transformer_seq2seq", *extra):
         "--per_device_train_batch_size", "32", "--per_device_eval_batch_size", "16", "--learning_rate", "3e-3",
         "--warmup_steps", "4", "--num_train_epochs", "2", "--generation_max_length", "16",
         "--test_num_beams", "1,2", "--num_sample_translations", "3", "--logging_steps", "1", *extra,
-    ])
+    ]
 
 
 def train_args(output_dir, *extra):

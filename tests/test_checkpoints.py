@@ -1,5 +1,6 @@
 """Checkpoint averaging refuses what would silently be wrong or destroy work: an output folder that already holds
-a model (unless asked to overwrite it, and then no stale results.json or card is left beside the new weights),
+files (asked to overwrite, it replaces only an earlier average, unchanged, whole; never a trained model's folder,
+whose results.json and card would describe other weights),
 checkpoints of different configs or sizes (an error naming what differs), and a checkpoint whose weights do not
 match its config."""
 
@@ -48,8 +49,8 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 def test_average_refuses_an_output_folder_holding_a_model_and_leaves_it_intact(checkpoints, trained_model_dir):
     before = snapshot(trained_model_dir)
-    with pytest.raises(FileExistsError, match=f"{trained_model_dir} already holds config.json, model.safetensors.*"
-                                              "results.json, README.md.*pass --overwrite_output_dir"):
+    with pytest.raises(FileExistsError, match=rf"{trained_model_dir} already holds files \(README.md, .*\): "
+                                              r"refusing to write into it; .* pass --overwrite_output_dir"):
         average_checkpoints([checkpoints["first"], checkpoints["second"]], trained_model_dir)
     assert snapshot(trained_model_dir) == before
 
@@ -63,23 +64,35 @@ def test_average_refuses_to_write_into_one_of_its_checkpoints_even_when_asked_to
 
 
 @pytest.mark.slow
-def test_average_script_refuses_without_a_traceback_and_overwrites_when_asked(checkpoints, trained_model_dir):
+def test_average_script_refuses_without_a_traceback_and_overwrites_only_an_earlier_average(checkpoints,
+                                                                                          trained_model_dir):
     command = [sys.executable, str(ROOT / "scripts" / "average_checkpoints.py"), "--checkpoints",
-               str(checkpoints["first"]), str(checkpoints["second"]), "--output", str(trained_model_dir)]
+               str(checkpoints["first"]), str(checkpoints["second"]), "--output"]
     before = snapshot(trained_model_dir)
-    completed = subprocess.run(command, capture_output=True, text=True, timeout=180)
-    assert completed.returncode == 1 and "Traceback" not in completed.stderr
-    assert f"error: {trained_model_dir} already holds" in completed.stderr
-    assert snapshot(trained_model_dir) == before
-    completed = subprocess.run([*command, "--overwrite_output_dir"], capture_output=True, text=True, timeout=180)
-    assert completed.returncode == 0, completed.stderr[-2000:]
-    # the new weights are the mean, and the results and card of the replaced weights are gone
-    assert not (trained_model_dir / "results.json").exists() and not (trained_model_dir / "README.md").exists()
+    for flags in ([], ["--overwrite_output_dir"]):  # a trained model's folder is not an average to replace
+        completed = subprocess.run([*command, str(trained_model_dir), *flags], capture_output=True, text=True,
+                                   timeout=180)
+        assert completed.returncode == 1 and "Traceback" not in completed.stderr
+        assert f"error: {trained_model_dir} already holds files" in completed.stderr or (
+            f"error: --overwrite_output_dir (overwrite=True) replaces only what hf-s2s average-checkpoints wrote into "
+            f"{trained_model_dir}, byte for byte, and it holds no hf_s2s_output.json") in completed.stderr, \
+            completed.stderr[-2000:]
+        assert snapshot(trained_model_dir) == before
+    averaged = trained_model_dir.parent / "averaged"
+    for flags in ([], ["--overwrite_output_dir"]):  # written, then replaced whole
+        completed = subprocess.run([*command, str(averaged), *flags], capture_output=True, text=True, timeout=180)
+        assert completed.returncode == 0, completed.stderr[-2000:]
     first, second = (load_file(checkpoints[name] / "model.safetensors") for name in ("first", "second"))
-    averaged = load_file(trained_model_dir / "model.safetensors")
-    assert set(averaged) == set(first)
+    mean = load_file(averaged / "model.safetensors")
+    assert set(mean) == set(first)
     for key in first:
-        torch.testing.assert_close(averaged[key], (first[key] + second[key]) / 2)
+        torch.testing.assert_close(mean[key], (first[key] + second[key]) / 2)
+    (averaged / "results.json").write_text("{}")  # an evaluation of the average: the next overwrite keeps it
+    completed = subprocess.run([*command, str(averaged), "--overwrite_output_dir"], capture_output=True, text=True,
+                               timeout=180)
+    assert completed.returncode == 1 and "results.json (not written by hf-s2s average-checkpoints)" in \
+        completed.stderr
+    assert (averaged / "results.json").read_text() == "{}"
 
 
 @pytest.mark.parametrize(("variant", "named"), [

@@ -10,7 +10,7 @@ tokens become the vocabulary. What cannot be exported, or where, is refused befo
 """
 
 import json
-import shutil
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -238,20 +238,23 @@ def test_bad_options_and_a_tokenizer_that_does_not_fit_are_refused(tmp_path):
 
 
 def test_output_folder_with_files_is_refused_unless_overwrite(tmp_path):
-    """Overwriting replaces the CTranslate2 files only: a stale shared_vocabulary.json would otherwise be loaded
-    in place of the new separate vocabularies; other files are left alone."""
+    """Overwriting replaces the earlier export whole: a stale shared_vocabulary.json would otherwise be loaded in
+    place of the new separate vocabularies. A file the export did not write makes it refuse, deleting nothing."""
     out = tmp_path / "out"
     export_ctranslate2(tiny_transformer(), out)
-    (out / "notes.txt").write_text("mine")
-    with pytest.raises(FileExistsError, match=r"already holds files \(config.json, model.bin, notes.txt, "
-                                              r"shared_vocabulary.json\): .* overwrite=True"):
+    with pytest.raises(FileExistsError, match=r"already holds files \(config.json, hf_s2s_output.json, model.bin, "
+                                              r"shared_vocabulary.json\): .* pass overwrite=True"):
         export_ctranslate2(tiny_transformer(), out)
-    assert (out / "shared_vocabulary.json").is_file()
+    (out / "notes.txt").write_text("mine")
+    before = files_of(out)
+    with pytest.raises(FileExistsError, match=r"it also holds notes.txt \(not written by hf-s2s export-ctranslate2\)"):
+        export_ctranslate2(tiny_transformer(), out, overwrite=True)
+    assert files_of(out) == before
+    (out / "notes.txt").unlink()
     separate = tiny_transformer(share_encoder_decoder_embeddings=False, decoder_vocab_size=37)
     export_ctranslate2(separate, out, overwrite=True)
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.bin", "notes.txt", "source_vocabulary.json",
-                                                     "target_vocabulary.json"]
-    assert (out / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "hf_s2s_output.json", "model.bin",
+                                                     "source_vocabulary.json", "target_vocabulary.json"]
     batch = padded([[5, 6, 7, EOS_ID], [9, EOS_ID]])
     assert translate_ids(translator(out), batch["input_ids"], batch["attention_mask"], 1, 8) == \
         generated(separate, batch, max_new_tokens=8)
@@ -261,31 +264,38 @@ def files_of(folder) -> dict:
     return {p.name: p.read_bytes() for p in folder.iterdir()}
 
 
-def test_overwrite_refuses_a_folder_that_holds_no_ctranslate2_model(tmp_path):
-    """--overwrite_output_dir replaces a CTranslate2 model, nothing else: not a transformers model folder (its
-    config.json would be replaced and the folder become unloadable), nor a folder of other files."""
+def test_overwrite_deletes_only_an_unchanged_export_of_its_own(tmp_path):
+    """--overwrite_output_dir replaces what hf-s2s export-ctranslate2 wrote, by content: not a transformers model
+    folder (its config.json would be replaced and the folder become unloadable), not a CTranslate2 model another
+    tool wrote (model.bin and a CTranslate2 config.json prove nothing about who wrote them), not an export whose
+    model.bin was replaced since; each is refused and left as it was."""
     rnn_dir = save_tiny_model_folder(tmp_path / "rnn", "rnn_seq2seq")
     model_dir = save_tiny_model_folder(tmp_path / "model", "transformer_seq2seq")
     before = files_of(rnn_dir)
-    with pytest.raises(SystemExit, match=rf"error: output_dir {rnn_dir} is not a CTranslate2 model directory \(it "
-                                         r"holds no model.bin; it holds .*config.json, .*\): overwrite=True "
-                                         r"\(--overwrite_output_dir\) replaces only a CTranslate2 model"):
+    with pytest.raises(SystemExit, match=rf"error: overwrite=True \(--overwrite_output_dir\) replaces only what "
+                                         rf"hf-s2s export-ctranslate2 wrote into {rnn_dir}, byte for byte, and it "
+                                         r"holds no hf_s2s_output.json"):
         run_command("export-ctranslate2", [str(model_dir), str(rnn_dir), "--overwrite_output_dir"])
     assert files_of(rnn_dir) == before
     load_model(rnn_dir)  # still the model folder it was
-    # A transformers config.json beside a model.bin (pytorch_model.bin renamed, say) is not CTranslate2's either.
-    (tmp_path / "weights").mkdir()
-    (tmp_path / "weights" / "model.bin").write_bytes(b"weights")
-    shutil.copyfile(rnn_dir / "config.json", tmp_path / "weights" / "config.json")
-    with pytest.raises(FileExistsError, match=r"its config.json is a transformers model's \(it sets architectures, "
-                                              r"model_type, transformers_version\)"):
-        export_ctranslate2(tiny_transformer(), tmp_path / "weights", overwrite=True)
+    other_tool = tmp_path / "ct2_by_another_tool"
+    export_ctranslate2(tiny_transformer(), other_tool)
+    (other_tool / "hf_s2s_output.json").unlink()
+    edited = tmp_path / "edited"
+    export_ctranslate2(tiny_transformer(), edited)
+    (edited / "model.bin").write_bytes(b"a model.bin put here by hand")
+    for folder, why in [(other_tool, "holds no hf_s2s_output.json"),
+                        (edited, "it also holds model.bin (changed since hf-s2s export-ctranslate2 wrote it)")]:
+        kept = files_of(folder)
+        with pytest.raises(FileExistsError, match=re.escape(why)):
+            export_ctranslate2(tiny_transformer(), folder, overwrite=True)
+        assert files_of(folder) == kept
     for other in ({"model.safetensors": b"weights"}, {"notes.txt": b"mine"}):
         folder = tmp_path / next(iter(other)).replace(".", "_")
         folder.mkdir()
         for name, data in other.items():
             (folder / name).write_bytes(data)
-        with pytest.raises(FileExistsError, match="is not a CTranslate2 model directory"):
+        with pytest.raises(FileExistsError, match="holds no hf_s2s_output.json"):
             export_ctranslate2(tiny_transformer(), folder, overwrite=True)
         assert files_of(folder) == other
 

@@ -41,6 +41,13 @@ STRATEGIES = {
 }
 
 
+def launch_env(work: Path) -> dict[str, str]:
+    """The environment of a run: one torch thread per process, and $TMPDIR in the test's folder, where torch's
+    elastic launcher (under accelerate launch) writes its logs into a new torchelastic_* folder it never
+    removes."""
+    return {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(work)}
+
+
 # Runs train.py as its own __main__ and then reports, from each process, whether the job left its process group
 # up: one left up can abort the process at exit ("terminate called without an active exception").
 EXIT_REPORT = f"""import runpy, sys
@@ -54,23 +61,36 @@ finally:
 """
 
 
+# The loss options a multi-process run is compared under. With COMMON's dropout 0 (so that each process computes
+# what one process computes) R-Drop's two passes are the same and its KL term is 0: what this checks of R-Drop is its
+# repeated batch and the normalisation of its cross-entropy; the KL term's is checked with two different passes in
+# test_modeling_common.
+LOSSES = {"plain": [], "rdrop": ["--rdrop_alpha", "5"]}
+
+
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("strategy", [pytest.param(name, marks=pytest.mark.slow) if name == "fsdp" else name
-                                      for name in STRATEGIES])  # ddp stays in the fast tier
-def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path, strategy):
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+@pytest.mark.parametrize(("strategy", "loss"), [
+    ("ddp", "plain"),  # ddp stays in the fast tier
+    pytest.param("fsdp", "plain", marks=pytest.mark.slow),
+    pytest.param("ddp", "rdrop", marks=pytest.mark.slow),
+], ids=["ddp", "fsdp", "ddp-rdrop"])
+def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path, strategy, loss):
+    env = launch_env(tmp_path)
     launch = LAUNCH + STRATEGIES[strategy]
+    common = [*COMMON, *LOSSES[loss]]
     (tmp_path / "train_then_report.py").write_text(EXIT_REPORT)
-    two = subprocess.run(launch + [str(tmp_path / "train_then_report.py"), *COMMON, "--per_device_train_batch_size",
+    two = subprocess.run(launch + [str(tmp_path / "train_then_report.py"), *common, "--per_device_train_batch_size",
                                    "8", "--output_dir", str(tmp_path / "two")],
                          capture_output=True, text=True, timeout=400, env=env)
     assert two.returncode == 0, two.stderr[-3000:]
     assert two.stdout.count("process group left up: False") == 2, two.stdout[-3000:]
-    one = subprocess.run([sys.executable, TRAIN, *COMMON, "--per_device_train_batch_size", "16", "--output_dir",
+    one = subprocess.run([sys.executable, TRAIN, *common, "--per_device_train_batch_size", "16", "--output_dir",
                           str(tmp_path / "one")], capture_output=True, text=True, timeout=400, env=env)
     assert one.returncode == 0, one.stderr[-3000:]
 
-    assert json.loads((tmp_path / "two" / "results.json").read_text())["world_size"] == 2
+    results_two = json.loads((tmp_path / "two" / "results.json").read_text())
+    assert results_two["world_size"] == 2
+    assert results_two["training_arguments"]["rdrop_alpha"] == (5.0 if loss == "rdrop" else 0.0)
     losses_two, losses_one = step_losses(two.stdout + two.stderr), step_losses(one.stdout + one.stderr)
     assert len(losses_one) == 4 and losses_two == pytest.approx(losses_one, abs=2e-3)
     weights_two = load_file(tmp_path / "two" / "model" / "model.safetensors")
@@ -79,11 +99,12 @@ def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path, st
         torch.testing.assert_close(weights_two[key], weights_one[key], rtol=0, atol=1e-5, msg=key)
 
 
-def train(args: list[str], processes: int) -> str:
-    """scripts/train.py on one process, or on two under accelerate (DDP over gloo); returns its log."""
+def train(args: list[str], processes: int, work: Path) -> str:
+    """scripts/train.py on one process, or on two under accelerate (DDP over gloo); returns its log. ``work``:
+    the test's folder (:func:`launch_env`)."""
     command = (LAUNCH + STRATEGIES["ddp"] if processes == 2 else [sys.executable]) + [TRAIN, *args]
     done = subprocess.run(command, capture_output=True, text=True, timeout=400,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+                          env=launch_env(work))
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout + done.stderr
 
@@ -101,8 +122,10 @@ def test_token_budget_on_two_processes_matches_one_process_with_the_summed_budge
     """Each process trains on its piece of a global batch built with the summed budget (2 x 200 tokens); the
     loss is normalised by the target tokens of both pieces. One process with 400 tokens trains on the whole
     global batch: the same steps, the same weights (up to the order of float sums)."""
-    log_two = train([*COMMON, "--max_tokens_per_batch", "200", "--output_dir", str(tmp_path / "two")], processes=2)
-    log_one = train([*COMMON, "--max_tokens_per_batch", "400", "--output_dir", str(tmp_path / "one")], processes=1)
+    log_two = train([*COMMON, "--max_tokens_per_batch", "200", "--output_dir", str(tmp_path / "two")],
+                    processes=2, work=tmp_path)
+    log_one = train([*COMMON, "--max_tokens_per_batch", "400", "--output_dir", str(tmp_path / "one")],
+                    processes=1, work=tmp_path)
 
     results_two = json.loads((tmp_path / "two" / "results.json").read_text())
     results_one = json.loads((tmp_path / "one" / "results.json").read_text())
@@ -121,7 +144,7 @@ def test_two_process_run_resumed_in_its_second_epoch_ends_like_the_uninterrupted
     model_config = {**json.loads(COMMON[COMMON.index("--model_config") + 1]), "dropout": 0.1}
     common = [*COMMON, "--max_tokens_per_batch", "200", "--max_steps", "14", "--save_strategy", "steps",
               "--save_steps", "12", "--model_config", json.dumps(model_config)]
-    train([*common, "--output_dir", str(tmp_path / "straight")], processes=2)
+    train([*common, "--output_dir", str(tmp_path / "straight")], processes=2, work=tmp_path)
     checkpoint = tmp_path / "straight" / "checkpoint-12"
     assert 1 < json.loads((checkpoint / "trainer_state.json").read_text())["epoch"] < 2
     # what a run killed after step 12 leaves in its folder: its tokenizer and that checkpoint (a run resumes in its
@@ -129,7 +152,7 @@ def test_two_process_run_resumed_in_its_second_epoch_ends_like_the_uninterrupted
     for name in ("tokenizer", "checkpoint-12"):
         shutil.copytree(tmp_path / "straight" / name, tmp_path / "resumed" / name)
     train([*common, "--output_dir", str(tmp_path / "resumed"), "--resume_from_checkpoint",
-           str(tmp_path / "resumed" / "checkpoint-12")], processes=2)
+           str(tmp_path / "resumed" / "checkpoint-12")], processes=2, work=tmp_path)
 
     middle = load_file(checkpoint / "model.safetensors")
     final = load_file(tmp_path / "straight" / "model" / "model.safetensors")

@@ -1,18 +1,32 @@
-"""The documentation: the generated reference pages are those the code gives today, the site builds with no broken
-link, and the links of README.md and docs/ resolve where GitHub renders them."""
+"""The documentation: the generated reference pages are those the code gives today, the site builds with no
+broken link, the links of README.md and docs/ resolve where GitHub renders them, and every command they name
+runs: its program exists and starts (``--help``), and its flags are the program's."""
 
+import argparse
+import contextlib
 import difflib
+import functools
 import importlib.metadata
 import importlib.util
+import io
+import itertools
 import os
 import re
+import runpy
+import shlex
+import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 import pytest
+from accelerate.commands.launch import launch_command_parser
 
-from hf_s2s.cli.reference import PAGES, config_fields
+from hf_s2s.cli import COMMANDS
+from hf_s2s.cli import main as hf_s2s_main
+from hf_s2s.cli.reference import PAGES, command_parser, config_fields
 from hf_s2s.models.configuration_rnn_seq2seq import RNNSeq2SeqConfig
 from hf_s2s.models.configuration_transformer_seq2seq import TransformerSeq2SeqConfig
 
@@ -89,3 +103,334 @@ def test_relative_links_resolve_to_a_file_and_heading(page):
         elif anchor and anchor not in github_anchors(linked.read_text(encoding="utf-8")):
             broken.append(f"{target}: no such heading")
     assert not broken, f"{page.relative_to(ROOT)}: {broken}"
+
+
+# --- Every command the README and docs name runs --------------------------------------------------------
+# A command is found in a code block (bash, or the indented examples of a text block) or in inline code that
+# starts with a program's name. hf_s2s's own programs (hf-s2s, python -m hf_s2s.cli, scripts/) run with --help
+# in this process, and a whole command's arguments must parse with the parser that --help prints (inline code
+# and a table's "..." are fragments: their flags must exist). Other programs are checked for existence here
+# and run with --help in a process of their own by the slow test.
+
+SHELL = {"echo", "printf", ".", "source", "cd", "export"}  # the shell's own words: nothing to run
+# other programs the docs name, installed with the test extra (but curl), and how many words name a subcommand
+# (two for hf auth login)
+SUBCOMMAND_LEVELS = {"pip": 1, "accelerate": 1, "mkdocs": 1, "sacrebleu": 0, "hf": 2, "curl": 0}
+OTHER_PROGRAMS = set(SUBCOMMAND_LEVELS)
+PYTHON_MODULES = {"pytest", "venv", "mkdocs"}  # python -m MODULE, other than hf_s2s.cli
+PLACEHOLDERS = {  # what the docs write for "any command", not a command
+    ("hf-s2s", "COMMAND"), ("python", "scripts/NAME.py"),
+}
+NOT_RUN = {  # a command the docs name that this test does not run, and why
+    "curl": "not a Python program (nor installed everywhere); tests/test_serve.py posts requests of the "
+            "docs' shape (sentences, num_beams, scores) to a real server",
+    "runs/transformer_small/onnx/onnx_runtime.py": "written by hf-s2s export-onnx into its output folder; "
+                                                   "tests/test_onnx.py runs that file as a script",
+    ".ci/run": "CI itself: two fresh virtual environments and the whole suite; checked to exist and be "
+               "executable",
+}
+
+
+@dataclass(frozen=True)
+class Named:
+    """One simple command named in the docs (no pipe, redirection or variable assignment), where it is, and
+    whether it is written whole (a code block) or as a fragment (inline code, or a table's "...")."""
+
+    where: str
+    words: tuple[str, ...]
+    whole: bool
+
+    def __str__(self):
+        return f"{self.where}: {shlex.join(self.words)}"
+
+
+def simple_commands(line: str) -> list[list[str]]:
+    """The simple commands of a shell line: split at | && || ;, without redirections (> FILE, < FILE), leading
+    VAR=value assignments or # comments."""
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    commands, words, redirected = [], [], False
+    for word in lexer:
+        if redirected:
+            redirected = False
+        elif word in ("|", "||", "&&", ";", "&"):
+            commands.append(words)
+            words = []
+        elif word in (">", ">>", "<"):
+            redirected = True
+        elif words or not re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", word):
+            words.append(word)
+    return [words for words in [*commands, words] if words]
+
+
+def is_program(word: str) -> bool:
+    return word in ("hf-s2s", "python", "python3", *OTHER_PROGRAMS) or word.startswith(("scripts/", ".ci/"))
+
+
+def logical_lines(block: str, examples_only: bool) -> list[tuple[int, str]]:
+    """The lines of a code block, each with the index of its first line, with backslash continuations joined
+    and a line that leaves a quote open joined with the next (a docstring's \n written into an example).
+    ``examples_only``: only lines indented by four spaces (the examples of a command's docstring, among its
+    prose)."""
+    lines, pending, start = [], "", 0
+    for index, line in enumerate(block.splitlines()):
+        if not pending:
+            if examples_only and not line.startswith("    "):
+                continue
+            start = index
+        pending = f"{pending} {line.strip()}" if pending else line.strip()
+        if pending.endswith("\\"):
+            pending = pending[:-1]
+            continue
+        try:
+            shlex.split(pending, comments=True)
+        except ValueError:  # no closing quotation
+            pending += "\n"
+            continue
+        lines.append((start, pending))
+        pending = ""
+    return [*lines, (start, pending)] if pending else lines
+
+
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", flags=re.MULTILINE | re.DOTALL)
+# `x`, or `` x ` y `` (a span holding a backtick)
+INLINE_CODE = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", flags=re.DOTALL)
+
+
+def without_placeholders(code: str) -> str:
+    """``runs/<recipe>/model`` as ``runs/RECIPE/model``: the docs' placeholder, not a shell redirection."""
+    return re.sub(r"<([a-z_-]+)>", lambda match: match.group(1).upper(), code)
+
+
+def named_commands(page: Path) -> list[Named]:
+    """Every command ``page`` names: each line of its bash blocks, the examples of its text blocks that start
+    with a program, and its inline code that starts with one."""
+    text = page.read_text(encoding="utf-8")
+    name = page.relative_to(ROOT)
+    found = []
+    for fence in FENCE.finditer(text):
+        language, block = fence.groups()
+        if language in ("python", "json"):
+            continue
+        first_line = text.count("\n", 0, fence.start(2)) + 1
+        for index, line in logical_lines(block, examples_only=language != "bash"):
+            starts = line.split()[0] if line else ""
+            if not line or (language != "bash" and not (is_program(starts) or starts in SHELL)):
+                continue
+            where = f"{name}:{first_line + index}"
+            commands = simple_commands(without_placeholders(line))
+            found += [Named(where, tuple(words), whole=True) for words in commands]
+    # code blocks blanked, lines kept, but for the prose of text blocks (a docstring, with inline code)
+    prose = FENCE.sub(lambda fence: "\n" + fence.group(2) if fence.group(1) == "text"
+                      else "\n" * fence.group(0).count("\n"), text)
+    for span in INLINE_CODE.finditer(prose):
+        code = " ".join(without_placeholders(span.group(2)).split())
+        where = f"{name}:{prose.count(chr(10), 0, span.start()) + 1}"
+        try:
+            commands = simple_commands(code)
+        except ValueError:  # not shell words (an apostrophe): a command's name then reads as plain words
+            commands = [code.split()]
+        for words in commands:
+            if is_program(words[0]):
+                fragment = words[-1] == "..."
+                found.append(Named(where, tuple(words[:-1] if fragment else words), whole=False))
+    return found
+
+
+class _ParserCaptured(Exception):
+    def __init__(self, parser: argparse.ArgumentParser):
+        super().__init__(parser.prog)
+        self.parser = parser
+
+
+def run_with_help(start, argv0: str) -> tuple[str, argparse.ArgumentParser | None]:
+    """Run ``start()`` with ``--help`` as the command line's arguments (``sys.argv``), as a user would: what
+    it printed, then the parser whose help it printed (None when it printed no argparse help). The
+    environment, ``sys.path`` and ``sys.argv`` are restored (scripts/train.py points $HF_S2S_DATA_DIR at the
+    shared corpus)."""
+
+    def capture(parser, file=None):
+        raise _ParserCaptured(parser)
+
+    printed = io.StringIO()
+    with mock.patch.dict(os.environ), mock.patch.object(sys, "path", list(sys.path)), \
+            mock.patch.object(sys, "argv", [argv0, "--help"]):
+        with contextlib.redirect_stdout(printed), pytest.raises(SystemExit) as exited:
+            start()
+        assert exited.value.code in (0, None), f"{argv0} --help exited with {exited.value.code}"
+        with mock.patch.object(argparse.ArgumentParser, "print_help", capture):
+            try:
+                start()
+            except _ParserCaptured as captured:
+                return printed.getvalue(), captured.parser
+            except SystemExit:  # its help is not argparse's
+                pass
+    return printed.getvalue(), None
+
+
+@functools.cache
+def program_parser(program: tuple[str, ...]) -> argparse.ArgumentParser | None:
+    """The parser of one of hf_s2s's programs: ("hf-s2s", COMMAND) or ("scripts/NAME.py",), after checking
+    that it runs with --help and prints its usage (for ("hf-s2s",) alone, that only)."""
+    if program == ("hf-s2s",):
+        printed, _ = run_with_help(lambda: sys.exit(hf_s2s_main(sys.argv[1:])), "hf-s2s")
+        assert printed.startswith("usage: hf-s2s COMMAND"), printed[:300]
+        return None
+    if program[0] == "hf-s2s":
+        assert program[1] in COMMANDS, f"hf-s2s has no command {program[1]!r}; it has {', '.join(COMMANDS)}"
+        printed, _ = run_with_help(lambda: sys.exit(hf_s2s_main([program[1], *sys.argv[1:]])), "hf-s2s")
+        assert printed.startswith(f"usage: hf-s2s {program[1]} "), printed[:300]
+        return command_parser(program[1])
+    script = ROOT / program[0]
+    assert script.is_file(), f"{program[0]} does not exist"
+    printed, parser = run_with_help(lambda: runpy.run_path(str(script), run_name="__main__"), str(script))
+    assert printed.startswith("usage:") and parser is not None, \
+        f"{program[0]} --help printed {printed[:300]!r}"
+    return parser
+
+
+def installed(program: str) -> str | None:
+    """Where ``program`` is: beside this Python (its virtual environment's bin/, activated or not), else on
+    PATH."""
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    return shutil.which(program, path=path)
+
+
+def extras() -> set[str]:
+    """The extras pyproject.toml declares, as the installed hf_s2s's metadata lists them."""
+    return set(importlib.metadata.metadata("hf_s2s").get_all("Provides-Extra"))
+
+
+def check_named(named: Named) -> None:
+    """Raise an AssertionError naming what is wrong with the command ``named``: a program or a flag that does
+    not exist, arguments its parser refuses, an extra pyproject.toml does not declare."""
+    words = list(named.words)
+    program, arguments = words[0], words[1:]
+    if program in SHELL or tuple(words[:2]) in PLACEHOLDERS or program in NOT_RUN or \
+            (len(words) > 1 and words[1] in NOT_RUN):
+        if program.startswith(".ci/"):
+            assert os.access(ROOT / program, os.X_OK), f"{program} is not an executable file"
+        return
+    if program in ("python", "python3") and arguments[:1] == ["-m"]:
+        module, arguments = arguments[1], arguments[2:]
+        if module != "hf_s2s.cli":
+            assert module in PYTHON_MODULES and importlib.util.find_spec(module), f"no module {module} to run"
+            return
+        program, arguments = "hf-s2s", arguments
+    elif program in ("python", "python3"):
+        program, arguments = arguments[0], arguments[1:]
+        assert program.startswith("scripts/"), f"python {program}: not one of hf_s2s's scripts"
+    if program == "accelerate" and arguments[:1] == ["launch"]:
+        launch = launch_command_parser()
+        parsed = parse(launch, arguments[1:], named)
+        if parsed is not None:
+            check_named(Named(named.where, ("python", parsed.training_script, *parsed.training_script_args),
+                              named.whole))
+        return
+    if program == "pip":
+        for spec in arguments:
+            declared = re.fullmatch(r"(?:\.|hf_s2s)\[([\w,-]+)\]", spec)
+            if declared:
+                missing = set(declared.group(1).split(",")) - extras()
+                assert not missing, f"pip install {spec}: pyproject.toml declares no extra {sorted(missing)}"
+        return
+    if program in OTHER_PROGRAMS:
+        assert installed(program), f"{program} is not installed beside this Python, nor on PATH"
+        return
+    if program == "hf-s2s" and not arguments:
+        program_parser(("hf-s2s",))
+        return
+    if program == "hf-s2s":
+        parser, arguments = program_parser((program, arguments[0])), arguments[1:]
+    elif "*" in program:
+        assert list(ROOT.glob(program)), f"{program} matches no file"
+        return
+    elif program.endswith(".py"):
+        parser = program_parser((program,))
+    else:  # a shell script of scripts/: its own --help is run by the slow test
+        assert os.access(ROOT / program, os.X_OK), f"{program} is not an executable file"
+        return
+    parse(parser, arguments, named)
+
+
+def parse(parser: argparse.ArgumentParser, arguments: list[str], named: Named):
+    """``arguments`` parsed by ``parser`` when ``named`` is whole (the namespace); for a fragment, each of its
+    flags must be one the parser knows (None)."""
+    if not named.whole:
+        unknown = [word for word in arguments if word.startswith("--")
+                   and word.split("=")[0] not in parser._option_string_actions]
+        assert not unknown, f"{parser.prog} has no {', '.join(unknown)}"
+        return None
+    refused = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(refused):
+            return parser.parse_args(arguments)
+    except SystemExit:
+        refusal = refused.getvalue().strip().splitlines()[-1]  # argparse's "prog: error: ..." after the usage
+        raise AssertionError(f"{parser.prog} refuses these arguments: {refusal}") from None
+
+
+@pytest.mark.parametrize("page", MARKDOWN, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_command_a_page_names_runs_and_its_flags_exist(page):
+    problems = []
+    for named in named_commands(page):
+        try:
+            check_named(named)
+        except AssertionError as error:
+            problems.append(f"{named}\n    {str(error).splitlines()[0]}")
+    assert not problems, f"{len(problems)} command(s) that do not run as written:\n" + "\n".join(problems)
+
+
+def help_command(named: Named) -> list[str] | None:
+    """How the slow test runs a command the docs name in a process of its own: the program (with its
+    subcommand) and --help. None for hf_s2s's own Python programs, which the test above runs with --help, for
+    what the shell runs itself and for NOT_RUN."""
+    words = list(named.words)
+    if words[0] in ("python", "python3") and words[1:2] == ["-m"] and words[2] != "hf_s2s.cli":
+        return [sys.executable, "-m", words[2], "--help"]
+    if words[0] in OTHER_PROGRAMS and words[0] not in NOT_RUN:
+        levels = SUBCOMMAND_LEVELS[words[0]]
+        subcommand = list(itertools.takewhile(lambda word: re.fullmatch(r"[a-z]+", word),
+                                              words[1:1 + levels]))
+        return [installed(words[0]) or words[0], *subcommand, "--help"]
+    if words[0].startswith("scripts/") and not words[0].endswith(".py"):
+        return [str(ROOT / words[0]), "--help"]
+    return None
+
+
+def quickstart() -> str:
+    """The README's Python quickstart, as written."""
+    blocks = FENCE.findall((ROOT / "README.md").read_text(encoding="utf-8"))
+    return next(code for language, code in blocks if language == "python")
+
+
+@pytest.mark.slow
+def test_the_other_programs_the_docs_name_run_in_their_own_process():
+    """Each program the docs name that is not hf_s2s's own Python code (pytest, venv, pip, accelerate, mkdocs,
+    sacrebleu, hf, scripts/decoding_study.sh) runs with --help in a process of its own, and so do the
+    installed hf-s2s command and one of its subcommands (the others run in-process above)."""
+    commands = {tuple(command) for page in MARKDOWN for named in named_commands(page)
+                if (command := help_command(named)) is not None}
+    assert any("accelerate" in command[0] for command in commands)  # the collection found the programs
+    commands |= {(installed("hf-s2s"), "--help"), (installed("hf-s2s"), "translate", "--help")}
+    failed = []
+    for command in sorted(commands):
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        if done.returncode != 0 or "usage" not in (done.stdout + done.stderr).lower():
+            printed = (done.stderr or done.stdout)[-500:]
+            failed.append(f"{shlex.join(command)}: exit {done.returncode}\n{printed}")
+    assert not failed, "\n".join(failed)
+
+
+@pytest.mark.slow
+def test_the_readme_quickstart_runs_as_written_and_writes_only_under_runs(tmp_path):
+    """The README's Python quickstart, run in a fresh folder as a user pastes it, generates, and writes only
+    under runs/, which git ignores (a clone's `git status` stays clean)."""
+    (tmp_path / "quickstart.py").write_text(quickstart())
+    done = subprocess.run([sys.executable, "quickstart.py"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("tensor([[")  # the generated ids
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["quickstart.py", "runs"]
+    assert (tmp_path / "runs" / "my-model" / "config.json").is_file()
+    assert "runs/" in (ROOT / ".gitignore").read_text().splitlines()

@@ -5,11 +5,20 @@ The CTranslate2 engine gives the torch engine's greedy translations, with the so
 (which CTranslate2 itself lacks), and neither engine's translation of a sentence depends on the sentences decoded
 beside it: what lets the server batch requests together."""
 
+import importlib.util
+import json
+import logging
+import shutil
+from pathlib import Path
+
 import pytest
 import torch
 
 from hf_s2s.cli import run_command
 from hf_s2s.inference.engines import TorchEngine, load_engine
+from hf_s2s.inference.onnx_runtime import OnnxSeq2Seq
+from hf_s2s.inference.translate import translate
+from hf_s2s.models.loading import load_model, load_tokenizer
 from tests.helpers import single_thread
 from tests.saved_folders import TEXTS, save_tiny_model_folder
 
@@ -133,3 +142,198 @@ def test_translate_command_with_the_ctranslate2_engine(folders, ct2_engine, tmp_
         with pytest.raises(SystemExit) as exit_info:
             run_command("translate", [*arguments, "--input", str(source), "--engine", "ctranslate2"])
         assert str(exit_info.value.code).startswith("error: ") and named in str(exit_info.value.code)
+
+
+# ---- every engine honours what generate() and translate do ------------------------------------------------------
+# The torch engine (generate() through translate), the ctranslate2 engine (Transformer family) and the ONNX runtime
+# (both families) on the same folders: the folder's generation config decodes as generate() decodes it (or the
+# engine refuses the setting by name, before decoding), blank lines come back blank in place, and a source longer
+# than the model reads gives translate's warning.
+
+EOS = 2
+# (seed, factor on the </s> row of the output layer): random tiny models whose outputs differ per sentence and end
+# at varied lengths (some after 1 to 3 tokens, where minimum lengths bind), and that invent a translation for a
+# blank line
+VARIED = {"transformer_seq2seq": (3, 3.0), "rnn_seq2seq": (4, -2.5)}
+SUITE = [pytest.param(engine, model_type, id=f"{engine}-{model_type.split('_')[0]}")
+         for engine, model_type in (("torch", "transformer_seq2seq"), ("torch", "rnn_seq2seq"),
+                                    ("ctranslate2", "transformer_seq2seq"), ("onnx", "transformer_seq2seq"),
+                                    ("onnx", "rnn_seq2seq"))]
+SOURCES = TEXTS[:16] + ["a"]
+# generation config fields (None: written as null) -> (the engines that refuse them, the setting they name); the
+# other engines decode them as generate() does
+CASES = {
+    "as saved": ({}, (), None),
+    "max_new_tokens over max_length": ({"max_new_tokens": 3}, (), None),
+    "max_length": ({"max_length": 5}, (), None),
+    "no length and no bound: generate()'s 20": ({"max_length": None, "max_len_a": None, "max_len_b": None}, (), None),
+    "min_length": ({"min_length": 4, "max_new_tokens": 6}, (), None),
+    "min_new_tokens over min_length": ({"min_length": 6, "min_new_tokens": 2, "max_new_tokens": 7}, (), None),
+    "a binding length bound": ({"max_len_a": 0.5, "max_len_b": 2}, (), None),
+    "suppressed tokens": ({"suppress_tokens": list(range(100, 280)), "max_new_tokens": 6}, (), None),
+    "beam search, early stopping": ({"num_beams": 3, "early_stopping": True, "max_new_tokens": 6}, (), None),
+    "beam search, early_stopping False": ({"num_beams": 3, "early_stopping": False, "max_new_tokens": 6},
+                                          ("ctranslate2",), "early_stopping"),
+    "beam search, minimum length": ({"num_beams": 3, "early_stopping": True, "min_new_tokens": 2,
+                                     "max_new_tokens": 6}, ("ctranslate2",), "min_new_tokens"),
+    "no_repeat_ngram_size": ({"no_repeat_ngram_size": 2}, ("ctranslate2", "onnx"), "no_repeat_ngram_size"),
+    "repetition_penalty": ({"repetition_penalty": 1.5}, ("ctranslate2", "onnx"), "repetition_penalty"),
+}
+ENGINE_NAMES = {"ctranslate2": "the ctranslate2 engine", "onnx": "the ONNX runtime"}
+
+def varied_folder(folder: Path, model_type: str, **config) -> Path:
+    seed, factor = VARIED[model_type]
+    save_tiny_model_folder(folder, model_type, seed=seed, **config)
+    model = load_model(folder)
+    with torch.no_grad():
+        model.get_output_embeddings().weight[EOS] *= factor
+    model.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def suite_folders(tmp_path_factory) -> dict[str, tuple[Path, Path | None]]:
+    """(model folder, its ONNX export) of each family, and of a Transformer with a learned table of 8 positions."""
+    base = tmp_path_factory.mktemp("suite")
+    folders = {model_type: varied_folder(base / model_type, model_type) for model_type in VARIED}
+    folders["learned"] = varied_folder(base / "learned", "transformer_seq2seq", position_embedding_type="learned",
+                                       max_position_embeddings=8)
+    with_generation_config(folders["learned"], max_new_tokens=6)  # within the table
+    exports = {}
+    if all(importlib.util.find_spec(name) for name in ("onnx", "onnxruntime", "onnxscript")):
+        for name, folder in folders.items():
+            assert run_command("export-onnx", [str(folder), str(base / f"{name}_onnx")]) == 0
+            exports[name] = base / f"{name}_onnx"
+    return {name: (folder, exports.get(name)) for name, folder in folders.items()}
+
+
+def with_generation_config(folder: Path, **fields) -> Path:
+    path = folder / "generation_config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **fields}, indent=2))
+    return folder
+
+
+def case_folders(suite_folders, name: str, tmp_path: Path, **fields) -> tuple[Path, Path | None]:
+    """Copies of a model folder and of its ONNX export with ``fields`` in their generation config (the export's graphs
+    do not read it: the export of the edited folder differs from the copy in generation_config.json alone)."""
+    copies = []
+    for kind, source in zip(("model", "onnx"), suite_folders[name], strict=True):
+        if source is None:
+            copies.append(None)
+            continue
+        shutil.copytree(source, tmp_path / kind)
+        copies.append(with_generation_config(tmp_path / kind, **fields))
+    return copies[0], copies[1]
+
+
+def engine_translations(engine: str, folder: Path, export: Path | None, sentences: list[str]) -> list[str]:
+    """Each sentence's best translation by ``engine``, with the options the folder's generation config completes."""
+    if engine == "onnx":
+        if export is None:
+            pytest.skip("onnxruntime and onnxscript are needed")
+        return OnnxSeq2Seq(export, threads=1).translate(sentences)
+    if engine == "ctranslate2":
+        pytest.importorskip("ctranslate2")
+    with single_thread():
+        loaded = load_engine(folder, engine, threads=1 if engine == "ctranslate2" else None)
+        return [hypotheses[0].text for hypotheses in loaded.translate(sentences, loaded.options())]
+
+
+def generated(folder: Path, sentences: list[str]) -> list[str]:
+    """generate() with the folder's generation config alone, on a padded batch: tokenizer + generate + batch_decode."""
+    model, tokenizer = load_model(folder), load_tokenizer(folder)
+    with torch.no_grad(), single_thread():
+        output = model.generate(**tokenizer(sentences, padding=True, return_tensors="pt"))
+    return tokenizer.batch_decode(output, skip_special_tokens=True)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize(("engine", "model_type"), SUITE)
+def test_every_engine_decodes_the_folders_generation_config_as_generate(suite_folders, tmp_path, engine,
+                                                                         model_type, case):
+    fields, refused_by, setting = CASES[case]
+    folder, export = case_folders(suite_folders, model_type, tmp_path, **fields)
+    if engine in refused_by:  # by name, before anything is decoded
+        with pytest.raises(ValueError) as refusal:
+            engine_translations(engine, folder, export, SOURCES)
+        assert f"{setting}=" in str(refusal.value) and ENGINE_NAMES[engine] in str(refusal.value)
+        return
+    expected = generated(folder, SOURCES)
+    assert len(set(expected)) > 4  # varied outputs: the comparison has teeth
+    assert engine_translations(engine, folder, export, SOURCES) == expected
+
+
+@pytest.mark.parametrize(("engine", "model_type"), SUITE)
+def test_every_engine_gives_blank_lines_back_blank_in_place(suite_folders, engine, model_type):
+    folder, export = suite_folders[model_type]
+    assert generated(folder, [""]) != [""]  # the model invents a translation for a blank line: the test has teeth
+    lines = ["a b c", "", "d e f g", "   ", "\u200b\u200d", "h", "\ufeff"]
+    words = [line for line in lines if line.strip("\u200b\u200d\ufeff ")]
+    translations = engine_translations(engine, folder, export, lines)
+    assert [translations[i] for i in (1, 3, 4, 6)] == [""] * 4
+    assert [translations[i] for i in (0, 2, 5)] == generated(folder, words)
+
+
+LIMITS = [pytest.param(*param.values, "the tokenizer's model_max_length", id=f"{param.id}-model_max_length")
+          for param in SUITE] + [pytest.param(*param.values, "the model's learned position table",
+                                              id=f"{param.id}-learned positions")
+                                 for param in SUITE if param.values[1] == "transformer_seq2seq"]
+
+
+@pytest.mark.parametrize(("engine", "model_type", "limit"), LIMITS)
+def test_every_engine_cuts_a_long_source_with_translates_warning(suite_folders, tmp_path, caplog, engine,
+                                                                model_type, limit):
+    """The same words as translate(), and the translation of the source cut as the tokenizer cuts it."""
+    if limit == "the model's learned position table":
+        folder, export = suite_folders["learned"]  # a table of 8 positions, no model_max_length
+    else:
+        folder, export = case_folders(suite_folders, model_type, tmp_path)
+        for copy in filter(None, (folder, export)):
+            tokenizer_config = copy / "tokenizer_config.json"
+            tokenizer_config.write_text(json.dumps({**json.loads(tokenizer_config.read_text()), "model_max_length": 8}))
+    lines = ["a b", "a b c d e f g h i j a b", "c d", "j i h g f e d c b a j i h"]
+    tokenizer = load_tokenizer(folder)
+    with caplog.at_level(logging.WARNING):
+        expected = translate(load_model(folder), tokenizer, lines, scores=False)
+    warning = [record.getMessage() for record in caplog.records if "sentences are longer than" in record.getMessage()]
+    assert warning == [f"2 of 4 sentences are longer than the 8 source tokens the model reads ({limit}) and are "
+                       f"translated cut to them: lines 2 ({len(tokenizer(lines[1])['input_ids'])} tokens), 4 "
+                       f"({len(tokenizer(lines[3])['input_ids'])} tokens)"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        translations = engine_translations(engine, folder, export, lines)
+    assert [record.getMessage() for record in caplog.records
+            if "sentences are longer than" in record.getMessage()] == warning
+    assert translations == [hypotheses[0].text for hypotheses in expected]
+    cut = tokenizer(lines[1], truncation=True, max_length=8)["input_ids"]
+    assert translations[1] == tokenizer.decode(load_model(folder).generate(torch.tensor([cut]))[0],
+                                               skip_special_tokens=True)
+
+
+def test_translate_command_refuses_what_the_ctranslate2_engine_decodes_otherwise(suite_folders, tmp_path):
+    pytest.importorskip("ctranslate2")
+    folder, _ = case_folders(suite_folders, "transformer_seq2seq", tmp_path, no_repeat_ngram_size=2)
+    source = tmp_path / "in.txt"
+    source.write_text("a b c\n")
+    with pytest.raises(SystemExit) as exit_info:
+        run_command("translate", [str(folder), "--input", str(source), "--engine", "ctranslate2"])
+    assert exit_info.value.code.startswith("error: the generation config sets no_repeat_ngram_size=2, which the "
+                                           "ctranslate2 engine does not implement")
+    assert run_command("translate", [str(folder), "--input", str(source)]) == 0  # generate() implements it
+
+
+def test_an_alignment_reads_its_sentence_as_translate_does(suite_folders, caplog):
+    """Cut to the learned position table, with translate's warning (the whole sentence does not fit the table), and
+    of the translation generate() gives the cut source."""
+    folder, _ = suite_folders["learned"]
+    engine = load_engine(folder, "torch")
+    sentence = "a b c d e f g h i j a b"
+    with caplog.at_level(logging.WARNING):
+        alignment = engine.alignment(sentence, engine.options())
+    assert "1 of 1 sentences are longer than the 8 source tokens the model reads (the model's learned position " \
+           "table)" in caplog.text
+    cut = engine.tokenizer(sentence, truncation=True, max_length=8)["input_ids"]
+    assert alignment.source_tokens == engine.tokenizer.convert_ids_to_tokens(cut)
+    with torch.no_grad():
+        expected = engine.model.generate(torch.tensor([cut]))[0, 1:].tolist()  # the folder's generation config
+    assert alignment.target_tokens == engine.tokenizer.convert_ids_to_tokens(expected)

@@ -3,6 +3,7 @@ names where it came from, and the staged folder loads and translates where hf_s2
 tokens the converted folder gives with hf_s2s."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import hf_s2s  # noqa: F401  (registers the families)
 from hf_s2s.cli import run_command
 from hf_s2s.importers import convert
 from tests.helpers import run_without_hf_s2s
+from tests.saved_folders import save_tiny_model_folder
 
 FIXTURES = Path(__file__).parent / "fixtures" / "toolkits"
 # one converter per toolkit, the quickest fixture of each
@@ -62,3 +64,36 @@ def test_a_folder_with_no_card_source_is_refused(tmp_path):
     (folder / "conversion.json").unlink()
     with pytest.raises(SystemExit, match="neither results.json, README.md nor conversion.json"):
         run_command("push-to-hub", [str(folder), "someone/x", "--dry-run", "--staging-dir", str(tmp_path / "hub")])
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {path.relative_to(folder).as_posix(): path.read_bytes()
+            for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def test_convert_overwrite_replaces_only_an_earlier_conversion_and_push_publishes_only_the_new_model(tmp_path):
+    """--overwrite replaces an earlier conversion whole, and nothing else: a trained model's folder (results, card,
+    training arguments, checkpoints) is refused untouched, since its files would stay beside the new weights and
+    push-to-hub would publish its results and card with them."""
+    trained = save_tiny_model_folder(tmp_path / "trained", "rnn_seq2seq")
+    (trained / "results.json").write_text(json.dumps({"test": {"greedy": {"bleu": 99.9}}}))
+    (trained / "README.md").write_text("---\nlicense: apache-2.0\n---\nThe card of the trained model.\n")
+    (trained / "training_args.bin").write_bytes(b"\x80\x04")
+    (trained / "checkpoint-100").mkdir()
+    (trained / "checkpoint-100" / "model.safetensors").write_bytes((trained / "model.safetensors").read_bytes())
+    before = snapshot(trained)
+    with pytest.raises(SystemExit, match=re.escape(
+            f"error: --overwrite replaces only what hf-s2s convert wrote into {trained}, byte for byte, and it holds "
+            "no hf_s2s_output.json")):
+        run_command("convert", ["--from", "joeynmt", str(CASES["joeynmt"]), str(trained), "--overwrite"])
+    assert snapshot(trained) == before
+
+    # an earlier conversion of another model (an RNN: other code files) gives way to the new one, whole
+    folder = convert("fairseq", CASES["fairseq"], tmp_path / "converted")
+    assert run_command("convert", ["--from", "joeynmt", str(CASES["joeynmt"]), str(folder), "--overwrite"]) == 0
+    assert snapshot(folder) == snapshot(convert("joeynmt", CASES["joeynmt"], tmp_path / "fresh"))
+    staging = tmp_path / "hub"
+    assert run_command("push-to-hub", [str(folder), "someone/converted", "--dry-run", "--staging-dir",
+                                       str(staging)]) == 0
+    assert json.loads((staging / "conversion.json").read_text())["toolkit"] == "joeynmt"
+    assert not (staging / "results.json").exists() and "fairseq" not in (staging / "README.md").read_text()

@@ -2,23 +2,36 @@
 its config, a corrupt weights file, a missing folder or tokenizer are refused with an error that says so, by the
 library and by scripts/translate.py and push_to_hub; and writers refuse to overwrite a saved tokenizer or model."""
 
+import io
 import json
+import os
+import pty
 import re
+import select
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import AutoModelForSeq2SeqLM
+from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
 import hf_s2s  # noqa: F401
 from hf_s2s.cli import run_command
-from hf_s2s.data.tokenization import train_tokenizer_from_texts
+from hf_s2s.data.tokenization import TranslationTokenizers, train_tokenizer_from_texts
 from hf_s2s.hub.publish import push_to_hub
-from hf_s2s.models.loading import ModelFolderError, load_model, load_tokenizer, looks_like_local_path
+from hf_s2s.models.loading import (
+    ModelFolderError,
+    load_config,
+    load_model,
+    load_tokenizer,
+    looks_like_local_path,
+)
+from hf_s2s.training.arguments import load_model_config
 from hf_s2s.training.run import check_arguments, parse_args, run
 from tests.helpers import TINY
 from tests.runs import train_args
@@ -148,23 +161,27 @@ def test_training_refuses_to_fine_tune_a_folder_whose_weights_do_not_match(folde
 
 
 @pytest.mark.slow
-def test_train_tokenizer_refuses_a_folder_holding_a_tokenizer(folders, tmp_path):
+def test_train_tokenizer_refuses_a_model_folder_and_replaces_only_its_own_output(folders, tmp_path):
     folder = shutil.copytree(folders["rnn_seq2seq"], tmp_path / "model")
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
-    args = ["--dataset", "synthetic:reversal", "--source_lang", "src", "--target_lang", "tgt", "--vocab_size", "280",
-            "--output_dir", str(folder)]
-    completed = run_script("train_tokenizer.py", *args)
+    args = ["--dataset", "synthetic:reversal", "--source_lang", "src", "--target_lang", "tgt", "--vocab_size", "280"]
+    completed = run_script("train_tokenizer.py", *args, "--output_dir", str(folder))
     assert completed.returncode == 1, completed.stderr[-2000:]
-    assert (f"error: {folder} already holds config.json, model.safetensors, generation_config.json, tokenizer.json, "
-            "tokenizer_config.json: refusing to overwrite it") in completed.stderr
+    assert f"error: {folder} already holds files (attention_rnn_seq2seq.py, " in completed.stderr
     assert "pass --overwrite_output_dir" in completed.stderr
+    # asked to overwrite, it still refuses: a new tokenizer beside the model's weights would not match them
+    completed = run_script("train_tokenizer.py", *args, "--output_dir", str(folder), "--overwrite_output_dir")
+    assert completed.returncode == 1 and (f"replaces only what hf-s2s train-tokenizer wrote into {folder}, byte for "
+                                          "byte, and it holds no hf_s2s_output.json") in completed.stderr
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
-    # asked explicitly, it writes the new tokenizer over the old one and leaves the model's files alone
-    completed = run_script("train_tokenizer.py", *args, "--overwrite_output_dir")
+    # its own output it replaces, whole: a joint tokenizer after separate ones leaves no target_tokenizer.json
+    out = tmp_path / "tokenizer"
+    completed = run_script("train_tokenizer.py", *args, "--output_dir", str(out), "--separate_vocabs")
+    assert completed.returncode == 0 and (out / "target_tokenizer.json").is_file(), completed.stderr[-2000:]
+    completed = run_script("train_tokenizer.py", *args, "--output_dir", str(out), "--overwrite_output_dir")
     assert completed.returncode == 0, completed.stderr[-2000:]
-    assert (folder / "tokenizer.json").read_bytes() != before["tokenizer.json"]
-    assert (folder / "model.safetensors").read_bytes() == before["model.safetensors"]
-    assert json.loads((folder / "config.json").read_text()) == json.loads(before["config.json"])
+    assert not (out / "target_tokenizer.json").exists()
+    assert type(load_tokenizer(out)).__name__ != "SeparateVocabTokenizer"  # loads as the joint one it now is
 
 
 def test_a_name_that_can_only_be_a_path_is_told_from_a_hub_id(tmp_path, monkeypatch):
@@ -224,3 +241,121 @@ def test_fine_tuning_with_another_vocabulary_is_refused_before_the_corpus_is_rea
     load_tokenizer(model_dir).save_pretrained(tmp_path / "same")
     check_arguments(*parse_args(train_args(tmp_path / "run", "--model_name_or_path", str(model_dir),
                                            "--tokenizer_name_or_path", str(tmp_path / "same"))))
+
+
+# ------------------------------------------------------------------------------ no code of a folder runs, no prompt
+# A folder whose model_type neither hf_s2s nor transformers has and whose auto_map names code in the folder: left to
+# choose (trust_remote_code unset), transformers asks "Do you wish to run the custom code? [y/N]" on stdin. Here
+# stdin answers yes, so a load that asked would run the payload, which leaves a marker file.
+
+FOREIGN_CODE = '''open({marker!r}, "w").close()
+from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerFast
+
+
+class ForeignConfig(PretrainedConfig):
+    model_type = "foreign_seq2seq"
+
+
+class ForeignModel(PreTrainedModel):
+    config_class = ForeignConfig
+
+
+class ForeignTokenizer(PreTrainedTokenizerFast):
+    pass
+'''
+PROMPT = "Do you wish to run the custom code? [y/N]"
+
+
+def save_foreign_folder(folder: Path, marker: Path) -> Path:
+    """A tokenizer, a config and code of a model type neither hf_s2s nor transformers has, each Auto class mapped to
+    the folder's foreign_code.py, which leaves ``marker`` when it runs."""
+    tiny_tokenizer().save_pretrained(folder)
+    (folder / "foreign_code.py").write_text(FOREIGN_CODE.format(marker=str(marker)))
+    auto_map = {name: f"foreign_code.{cls}" for name, cls in [("AutoConfig", "ForeignConfig"),
+                                                              ("AutoModel", "ForeignModel"),
+                                                              ("AutoModelForSeq2SeqLM", "ForeignModel")]}
+    (folder / "config.json").write_text(json.dumps({"model_type": "foreign_seq2seq", "auto_map": auto_map}))
+    tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text())
+    tokenizer_config.update(tokenizer_class="ForeignTokenizer",
+                            auto_map={"AutoTokenizer": [None, "foreign_code.ForeignTokenizer"]})
+    (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
+    return folder
+
+
+LOADERS = {
+    "load_model": load_model,
+    "load_tokenizer": load_tokenizer,
+    "load_config": load_config,
+    "TranslationTokenizers.from_pretrained": TranslationTokenizers.from_pretrained,
+    "load_model_config": load_model_config,  # the training job's --model_name_or_path
+}
+
+
+@pytest.mark.parametrize("loader", list(LOADERS))
+def test_a_folder_that_needs_its_own_code_is_refused_without_a_prompt(tmp_path, monkeypatch, capsys, loader):
+    folder = save_foreign_folder(tmp_path / "foreign", tmp_path / "ran")
+    monkeypatch.setattr(sys, "stdin", io.StringIO("y\n" * 10))  # a person who would answer yes
+    with pytest.raises(ModelFolderError) as refused:
+        LOADERS[loader](str(folder))
+    assert str(refused.value).startswith(f"{folder} needs code of its own to load")
+    assert f"hf-s2s verify {folder}" in str(refused.value)
+    assert PROMPT not in capsys.readouterr().out
+    assert not (tmp_path / "ran").exists()
+    # the folder's code is live: a load that trusts it runs it
+    AutoConfig.from_pretrained(folder, trust_remote_code=True)
+    assert (tmp_path / "ran").exists()
+
+
+def run_in_a_terminal(argv: list[str], cwd: Path, typed: str, timeout: float = 240) -> tuple[int, str]:
+    """Run ``argv`` with a real pseudo-terminal as its stdin, stdout and stderr (what a person at a shell gives
+    it), ``typed`` already typed; returns its exit status and everything it printed."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(cwd / "hf_home"), "TOKENIZERS_PARALLELISM": "false"}
+    pid, terminal = pty.fork()
+    if pid == 0:  # the child: exec the command on the terminal
+        os.chdir(cwd)
+        os.execve(argv[0], argv, env)
+    os.write(terminal, typed.encode())
+    output, deadline = b"", time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not select.select([terminal], [], [], 1)[0]:
+            continue
+        try:
+            chunk = os.read(terminal, 65536)
+        except OSError:  # EIO: the command exited and closed the terminal
+            break
+        if not chunk:
+            break
+        output += chunk
+    else:
+        os.kill(pid, signal.SIGKILL)
+    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    os.close(terminal)
+    return status, output.decode(errors="replace").replace("\r\n", "\n")
+
+
+TERMINAL_COMMANDS = {
+    "translate": ["translate", "{folder}", "--input", "{source}"],
+    "similarity": ["similarity", "{folder}", "--input", "{pairs}"],
+    "serve": ["serve", "{folder}", "--port", "0"],
+    "export-onnx": ["export-onnx", "{folder}", "{out}"],
+    "push-to-hub": ["push-to-hub", "{folder}", "me/foreign", "--dry-run", "--staging-dir", "{out}"],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", list(TERMINAL_COMMANDS))
+def test_no_command_shows_the_run_custom_code_prompt_at_a_terminal(tmp_path, command):
+    """At a terminal, with a person who types yes: the command ends with an error line naming the folder, and
+    neither asks nor runs the folder's code."""
+    folder = save_foreign_folder(tmp_path / "foreign", tmp_path / "ran")
+    (folder / "README.md").write_text("A model of a type hf_s2s does not have.\n")  # push-to-hub needs a card
+    (tmp_path / "source.txt").write_text("a b c\n")
+    (tmp_path / "pairs.txt").write_text("a b c\tc b a\n")
+    values = {"folder": folder, "source": tmp_path / "source.txt", "pairs": tmp_path / "pairs.txt",
+              "out": tmp_path / "out"}
+    argv = [str(Path(sys.executable).parent / "hf-s2s")] + [a.format(**values) for a in TERMINAL_COMMANDS[command]]
+    status, output = run_in_a_terminal(argv, tmp_path, typed="y\n")
+    assert PROMPT not in output
+    assert status == 1 and f"error: {folder} needs code of its own to load" in output, output[-3000:]
+    assert "Traceback" not in output
+    assert not (tmp_path / "ran").exists()

@@ -1,10 +1,12 @@
 """TransformerSeq2Seq models, beyond the contract every family meets (test_family_contract.py): the mask found
-from the pad id in a forward, eager == sdpa, static == dynamic cache, cross-attention distributions, the default
-generation config, gradient checkpointing, initialisation, positions, and bad input (all padding, half precision).
-Tiny configs, CPU, seeded."""
+from the pad id in a forward, eager == sdpa, static == dynamic cache, cross-attention distributions, a
+continued generate() reading the decoder mask it is given as BART does, the default generation config,
+gradient checkpointing, initialisation, positions, and bad input (all padding, half precision). Tiny configs,
+CPU, seeded."""
 
 import pytest
 import torch
+from transformers import BartConfig, BartForConditionalGeneration
 
 from hf_s2s import (
     TransformerSeq2SeqConfig,
@@ -12,6 +14,8 @@ from hf_s2s import (
 )
 from hf_s2s.data.synthetic import FIRST_SYMBOL_ID, PAD_ID
 from hf_s2s.models.modeling_transformer_seq2seq import sinusoidal_positions
+from hf_s2s.models.transformers_compat import output_cache
+from tests.helpers import cache_tensors, generate_in_one_and_in_two_calls, single_thread
 
 # also run by CI on the oldest supported releases (constraints/oldest.txt)
 pytestmark = pytest.mark.compat
@@ -121,6 +125,53 @@ def test_cross_attentions_are_real_distributions_over_the_source():
             torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]))
             padding = (attention_mask == 0)[:, None, None, :].expand_as(weights)
             assert (weights[padding] == 0).all()
+
+
+def bart_like(dtype):
+    """A BART of the sizes of ``TINY`` (post-LN and learned positions, like ``VARIANT``), in eval mode."""
+    torch.manual_seed(0)
+    config = BartConfig(
+        vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
+        init_std=0.1, pad_token_id=PAD_ID, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
+        forced_eos_token_id=None,
+    )
+    return BartForConditionalGeneration(config).eval().to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_continued_generate_reads_the_decoder_mask_it_is_given_as_bart_does(dtype):
+    """transformers' GenerationTesterMixin.test_generate_continue_from_past_key_values, run on the post-LN
+    model with learned positions and a left-padded decoder prompt, found the continued cache up to 2.8e-4 away
+    from the one-call cache. Its continued call gets a decoder mask shifted one place against its tokens (the
+    start token generate() prepended is not covered, ``tests.helpers.generate_in_one_and_in_two_calls``), so
+    the last step attends to other positions than in one call. BART, given the same inputs, differs the same
+    way: at the last cached position only, from the second decoder layer on (the first layer's keys and values
+    there come from the token and its position alone), in float64 as in float32, so no rounding. With the mask
+    covering the start token, both continue exactly as one call."""
+    input_ids, attention_mask = source_batch()
+    prompt = torch.tensor([[5, 6, 7], [PAD_ID, 8, 9], [PAD_ID, PAD_ID, 10]])  # left-padded, no <s> first
+    prompt_mask = (prompt != PAD_ID).long()
+    for model in (make_model(**VARIANT).to(dtype), bart_like(dtype)):
+        for covers_start in (True, False):
+            with single_thread():  # tiny models: more threads only contend
+                one_call, _, continued = generate_in_one_and_in_two_calls(
+                    model, input_ids, attention_mask, prompt, prompt_mask, mask_covers_start=covers_start
+                )
+            expected, actual = output_cache(one_call), output_cache(continued)
+            if covers_start:
+                for a, e in zip(cache_tensors(actual), cache_tensors(expected), strict=True):
+                    torch.testing.assert_close(a, e, rtol=0, atol=0)
+                continue
+            layers = expected.self_attention_cache.layers
+            for index, (a, e) in enumerate(zip(cache_tensors(actual), cache_tensors(expected), strict=True)):
+                # (B, H, T, d_h); the self-attention cache's layers come first, keys and values of each
+                difference = (a - e).abs()
+                assert difference[:, :, :-1].max() == 0, (type(model).__name__, index)
+                if index < 2 or index >= 2 * len(layers):  # the first layer, and the cross-attention cache
+                    assert difference.max() == 0, (type(model).__name__, index)
+                else:  # beyond transformers' tolerance (atol 1e-5) for float32
+                    assert difference[:, :, -1].max() > 1e-5, (type(model).__name__, index)
 
 
 def test_default_generation_config_decodes_out_of_the_box():

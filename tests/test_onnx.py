@@ -17,11 +17,13 @@
 """
 
 import filecmp
+import io
 import itertools
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -36,12 +38,14 @@ from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer  # noq
 from hf_s2s.cli import run_command  # noqa: E402
 from hf_s2s.data.synthetic import FIRST_SYMBOL_ID, PAD_ID, reversal_dataset  # noqa: E402
 from hf_s2s.importers.vocabulary import SpecialTokens, word_level_tokenizer  # noqa: E402
-from hf_s2s.inference import onnx_runtime  # noqa: E402
+from hf_s2s.inference import decoding, onnx_runtime  # noqa: E402
 from hf_s2s.inference.onnx import RNNDecoderStepForOnnx, RNNEncoderForOnnx, export_onnx, graph_specs  # noqa: E402
 from hf_s2s.inference.onnx_runtime import OnnxSeq2Seq  # noqa: E402
+from hf_s2s.inference.translate import translate  # noqa: E402
 from hf_s2s.models.configuration_rnn_seq2seq import DECODER_INITS  # noqa: E402
+from hf_s2s.models.loading import load_model, load_tokenizer  # noqa: E402
 from tests.helpers import TINY, random_tiny_model, single_thread, train_reversal  # noqa: E402
-from tests.saved_folders import separate_vocabulary_folders  # noqa: E402
+from tests.saved_folders import save_tiny_model_folder, separate_vocabulary_folders  # noqa: E402
 
 # also run by CI on the oldest supported releases (constraints/oldest.txt)
 pytestmark = pytest.mark.compat
@@ -153,10 +157,12 @@ def test_onnx_steps_give_the_teacher_forced_logits(trained, runtime, held_out):
 def test_the_command_writes_the_folder(trained, runtime):
     folder, out = trained[2], trained[3]
     manifest = json.loads((out / "onnx_manifest.json").read_text())
-    assert {"encoder.onnx", "decoder_step.onnx", "generation_config.json", "onnx_runtime.py", "tokenizer.json",
-            "tokenizer_config.json"} <= set(manifest["files"])
-    assert sorted(p.name for p in out.iterdir()) == sorted([*manifest["files"], "onnx_manifest.json"])
+    written = json.loads((out / "hf_s2s_output.json").read_text())["files"]  # every file the export wrote
+    assert {"encoder.onnx", "decoder_step.onnx", "generation_config.json", "onnx_runtime.py", "decoding.py",
+            "tokenizer.json", "tokenizer_config.json", "onnx_manifest.json"} <= set(written)
+    assert sorted(p.name for p in out.iterdir()) == sorted([*written, "hf_s2s_output.json"])
     assert filecmp.cmp(out / "onnx_runtime.py", onnx_runtime.__file__, shallow=False)
+    assert filecmp.cmp(out / "decoding.py", decoding.__file__, shallow=False)
     assert json.loads((out / "generation_config.json").read_text())["max_len_a"] == 1.3  # the bound, written out
     for name, session in (("encoder", runtime.encoder), ("decoder_step", runtime.decoder_step)):
         assert [i.name for i in session.get_inputs()] == list(manifest[name]["inputs"])
@@ -190,6 +196,7 @@ def test_the_runtime_needs_no_torch(trained, tmp_path):
     imported, translates as tokenizer + generate() + batch_decode."""
     model, tokenizer, _, out = trained
     blocked = "import runpy, sys\nfor name in ('torch', 'transformers', 'hf_s2s'):\n    sys.modules[name] = None\n" \
+              f"sys.path.insert(0, {str(out)!r})  # as python OUT/onnx_runtime.py puts its folder first\n" \
               f"sys.argv = ['onnx_runtime.py', {str(out)!r}, '--beams', '2', '--threads', '1']\n" \
               f"runpy.run_path({str(out / 'onnx_runtime.py')!r}, run_name='__main__')\n"
     completed = subprocess.run([sys.executable, "-c", blocked], input="\n".join(SENTENCES) + "\n", capture_output=True,
@@ -226,17 +233,22 @@ def cli_error(capsys, *argv) -> str:
     return lines.strip()
 
 
+def saved_rnn_folder(folder: Path) -> Path:
+    """A random tiny RNN saved with the reversal tokenizer: a model folder export-onnx takes."""
+    random_tiny_model("rnn_seq2seq", 12).save_pretrained(folder)
+    reversal_tokenizer().save_pretrained(folder)
+    return folder
+
+
 def test_user_errors_are_one_error_line(tmp_path, capsys):
-    model = tmp_path / "model"
-    random_tiny_model("rnn_seq2seq", 12).save_pretrained(model)
-    reversal_tokenizer().save_pretrained(model)
+    model = saved_rnn_folder(tmp_path / "model")
     taken = tmp_path / "taken"
     taken.mkdir()
     (taken / "notes.txt").write_text("mine")
     cases = {
         (tmp_path / "missing", tmp_path / "out"): "does not exist",
         (model, taken): "already holds files (notes.txt)",
-        (model, taken, "--overwrite_output_dir"): "not an ONNX export",
+        (model, taken, "--overwrite_output_dir"): "holds no hf_s2s_output.json",
         (model, taken / "notes.txt"): "is a file",
         (model, model): "the model folder itself",
     }
@@ -244,6 +256,39 @@ def test_user_errors_are_one_error_line(tmp_path, capsys):
         message = cli_error(capsys, *argv)
         assert message.startswith("error: ") and "\n" not in message and expected in message, (argv, message)
     assert (taken / "notes.txt").read_text() == "mine" and not (tmp_path / "out").exists()
+
+
+def test_export_refuses_a_generation_config_the_runtime_cannot_decode(tmp_path, capsys):
+    """A setting the runtime does not implement would refuse every translation of the export: it is named before
+    the export starts, and nothing is written."""
+    folder = save_tiny_model_folder(tmp_path / "model", "rnn_seq2seq")
+    config = json.loads((folder / "generation_config.json").read_text())
+    (folder / "generation_config.json").write_text(json.dumps({**config, "no_repeat_ngram_size": 3}))
+    message = cli_error(capsys, folder, tmp_path / "onnx")
+    assert message.startswith("error: the generation config sets no_repeat_ngram_size=3, which the ONNX runtime does "
+                              "not implement")
+    assert not (tmp_path / "onnx").exists()
+
+
+def test_the_runtimes_command_reads_lines_and_takes_flags_as_translate_does(tmp_path, capsys, monkeypatch):
+    """``python OUT/onnx_runtime.py``: blank lines come back blank in place, a line's \\r\\n end and the input's
+    byte-order mark are not part of a sentence, the length bound's flags and --batch-size decode as translate's,
+    and a bad option is one error line."""
+    folder = save_tiny_model_folder(tmp_path / "model", "transformer_seq2seq", seed=3)
+    model, tokenizer = load_model(folder), load_tokenizer(folder)
+    export_onnx(model, tmp_path / "onnx", tokenizer=tokenizer)
+    lines = ["a b c", "", "d e f g h", "   ", "b"]
+    for flags, options in ((["--max-len-a", "0.5"], {"max_len_a": 0.5}), (["--no-length-bound", "--max-new-tokens",
+                                                                           "7"], {"max_len_a": None, "max_len_b": None,
+                                                                                  "max_new_tokens": 7})):
+        monkeypatch.setattr(sys, "stdin", io.StringIO("\ufeff" + "\r\n".join(lines) + "\r\n"))
+        assert onnx_runtime.main([str(tmp_path / "onnx"), "--threads", "1", "--batch-size", "2", *flags]) == 0
+        with single_thread():
+            expected = [hypotheses[0].text for hypotheses in translate(model, tokenizer, lines, **options)]
+        assert capsys.readouterr().out.split("\n")[:-1] == expected
+        assert expected[1] == expected[3] == "" and all(expected[i] for i in (0, 2, 4))
+    with pytest.raises(SystemExit, match=r"error: num_beams \(--beams\) must be a whole number >= 1, got 0"):
+        onnx_runtime.main([str(tmp_path / "onnx"), "--beams", "0", "--sentence", "a b"])
 
 
 def test_a_training_model_is_refused():
@@ -337,15 +382,51 @@ def test_separate_vocabularies_translate_as_the_transformers_tokenizer(tmp_path)
 
 
 @pytest.mark.slow
-def test_overwrite_replaces_only_the_export(tmp_path):
+def test_overwrite_replaces_the_earlier_export_whole_and_only_it(tmp_path):
     out = tmp_path / "onnx"
-    export_onnx(random_tiny_model("rnn_seq2seq", 20, attention_type="luong_dot", decoder_hidden_size=32), out)
-    (out / "notes.txt").write_text("mine")
+    export_onnx(random_tiny_model("rnn_seq2seq", 20, attention_type="luong_dot", decoder_hidden_size=32), out,
+                tokenizer=reversal_tokenizer())
     with pytest.raises(FileExistsError, match="already holds files"):
         export_onnx(random_tiny_model("rnn_seq2seq", 20), out)
+    (out / "notes.txt").write_text("mine")  # a file the export did not write: the overwrite refuses, deletes nothing
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+    with pytest.raises(FileExistsError, match=r"it also holds notes.txt \(not written by hf-s2s export-onnx\); "
+                                              "these are left in place and nothing was deleted"):
+        export_onnx(random_tiny_model("rnn_seq2seq", 20), out, overwrite=True)
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == before
+    (out / "notes.txt").unlink()
     model = random_tiny_model("rnn_seq2seq", 20, cell_type="lstm")
-    export_onnx(model, out, overwrite=True)
-    assert (out / "notes.txt").read_text() == "mine"
+    export_onnx(model, out, overwrite=True)  # without a tokenizer: the earlier export's tokenizer files go too
+    assert sorted(path.name for path in out.iterdir()) == sorted(
+        ["decoder_step.onnx", "decoding.py", "encoder.onnx", "generation_config.json", "hf_s2s_output.json",
+         "onnx_manifest.json", "onnx_runtime.py"])
     assert "past_cell" in json.loads((out / "onnx_manifest.json").read_text())["state"]
     batch = padded([[5, 6, 7, 2], [8, 2]])
     np.testing.assert_array_equal(OnnxSeq2Seq(out).generate(*batch), generated(model, *batch))
+
+
+def test_overwrite_deletes_no_file_a_manifest_names_unless_the_export_wrote_it_unchanged(tmp_path, capsys):
+    """A list of names decides nothing: an onnx_manifest.json (crafted, or another tool's) naming a person's files,
+    an export file edited since, and a record naming a file under another file's bytes each make the command refuse,
+    and every file stays as it was."""
+    model_dir = saved_rnn_folder(tmp_path / "model")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "thesis.tex").write_text("three years of work")
+    (out / "encoder.onnx").write_bytes(b"my own graph")
+    (out / "onnx_manifest.json").write_text(json.dumps({"format": 1, "files": ["thesis.tex", "encoder.onnx"]}))
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+    message = cli_error(capsys, model_dir, out, "--overwrite_output_dir")
+    assert message.startswith("error: --overwrite_output_dir (overwrite=True) replaces only what hf-s2s export-onnx "
+                              f"wrote into {out}, byte for byte, and it holds no hf_s2s_output.json"), message
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == before
+    # a record naming the files, with hashes that are not theirs (an edited export, a forged record)
+    (out / "hf_s2s_output.json").write_text(json.dumps({"command": "hf-s2s export-onnx", "files": {
+        "thesis.tex": "0" * 64, "encoder.onnx": "0" * 64, "onnx_manifest.json": "0" * 64}}))
+    message = cli_error(capsys, model_dir, out, "--overwrite_output_dir")
+    assert ("it also holds encoder.onnx (changed since hf-s2s export-onnx wrote it), onnx_manifest.json (changed "
+            "since hf-s2s export-onnx wrote it), thesis.tex (changed since hf-s2s export-onnx wrote it); these are "
+            f"left in place and nothing was deleted: move them out of {out}") in message, message
+    assert {path.name: path.read_bytes() for path in out.iterdir() if path.name != "hf_s2s_output.json"} == before
+
+

@@ -6,7 +6,13 @@ the folder as it was, without even its lock file."""
 import json
 import os
 import re
+import shlex
 import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +21,8 @@ from hf_s2s.training.run import parse_args, run
 from hf_s2s.training.run_dir import LOCK_NAME
 from tests.runs import train_args
 from tests.saved_folders import save_tiny_model_folder, tiny_tokenizer
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def earlier_run(folder):
@@ -121,7 +129,7 @@ def test_command_reports_a_user_error_found_while_running_in_one_line(tmp_path, 
     and while the corpus loads); they are refused in one line as the start-up checks are, never as a traceback."""
     out = tmp_path / "run"
     flags, expected = {
-        "reused-folder": ([], rf"--output_dir {out} already holds a training run \("),
+        "reused-folder": ([], rf"--output_dir {out} already holds a finished training run \("),
         "not-utf8": (["--dataset", str(tmp_path / "corpus")], rf"{tmp_path / 'corpus' / 'train.src'}, line 2: not UTF-8"),
         "unknown-recipe": (["--recipe", "no_such_recipe"], r"unknown recipe 'no_such_recipe'; available recipes"),
     }[case]
@@ -149,3 +157,105 @@ def test_only_hf_s2s_own_errors_are_user_errors():
         {}["x"]
     assert is_user_error(own.value)
     assert not is_user_error(library.value) and not is_user_error(other.value)
+
+
+# --- A folder holding a run: the refusal says whether to resume or start again, with the command ------------
+
+
+def stopped_run(folder, checkpoints=()):
+    """What a run stopped before its end leaves (no results.json): its tokenizer and the given checkpoints,
+    each with the trainer state written last (a checkpoint named with a "!" is cut short: it holds no trainer
+    state)."""
+    tiny_tokenizer().save_pretrained(folder / "tokenizer")
+    for name in checkpoints:
+        (folder / name.rstrip("!")).mkdir()
+        if not name.endswith("!"):
+            (folder / name / "trainer_state.json").write_text("{}")
+    return folder
+
+
+@pytest.mark.parametrize("case", ["finished", "stopped-with-checkpoints", "stopped-before-a-checkpoint"])
+def test_a_refused_folder_names_the_way_on_with_the_command_to_type(tmp_path, case):
+    """A finished run starts again; one stopped before its end resumes from its newest complete checkpoint
+    (the newest one, cut short while it was written, is passed over) or, with none, starts again. Each way is
+    printed as the command that was refused with one flag added (outside an interpreter started with it:
+    hf-s2s train)."""
+    out = tmp_path / "run"
+    if case == "finished":
+        earlier_run(out)
+    else:
+        checkpoints = ["checkpoint-4", "checkpoint-8", "checkpoint-12!"]
+        stopped_run(out, checkpoints if case == "stopped-with-checkpoints" else [])
+    before = snapshot(out)
+    args = train_args(out)
+    with pytest.raises(SystemExit) as refused:
+        run_command("train", args)
+    message = str(refused.value.code)
+    again = f"to start again, deleting it: {shlex.join(['hf-s2s', 'train', *args, '--overwrite_output_dir'])}"
+    resume = shlex.join(["hf-s2s", "train", *args, "--resume_from_checkpoint", str(out / "checkpoint-8")])
+    expected = {
+        "finished": f"already holds a finished training run (checkpoint-8, model, tokenizer, results.json); "
+                    f"{again}",
+        "stopped-with-checkpoints": f"holds a training run that stopped before it finished (checkpoint-4, "
+                                    f"checkpoint-8, checkpoint-12, tokenizer); to resume it from its newest "
+                                    f"checkpoint: {resume}; {again}",
+        "stopped-before-a-checkpoint": f"holds a training run that stopped before it finished (tokenizer) "
+                                       f"and has no complete checkpoint to resume from; {again}",
+    }[case]
+    assert message == f"error: --output_dir {out} {expected}; or choose another --output_dir"
+    assert snapshot(out) == {**before, LOCK_NAME: f"{os.getpid()}\n".encode()}  # only the lock was taken
+
+
+def start_and_interrupt(command: list[str], written: Path, log: Path) -> subprocess.Popen:
+    """Start ``command`` and press Ctrl-C (SIGINT) as soon as it has written ``written``."""
+    with open(log, "w") as stderr:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr,
+                                   env={**os.environ, "OMP_NUM_THREADS": "1"})
+    while not written.exists() and process.poll() is None:
+        time.sleep(0.02)
+    process.send_signal(signal.SIGINT)
+    process.wait(timeout=120)
+    assert process.returncode != 0, f"the run ended before it was interrupted:\n{log.read_text()[-3000:]}"
+    return process
+
+
+def printed_command(stderr: str, way: str) -> list[str]:
+    """The command the refusal prints after ``way`` ("to resume it from its newest checkpoint")."""
+    found = re.search(rf"{way}: (.*?); (to start again|or choose)", stderr)
+    assert found, stderr[-3000:]
+    return shlex.split(found.group(1))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("stopped", ["after-the-tokenizer", "after-a-checkpoint"])
+def test_an_interrupted_run_run_again_prints_a_command_that_works(tmp_path, stopped):
+    """The README's first command stopped with Ctrl-C and typed again: the refusal prints the typed command
+    with --resume_from_checkpoint and the newest complete checkpoint when there is one, else with
+    --overwrite_output_dir, and that command finishes the run (the folder holding a run, only resuming or
+    deleting it lets it start)."""
+    out = tmp_path / "run"
+    saving = ["--save_strategy", "steps", "--save_steps", "2"] if stopped == "after-a-checkpoint" else []
+    command = [sys.executable, str(ROOT / "scripts" / "train.py"),
+               *train_args(out, "--max_steps", "40", "--max_train_samples", "64",
+                           "--per_device_train_batch_size", "4", *saving)]
+    written = out / ("checkpoint-2/trainer_state.json" if saving
+                     else "tokenizer/hf_s2s_tokenizer_arguments.json")
+    start_and_interrupt(command, written, tmp_path / "interrupted.log")
+    assert not (out / "results.json").exists()
+    again = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 1
+    if saving:
+        newest = max((p for p in out.glob("checkpoint-*") if (p / "trainer_state.json").is_file()),
+                     key=lambda p: int(p.name.split("-")[1]))
+        way = printed_command(again.stderr, "to resume it from its newest checkpoint")
+        assert way == [*command, "--resume_from_checkpoint", str(newest)]
+    else:
+        assert "has no complete checkpoint to resume from" in again.stderr
+        way = printed_command(again.stderr, "to start again, deleting it")
+        assert way == [*command, "--overwrite_output_dir"]
+    done = subprocess.run(way, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    epochs = json.loads((out / "results.json").read_text())["epochs"]
+    assert epochs == 40 * 4 / 64  # every step of --max_steps

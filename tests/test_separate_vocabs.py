@@ -133,7 +133,7 @@ def test_hub_folder_loads_the_tokenizer_as_remote_code(varied, tmp_path):
     assert result["texts"] == expected and all(expected)
     # the tokenizer's code is part of what the folder check requires (and scans)
     (folder / "tokenization_separate_vocab.py").unlink()
-    with pytest.raises(HubFolderError, match="missing code file tokenization_separate_vocab.py"):
+    with pytest.raises(HubFolderError, match="loads tokenization_separate_vocab.py, which is not a regular file of the folder"):
         check_hub_folder(folder)
 
 

@@ -4,12 +4,17 @@ command's own process) called over HTTP with httpx.
 Under concurrency, every request gets the translations it gets alone from ``translate()`` (or the CTranslate2
 engine), greedy and beam, with n-best lists and scores, while requests of one set of options share batches. Every
 kind of bad input is a 4xx with a JSON message and leaves the server answering; a full queue is a 503; a failed batch
-a 500 for its requests only; SIGTERM lets the request in flight finish; metrics and the OpenAPI page are served."""
+a 500 for its requests only; SIGTERM lets the request in flight finish, and what it cannot finish in time is answered
+503 in JSON; a request whose client hung up is never decoded; /metrics counts every answer by the status the client
+got; metrics and the OpenAPI page are served."""
 
 import asyncio
+import collections
+import json
 import os
 import random
 import signal
+import socket
 import threading
 import time
 from pathlib import Path
@@ -20,6 +25,7 @@ pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
 
 from hf_s2s.cli import run_command  # noqa: E402
+from hf_s2s.importers import convert  # noqa: E402
 from hf_s2s.inference.engines import TorchEngine, load_engine  # noqa: E402
 from hf_s2s.inference.translate import translate  # noqa: E402
 from hf_s2s.serving.app import create_app  # noqa: E402
@@ -119,6 +125,30 @@ def metric(url: str, name: str) -> float:
     return sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.split("{")[0].split(" ")[0] == name)
 
 
+def statuses_counted(text: str) -> collections.Counter:
+    """hf_s2s_requests_total's counts by status, summed over models, from /metrics' text."""
+    counted = collections.Counter()
+    for line in text.splitlines():
+        if line.startswith("hf_s2s_requests_total{"):
+            labels, value = line.rsplit(" ", 1)
+            status = labels.split('status="')[1].split('"')[0]
+            counted[int(status)] += int(float(value))
+    return counted
+
+
+def wait_until(condition, timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def queued(url: str) -> int:
+    return httpx.get(f"{url}/health").json()["queued_sentences"]
+
+
 def same(got, expected) -> bool:
     """Equal texts, and scores equal to 1e-5 (None where none was asked for)."""
     return all(len(g) == len(e) and all(gt == et and (gs is None) == (es is None) and (gs is None or abs(gs - es) < 1e-5)
@@ -166,6 +196,10 @@ BAD_REQUESTS = {
     "a list, not an object": ("[1, 2]", 422, "valid dictionary"),
     "sentences not a list": ({"sentences": "a b c"}, 422, "sentences: Input should be a valid list"),
     "a number for a sentence": ({"sentences": ["a", 3]}, 422, "sentences.1: Input should be a valid string"),
+    "a lone surrogate (no text)": ('{"sentences": ["a", "b \\ud800 c"]}', 422,
+                                   "cannot be read by the model's tokenizer (counted from 0): sentence 1: a lone "
+                                   "surrogate U+D800 at character 2"),
+    "a body not in UTF-8": (b'{"sentences": ["\xff"]}', 400, "not valid JSON (UnicodeDecodeError"),
     "no sentences field": ({"num_beams": 2}, 422, "sentences: Field required"),
     "a boolean beam count": ({"sentences": ["a"], "num_beams": True}, 422, "num_beams: Input should be a valid int"),
     "a string for a number": ({"sentences": ["a"], "max_len_a": "1.5"}, 422, "max_len_a: Input should be"),
@@ -204,6 +238,17 @@ def test_a_chunked_body_over_the_limit_is_refused_while_read(server):
     assert response.status_code == 413 and "20,000 bytes" in response.json()["error"]
 
 
+def test_a_converted_folder_serves_the_translations_it_gives_alone(tmp_path):
+    """A folder hf-s2s convert wrote from an OpenNMT-py checkpoint (the converted tokenizer class, the toolkit's beam
+    search in its generation config): served, each request gets the translations translate() gives it alone."""
+    fixture = ROOT / "tests" / "fixtures" / "toolkits" / "opennmt_transformer"
+    engine = load_engine(convert("opennmt-py", fixture / "model.pt", tmp_path / "converted"), threads=1)
+    sources = (fixture / "test.de").read_text().splitlines()[:6]
+    with serve_in_thread(create_app({"onmt": engine}, BATCHING)) as url:
+        for request in ({"sentences": sources[:3]}, {"sentences": sources[3:], "num_beams": 1, "scores": True}):
+            assert same(answers(post(url, request)), alone(engine, request)), request
+
+
 def test_an_alignment_from_a_model_without_attention_is_refused(tmp_path):
     folder = save_tiny_model_folder(tmp_path / "plain", "rnn_seq2seq", attention_type="none")
     with serve_in_thread(create_app({"plain": load_engine(folder)})) as url:
@@ -212,14 +257,22 @@ def test_an_alignment_from_a_model_without_attention_is_refused(tmp_path):
 
 
 class GatedEngine(TorchEngine):
-    """Decodes once the test opens its gate (``entered`` says a batch is waiting at it), and fails any batch holding
-    the sentence "boom"."""
+    """Decodes once the test opens its gate (``entered`` says a batch is waiting at it), records the sentences of each
+    engine call (``calls``), fails any batch holding the sentence "boom", and has a bug completing the options of a
+    request with max_len_b 13 (a RuntimeError, not the ValueError of a refusal)."""
 
     def __init__(self, folder):
         super().__init__(folder)
         self.gate, self.entered = threading.Event(), threading.Event()
+        self.calls: list[list[str]] = []
+
+    def options(self, **options):
+        if options.get("max_len_b") == 13:
+            raise RuntimeError("a bug in the engine")
+        return super().options(**options)
 
     def _translate(self, sentences, options, batch_size, scores):
+        self.calls.append(list(sentences))
         self.entered.set()
         assert self.gate.wait(timeout=60)
         if "boom" in sentences:
@@ -258,6 +311,133 @@ def test_a_full_queue_is_503_and_a_failed_batch_500_for_its_requests_only(folder
         assert 'hf_s2s_requests_total{model="tf",status="503"} 1.0' in httpx.get(f"{url}/metrics").text
 
 
+def test_metrics_count_every_answer_by_the_status_the_client_received(folders):
+    """A known mix of answers, each from another layer (the body size limit, FastAPI's parsing and validation, the
+    handler's checks, the tokenizer, a failed batch, a bug): /metrics counts each status as often as the clients got
+    it, and every answer is JSON."""
+    engine = GatedEngine(folders["tf"])
+    engine.gate.set()
+    app = create_app({"tf": engine}, BATCHING, LIMITS)
+    with serve_in_thread(app) as url:
+        chunked = (b'{"sentences": ["' + b"a " * 5_000 + b'"]}' for _ in range(5))
+        responses = [post(url, {"sentences": ["a b"]}), post(url, {"sentences": ["c"], "num_beams": 2}),
+                     post(url, '{"sentences": ['), post(url, b'{"sentences": ["\xff"]}'),
+                     post(url, {"sentences": "a"}), post(url, {"sentences": ["a"], "nbest": 2}),
+                     post(url, {"sentences": ["a"], "num_beams": 0}), post(url, '{"sentences": ["\\udfff"]}'),
+                     post(url, {"sentences": ["a" * 30_000]}), post(url, {"sentences": ["a"] * 9}),
+                     httpx.post(f"{url}/translate", content=chunked, headers={"content-type": "application/json"}),
+                     post(url, {"sentences": ["a"], "model": "xx"}), httpx.get(f"{url}/translate"),
+                     post(url, {"sentences": ["boom"]}), post(url, {"sentences": ["a"], "max_len_b": 13})]
+        assert all(response.headers["content-type"] == "application/json" for response in responses)
+        received = collections.Counter(response.status_code for response in responses)
+        assert received == {200: 2, 400: 2, 422: 4, 413: 3, 404: 1, 405: 1, 500: 2}, received
+        assert "a bug in the engine" in responses[-1].json()["error"]
+        text = httpx.get(f"{url}/metrics").text
+        assert statuses_counted(text) == received
+        # the model's name where the handler chose the model, empty where the body was refused before
+        assert 'hf_s2s_requests_total{model="tf",status="422"} 2.0' in text
+        assert 'hf_s2s_requests_total{model="",status="413"} 2.0' in text
+
+
+def hang_up_later(url: str, body: dict) -> socket.socket:
+    """A client that sends a /translate request and keeps its connection open without reading: close the socket to
+    hang up."""
+    address = httpx.URL(url)
+    payload = json.dumps(body).encode()
+    sock = socket.create_connection((address.host, address.port))
+    sock.sendall(b"POST /translate HTTP/1.1\r\nHost: %b\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n%b" % (address.host.encode(), len(payload), payload))
+    return sock
+
+
+def test_a_request_whose_client_hung_up_is_not_decoded_and_does_not_delay_the_next(folders):
+    """A holds the engine at its gate; B (beam search) and then C (greedy) wait in the queue, and B's client hangs up.
+    B leaves the queue at once, while the engine is still busy; once the gate opens, the engine's next call is C's,
+    as if B had never come (oldest first, B would have had a call of its own before C). /metrics counts B under
+    status 499 and its sentence nowhere among the decoded ones."""
+    engine = GatedEngine(folders["tf"])
+    app = create_app({"tf": engine}, BATCHING, LIMITS)
+    with serve_in_thread(app) as url:
+        answered = {}
+
+        def send(name, body):
+            answered[name] = post(url, body)
+
+        first = threading.Thread(target=send, args=("A", {"sentences": ["a"], "num_beams": 1}))
+        first.start()
+        assert engine.entered.wait(timeout=30)
+        client = hang_up_later(url, {"sentences": ["b c"], "num_beams": 2})
+        assert wait_until(lambda: queued(url) == 1)
+        last = threading.Thread(target=send, args=("C", {"sentences": ["d e"], "num_beams": 1}))
+        last.start()
+        assert wait_until(lambda: queued(url) == 2)
+        client.close()
+        try:
+            assert wait_until(lambda: queued(url) == 1, timeout=10), "B is still queued after its client hung up"
+        finally:
+            engine.gate.set()
+            first.join()
+            last.join()
+        assert answered["A"].status_code == answered["C"].status_code == 200
+        assert engine.calls == [["a"], ["d e"]]
+        text = httpx.get(f"{url}/metrics").text
+        assert 'hf_s2s_requests_total{model="tf",status="499"} 1.0' in text
+        assert statuses_counted(text) == {200: 2, 499: 1}
+        assert metric(url, "hf_s2s_batch_sentences_sum") == 2  # a, and d e: b c never decoded
+
+
+def test_requests_cut_off_at_shutdown_are_answered_503_in_json_and_counted(folders):
+    """With a graceful timeout of 0, A (held on the engine at its gate) and B, C (queued) are answered 503 in JSON as
+    the server stops; B and C are never decoded, and the metrics count the three 503s."""
+    engine = GatedEngine(folders["tf"])
+    app = create_app({"tf": engine}, BATCHING, LIMITS)
+    answered, clients = {}, []
+
+    def send(url, name, body):
+        answered[name] = post(url, body)
+
+    def open_gate_once_answered():  # the engine call in progress ends only then, and the server's exit waits for it
+        for client in clients:
+            client.join(timeout=60)
+        engine.gate.set()
+
+    with serve_in_thread(app, graceful_timeout=0) as url:
+        try:
+            for name, sentences in (("A", ["a"]), ("B", ["b c"]), ("C", ["d"])):
+                clients.append(threading.Thread(target=send, args=(url, name, {"sentences": sentences})))
+                clients[-1].start()
+                assert engine.entered.wait(timeout=30)
+            assert wait_until(lambda: queued(url) == 2)
+        finally:  # the server stops as this block ends
+            threading.Thread(target=open_gate_once_answered).start()
+    for name in "ABC":
+        response = answered[name]
+        assert response.status_code == 503 and response.headers["content-type"] == "application/json", response.text
+        assert "retry" in response.json()["error"]
+    assert engine.calls == [["a"]]
+    assert statuses_counted(app.state.metrics.exposition().decode()) == {503: 3}
+
+
+def test_a_request_still_sending_its_body_at_shutdown_is_answered_503_in_json(engines):
+    """The application waits for a body (uvicorn's "100 Continue" says so) when the server stops: uvicorn cancels it
+    past the graceful timeout, and it is answered 503 in JSON, not with uvicorn's 500 text/plain."""
+    app = create_app({"tf": engines["tf"]}, BATCHING, LIMITS)
+    with serve_in_thread(app, graceful_timeout=0) as url:
+        address = httpx.URL(url)
+        sock = socket.create_connection((address.host, address.port), timeout=60)
+        sock.sendall(b"POST /translate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 20\r\nExpect: 100-continue\r\n\r\n")
+        assert sock.recv(1024).startswith(b"HTTP/1.1 100 ")
+    answer = b""  # the server has stopped: its answer, then the end of the connection
+    while chunk := sock.recv(65536):
+        answer += chunk
+    sock.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 503 ") and b"content-type: application/json" in head.lower(), answer
+    assert "retry" in json.loads(body)["error"]
+    assert statuses_counted(app.state.metrics.exposition().decode()) == {503: 1}
+
+
 def test_health_models_metrics_and_openapi_docs(server):
     url, _ = server
     post(url, {"sentences": ["a b c", "d"], "model": "rnn"})
@@ -278,6 +458,32 @@ def test_health_models_metrics_and_openapi_docs(server):
     schema = httpx.get(f"{url}/openapi.json").json()
     assert {"/translate", "/health", "/models", "/metrics"} <= set(schema["paths"])
     assert "num_return_sequences" in schema["components"]["schemas"]["TranslateRequest"]["properties"]
+
+
+def test_serve_command_refuses_folders_it_cannot_serve_in_one_line(folders, tmp_path):
+    """Folders written by someone else: a damaged JSON file, no generation config (transformers would decode with
+    20 tokens at most), one without the tokens generate() needs, a default beam count over --max-beams. Each is one
+    error line naming the file or option; the host cannot be listened on, so a folder that is not refused fails the
+    test at once instead of serving."""
+    broken = {}
+    for name, change in [("no_generation_config", lambda f: (f / "generation_config.json").unlink()),
+                         ("damaged_generation_config", lambda f: (f / "generation_config.json").write_text('{"a": ')),
+                         ("config_a_list", lambda f: (f / "config.json").write_text("[]")),
+                         ("damaged_tokenizer", lambda f: (f / "tokenizer.json").write_text("xx")),
+                         ("no_start_token", lambda f: (f / "generation_config.json").write_text('{"eos_token_id": 2}')),
+                         ("three_beams", lambda f: (f / "generation_config.json").write_text(json.dumps(
+                             {**json.loads((f / "generation_config.json").read_text()), "num_beams": 3})))]:
+        broken[name] = save_tiny_model_folder(tmp_path / name, "transformer_seq2seq")
+        change(broken[name])
+    for arguments, named in [([str(broken["no_generation_config"])], "holds no generation_config.json"),
+                             ([str(broken["damaged_generation_config"])], "generation_config.json is not valid JSON"),
+                             ([str(broken["config_a_list"])], "config.json holds a JSON list, not an object"),
+                             ([str(broken["damaged_tokenizer"])], "tokenizer.json is not valid JSON"),
+                             ([str(broken["no_start_token"])], "names no decoder_start_token_id"),
+                             ([str(broken["three_beams"]), "--max-beams", "2"], "decodes with 3 beams by default")]:
+        with pytest.raises(SystemExit) as exit_info:
+            run_command("serve", [*arguments, "--host", "256.0.0.1", "--port", "0"])
+        assert str(exit_info.value.code).startswith("error: ") and named in str(exit_info.value.code), arguments
 
 
 def test_serve_command_refuses_bad_options_in_one_line(folders, tmp_path):
@@ -315,6 +521,43 @@ def test_sigterm_lets_the_request_in_flight_finish(folders, tmp_path):
         assert process.wait(timeout=60) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal once shut down
         with pytest.raises(httpx.TransportError):
             httpx.get(f"{url}/health")
+    finally:
+        process.kill()
+        process.wait()
+
+
+@pytest.mark.slow  # a process of its own per signal
+@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_while_requests_wait_answers_each_in_json(folders, tmp_path, signal_number):
+    """--graceful-timeout 0, requests decoded one at a time: the signal arrives while most wait in the queue. Each is
+    answered, 200 where it was translated before, else 503 in JSON (never uvicorn's 500 text/plain), the process
+    ends, and Ctrl-C ends it with the shell's status for it, without a traceback."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process, url = start_server_process([f"tf={folders['tf']}", "--graceful-timeout", "0", "--no-batching"],
+                                        tmp_path, env=env)
+    body = {"sentences": TEXTS[:8], "num_beams": 4, "no_length_bound": True}
+
+    async def send_and_signal():
+        async with httpx.AsyncClient(base_url=url, timeout=120, limits=httpx.Limits(max_connections=20)) as client:
+            requests = [asyncio.ensure_future(client.post("/translate", json=body)) for _ in range(12)]
+            deadline = time.monotonic() + 60
+            while (await client.get("/health")).json()["queued_sentences"] < 80:  # 10 of 12 wait: all were read
+                assert time.monotonic() < deadline, "the requests did not reach the queue"
+                await asyncio.sleep(0.02)
+            process.send_signal(signal_number)
+            return await asyncio.gather(*requests, return_exceptions=True)
+
+    try:
+        responses = asyncio.run(send_and_signal())
+        assert all(isinstance(response, httpx.Response) for response in responses), responses
+        assert all(response.headers["content-type"] == "application/json" for response in responses), \
+            [response.text for response in responses]
+        statuses = collections.Counter(response.status_code for response in responses)
+        assert set(statuses) <= {200, 503} and statuses[503] >= 2, statuses
+        assert all("retry" in response.json()["error"] for response in responses if response.status_code == 503)
+        status = process.wait(timeout=120)
+        assert status in ((0, -signal.SIGTERM) if signal_number == signal.SIGTERM else (130,)), status
+        assert "Traceback" not in process.stderr.read()
     finally:
         process.kill()
         process.wait()

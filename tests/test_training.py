@@ -16,11 +16,12 @@ import pytest
 import torch
 import transformers
 from safetensors.torch import load_file
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianConfig
 
 import hf_s2s  # noqa: F401
 import hf_s2s.data.corpus
 from hf_s2s.cli import run_command
+from hf_s2s.data.tokenization import train_translation_tokenizers
 from hf_s2s.hub.results import RunResults, results_table
 from hf_s2s.inference.translate import alignment, translate
 from hf_s2s.metrics import compute_translation_metrics
@@ -29,7 +30,7 @@ from hf_s2s.training.checkpoints import average_checkpoints, find_checkpoints
 from hf_s2s.training.run import RECIPES_DIR, load_recipe, parse_args, run
 from hf_s2s.training.run_dir import hypotheses_path
 from tests.helpers import TINY
-from tests.runs import CrashAt, ForceBestMetric, tiny_args
+from tests.runs import CrashAt, ForceBestMetric, tiny_args, tiny_argv
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -107,31 +108,51 @@ def test_training_loss_decreases(trained):
     assert len(losses) == 16 and losses[-1] < losses[0] * 0.8
 
 
+def step_losses(checkpoint: Path) -> list[float]:
+    """The training loss of every step up to ``checkpoint``, from its trainer_state.json (logged every step)."""
+    state = json.loads((checkpoint / "trainer_state.json").read_text())
+    return [entry["loss"] for entry in state["log_history"] if "loss" in entry]
+
+
+RDROP = ("--rdrop_alpha", "5")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("batching", [(), ("--max_tokens_per_batch", "400")], ids=["group_by_length", "tokens"])
-def test_resumed_run_ends_with_the_same_weights_as_an_uninterrupted_one(tmp_path, batching):
+@pytest.mark.parametrize(("model_type", "flags"), [
+    ("transformer_seq2seq", ()), ("transformer_seq2seq", ("--max_tokens_per_batch", "400")),
+    ("transformer_seq2seq", ("--max_tokens_per_batch", "400", *RDROP)), ("rnn_seq2seq", RDROP),
+], ids=["group_by_length", "tokens", "tokens-rdrop", "rnn-rdrop"])
+def test_resumed_run_ends_with_the_same_weights_as_an_uninterrupted_one(tmp_path, model_type, flags):
     # 256 pairs in batches of 32 (or of 400 tokens): 8 (10) steps an epoch. The run is killed at step 14 and
     # resumed from step 12, in its SECOND epoch: the epoch's shuffle must not depend on the random state that
     # epoch 1 left behind (dropout draws), which a resumed run does not replay. Bit for bit: one process, the
-    # same batches in the same order and the same restored random state make the same float operations.
-    common = (*batching, "--eval_strategy", "no", "--save_strategy", "steps", "--save_steps", "4",
+    # same batches in the same order and the same restored random state make the same float operations; with
+    # R-Drop, the dropout masks of both passes of each batch too.
+    common = (*flags, "--eval_strategy", "no", "--save_strategy", "steps", "--save_steps", "4",
               "--max_steps", "16", "--load_best_model_at_end", "false", "--test_num_beams", "1", "--model_config",
-              json.dumps({**TINY["transformer_seq2seq"], "dropout": 0.1}))
-    run(*tiny_args(tmp_path / "straight", "transformer_seq2seq", *common))
+              json.dumps({**TINY[model_type], "dropout": 0.1}))
+    run(*tiny_args(tmp_path / "straight", model_type, *common))
     with pytest.raises(KeyboardInterrupt):
-        run(*tiny_args(tmp_path / "killed", "transformer_seq2seq", *common), callbacks=[CrashAt(14)])
+        run(*tiny_args(tmp_path / "killed", model_type, *common), callbacks=[CrashAt(14)])
     assert not (tmp_path / "killed" / "checkpoint-16").exists()
     assert 1 < json.loads((tmp_path / "killed" / "checkpoint-12" / "trainer_state.json").read_text())["epoch"] < 2
-    run(*tiny_args(tmp_path / "killed", "transformer_seq2seq", *common,
+    run(*tiny_args(tmp_path / "killed", model_type, *common,
                    "--resume_from_checkpoint", str(tmp_path / "killed" / "checkpoint-12")))
     straight = load_file(tmp_path / "straight" / "model" / "model.safetensors")
     resumed = load_file(tmp_path / "killed" / "model" / "model.safetensors")
     assert straight.keys() == resumed.keys()
     for key in straight:
         torch.testing.assert_close(resumed[key], straight[key], rtol=0, atol=0, msg=key)
+    losses = step_losses(tmp_path / "straight" / "checkpoint-16")
+    assert len(losses) == 16 and step_losses(tmp_path / "killed" / "checkpoint-16") == losses  # steps 13-16 resumed
     # ...and the check has teeth: the run's own intermediate checkpoint differs from the end.
     middle = load_file(tmp_path / "killed" / "checkpoint-12" / "model.safetensors")
     assert any(not torch.equal(middle[k], straight[k]) for k in straight)
+    # the flag reached the model's loss, and the saved folder and results say it
+    rdrop_alpha = 5.0 if "--rdrop_alpha" in flags else 0.0
+    saved_config = json.loads((tmp_path / "straight" / "model" / "config.json").read_text())
+    results = json.loads((tmp_path / "straight" / "results.json").read_text())
+    assert saved_config.get("rdrop_alpha", 0.0) == results["training_arguments"]["rdrop_alpha"] == rdrop_alpha
 
 
 SAVED_EVERY_2 = ("--eval_strategy", "no", "--save_strategy", "steps", "--save_steps", "2", "--max_steps", "4",
@@ -167,6 +188,45 @@ def test_a_truncated_checkpoint_file_is_named_before_resuming(saved_every_2, tmp
         run(*args)
     del before[previous]
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p != previous} == before
+
+
+@pytest.mark.slow
+def test_resuming_with_another_model_or_tokenizer_is_one_error_line_naming_the_differences(saved_every_2, tmp_path):
+    """A resumed run with another --model_config (or --model_type) ended in Trainer's size-mismatch traceback after
+    the corpus was read; one with another tokenizer of the same size resumed silently on ids the checkpoint's
+    embeddings do not belong to."""
+    out = shutil.copytree(saved_every_2, tmp_path / "run")
+    resume = ("--resume_from_checkpoint", str(out / "checkpoint-4"))
+    other_tokenizer = tmp_path / "other_tokenizer"
+    corpus = hf_s2s.data.corpus.load_translation_corpus("synthetic:reversal", source_lang="src", target_lang="tgt")
+    train_translation_tokenizers(corpus["train"].select(range(256)), source_lang="src", target_lang="tgt",
+                                 vocab_size=280, model_type="unigram").save_pretrained(other_tokenizer)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    for flags, message in [
+        (("--model_config", json.dumps({**TINY["transformer_seq2seq"], "d_model": 64, "dropout": 0.3})),
+         "holds a model of another configuration than this run builds: d_model 32 in the checkpoint, 64 in this run; "
+         "dropout 0.1 in the checkpoint, 0.3 in this run; resume with the options the run was started with "
+         "(--model_type, --model_config, --recipe, --model_name_or_path), or start a new run: leave out "
+         "--resume_from_checkpoint and choose another --output_dir (or pass --overwrite_output_dir to replace this "
+         "run)"),
+        (("--model_type", "rnn_seq2seq", "--model_config", json.dumps(TINY["rnn_seq2seq"])),
+         "holds a model of another configuration than this run builds: model_type 'transformer_seq2seq' in the "
+         "checkpoint, 'rnn_seq2seq' in this run; resume with"),
+        (("--tokenizer_name_or_path", str(other_tokenizer)),
+         "was trained with another tokenizer than this run uses (this run's vs the checkpoint's: vocabularies of "),
+    ]:
+        with pytest.raises(SystemExit) as refused:
+            run_command("train", tiny_argv(out, "transformer_seq2seq", *SAVED_EVERY_2, *resume, *flags))
+        assert str(refused.value.code).startswith(f"error: --resume_from_checkpoint {out / 'checkpoint-4'} {message}")
+    shutil.rmtree(out / "tokenizer")  # the run would train another one
+    with pytest.raises(SystemExit) as refused:
+        run_command("train", tiny_argv(out, "transformer_seq2seq", *SAVED_EVERY_2, *resume))
+    assert str(refused.value.code) == (
+        f"error: --resume_from_checkpoint {out / 'checkpoint-4'}: this run would train a new tokenizer, as "
+        f"{out / 'tokenizer'} is missing; the checkpoint was trained with its own: pass --tokenizer_name_or_path "
+        f"{out / 'checkpoint-4'} to resume with it")
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == \
+        {p: data for p, data in before.items() if not p.is_relative_to(out / "tokenizer")}
 
 
 def _cut_short(path, data: bytes) -> None:
@@ -398,8 +458,9 @@ def test_a_folder_holding_a_run_is_refused_unless_resumed_or_overwritten(tmp_pat
     (out / "notes.txt").write_text("the user's own file")  # not a run: the folder may be used, the file is kept
     run(*tiny_args(out, "transformer_seq2seq", "--test_num_beams", "1"))  # checkpoint-8, checkpoint-16
     before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    with pytest.raises(ValueError, match=r"already holds a training run \(checkpoint-8, checkpoint-16, model, "
-                                         r"tokenizer, .*--overwrite_output_dir.*--resume_from_checkpoint"):
+    finished = (r"already holds a finished training run \(checkpoint-8, checkpoint-16, model, tokenizer, .*; "
+                r"to start again, deleting it: pass --overwrite_output_dir; or choose another --output_dir")
+    with pytest.raises(ValueError, match=finished):
         run(*tiny_args(out, "transformer_seq2seq", "--vocab_size", "300"))
     # A resumed run reuses the run's tokenizer only when it asks for the one the run trained.
     with pytest.raises(ValueError, match=r"tokenizer in .* was trained with other arguments .*vocab_size: 280 there, "
@@ -562,11 +623,21 @@ LEARNED_POSITIONS = json.dumps({**TINY["transformer_seq2seq"], "position_embeddi
     (["--max_len_a", "1e18"], r"--max_len_a must be <= 100 \(output tokens per source token\), got 1e\+18"),
     (["--max_len_b", str(10 ** 19)], r"--max_len_b must be <= 100000 \(tokens added to the bound\), got 10{19}"),
     (["--max_len_a", "nan"], r"--max_len_a/--max_len_b: max_len_a .* must be a number >= 0 .*got nan"),
+    (["--rdrop_alpha", "-1"], r"--rdrop_alpha \(the weight of R-Drop's KL term\) must be a finite number >= 0 "
+                              r"\(0: off\), got -1.0"),
+    (["--rdrop_alpha", "inf"], r"--rdrop_alpha .* must be a finite number >= 0 \(0: off\), got inf"),
+    (["--model_name_or_path", "MARIAN", "--rdrop_alpha", "5"],
+     r"--rdrop_alpha is computed by the loss of the \['transformer_seq2seq', 'rnn_seq2seq'\] families; a marian "
+     r"model's loss has no R-Drop term: leave --rdrop_alpha out"),
 ], ids=["json", "not-object", "config-value", "generation-length", "source-length", "beams", "beam-0",
         "predict-with-generate", "max-train-samples", "resume-not-a-checkpoint", "target-length-1",
         "token-budget-split-batches", "generation-length-0", "best-model-without-evaluation", "target-vocab-3",
-        "target-vocab-0", "tokenizer-type", "max-len-a-huge", "max-len-b-huge", "max-len-a-nan"])
+        "target-vocab-0", "tokenizer-type", "max-len-a-huge", "max-len-b-huge", "max-len-a-nan", "rdrop-negative",
+        "rdrop-inf", "rdrop-another-family"])
 def test_bad_arguments_fail_before_anything_is_written(tmp_path, flags, message):
+    if "MARIAN" in flags:  # a saved model of another family, to fine-tune
+        MarianConfig(vocab_size=300, d_model=8, decoder_start_token_id=1).save_pretrained(tmp_path / "marian")
+        flags = [str(tmp_path / "marian") if flag == "MARIAN" else flag for flag in flags]
     out = tmp_path / "run"
     with pytest.raises(ValueError, match=message):
         run(*tiny_args(out, "transformer_seq2seq", *flags))

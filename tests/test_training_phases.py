@@ -86,7 +86,7 @@ def test_the_tokenizer_phase_reuses_the_runs_tokenizer_only_when_asked_for_alike
 def test_the_model_phase_sizes_the_model_to_the_tokenizer_with_the_length_bound_asked_for(prepared, flags, bound):
     args, _, tokenizer = prepared
     args = tiny_args(args.training.output_dir, "transformer_seq2seq", *flags)
-    model = job.prepare_model(args.model, args.decoding, tokenizer)
+    model, _ = job.prepare_model(args.model, args.decoding, args.training, tokenizer)
     assert model.config.vocab_size == len(tokenizer)
     assert (model.generation_config.max_len_a, model.generation_config.max_len_b) == bound
 
@@ -104,7 +104,8 @@ def test_the_train_phase_stops_early_only_on_the_best_checkpoint_and_keeps_an_em
                                                                                              early_stopping, ema):
     args, corpus, tokenizer = prepared
     args = tiny_args(args.training.output_dir, "transformer_seq2seq", *flags)
-    trainer = job.build_trainer(job.prepare_model(args.model, args.decoding, tokenizer), tokenizer, corpus, args)
+    model, _ = job.prepare_model(args.model, args.decoding, args.training, tokenizer)
+    trainer = job.build_trainer(model, tokenizer, corpus, args)
     callbacks = {type(callback).__name__ for callback in trainer.callback_handler.callbacks}
     assert ("EarlyStoppingCallback" in callbacks) is early_stopping
     assert ("EMACallback" in callbacks) is ema
@@ -191,8 +192,9 @@ def test_a_candidate_is_kept_only_when_strictly_better_and_the_kept_ones_bleu_is
 def test_the_saved_folder_decodes_as_the_test_set_was_and_its_results_json_renders_the_card(prepared, tmp_path):
     args, corpus, tokenizer = prepared
     args = tiny_args(tmp_path, "transformer_seq2seq")  # --test_num_beams 1,2, --generation_max_length 16
-    trainer = job.build_trainer(job.prepare_model(args.model, args.decoding, tokenizer), tokenizer, corpus, args)
-    model_dir = job.save_model_folder(trainer, tokenizer, args.data, args.decoding, args.training)
+    model, generation = job.prepare_model(args.model, args.decoding, args.training, tokenizer)
+    trainer = job.build_trainer(model, tokenizer, corpus, args)
+    model_dir = job.save_model_folder(trainer, tokenizer, generation.saved, args.data, args.training)
     generation_config = json.loads((model_dir / "generation_config.json").read_text())
     assert (generation_config["num_beams"], generation_config["max_length"]) == (2, 16)  # the largest beam tested
     test, samples = job.evaluate_test_set(trainer.model, tokenizer, corpus["test"], args.data, args.decoding, tmp_path)

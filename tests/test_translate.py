@@ -5,16 +5,16 @@ give blank output lines, keeping the output aligned with the input."""
 import gzip
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 import torch
 
 import hf_s2s  # noqa: F401
+from hf_s2s.data.tokenization import TranslationTokenizers, train_tokenizer_from_texts
 from hf_s2s.inference.translate import Hypothesis, check_decoding_options, read_sentences, translate
 from hf_s2s.models.loading import load_model, load_tokenizer
-from tests.saved_folders import save_tiny_model_folder
+from tests.saved_folders import TEXTS, save_tiny_model_folder, tiny_tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
 SENTENCES = ["a b c d", "", "e f", "   ", "g h i"]  # blank lines at 1 and 3
@@ -155,14 +155,14 @@ def test_nbest_above_the_folders_own_beam_count_is_one_error_line(model_dir):
 # --- Values and folders refused before any weights are loaded (issue 24) ------------------------------------------
 
 
-def command_error(*argv: str) -> str:
+def command_error(work: Path, *argv: str) -> str:
     """The one-line error of the translate command run in this process (it must exit, not raise), translating a
-    one-line file unless the arguments name an input."""
+    one-line file written into the folder ``work`` unless the arguments name an input."""
     from hf_s2s.cli import translate as translate_command
 
     argv = list(argv)
     if "--input" not in argv and "--sentence" not in argv:
-        source = Path(tempfile.mkdtemp()) / "input.txt"
+        source = work / "input.txt"
         source.write_text("a b\n")
         argv += ["--input", str(source)]
     with pytest.raises(SystemExit) as stopped:
@@ -185,7 +185,7 @@ def command_error(*argv: str) -> str:
 ], ids=["a-huge", "a-nan", "b-huge", "zero-tokens", "coverage-nan", "coverage-inf", "coverage-huge", "lp-nan",
         "lp-huge"])
 def test_non_finite_and_absurd_numbers_are_refused_naming_the_flag_before_loading(tmp_path, flags, message):
-    error = command_error(str(tmp_path / "not_loaded"), *flags)
+    error = command_error(tmp_path, str(tmp_path / "not_loaded"), *flags)
     assert error.startswith("error: ") and message in error and "not_loaded" not in error
 
 
@@ -228,7 +228,7 @@ def test_what_a_models_config_rules_out_is_one_error_line_before_its_weights_loa
                                                                                    flags, message):
     unreadable = special_folders[f"{folder}_unreadable_weights"]
     flags = [flag.format(tmp=tmp_path) for flag in flags]
-    error = command_error(str(unreadable), *flags)
+    error = command_error(tmp_path, str(unreadable), *flags)
     assert error == "error: " + message.format(folder=unreadable) or error.startswith(
         "error: " + message.format(folder=unreadable)), error
     assert not (tmp_path / "a.png").exists()
@@ -244,9 +244,9 @@ def test_a_learned_position_table_takes_as_many_new_tokens_as_it_has_rows(specia
     assert capsys.readouterr().out.count("\n") == 1  # one translation (split on \n only: it may hold \x1c)
 
 
-def test_an_ensemble_of_float32_and_bfloat16_folders_is_refused_before_loading(special_folders):
+def test_an_ensemble_of_float32_and_bfloat16_folders_is_refused_before_loading(special_folders, tmp_path):
     first, second = special_folders["float32"], special_folders["bfloat16_unreadable_weights"]
-    error = command_error(str(first), str(second))
+    error = command_error(tmp_path, str(first), str(second))
     assert error.startswith(f"error: the folders hold weights of different dtypes ({first} float32, {second} "
                             "bfloat16)"), error
 
@@ -258,7 +258,7 @@ def test_an_ensemble_of_float32_and_bfloat16_folders_is_refused_before_loading(s
 ], ids=["no-folder", "a-folder", "file-type"])
 def test_an_image_path_that_cannot_be_written_is_refused_before_loading(tmp_path, path, message):
     path = str(tmp_path / path) if path else str(tmp_path)
-    error = command_error(str(tmp_path / "not_loaded"), "--plot-alignment", path, "--sentence", "a")
+    error = command_error(tmp_path, str(tmp_path / "not_loaded"), "--plot-alignment", path, "--sentence", "a")
     assert error.startswith("error: " + message.format(path=path, tmp=tmp_path)), error
 
 
@@ -271,7 +271,7 @@ def test_a_tokenizer_larger_than_the_embedding_table_is_refused_naming_both_size
     grown = tiny_tokenizer()
     grown.add_tokens([f"extra{i}" for i in range(20)])
     grown.save_pretrained(folder)
-    error = command_error(str(folder))
+    error = command_error(tmp_path, str(folder))
     assert error.startswith(f"error: {folder}: tokenizer does not fit the model config: the source tokenizer has "
                             f"{vocab_size + 20} tokens but config.vocab_size is {vocab_size}"), error
 
@@ -325,3 +325,21 @@ def test_a_line_of_invisible_characters_is_blank_and_keeps_its_place(model_dir):
     done = run_translate(str(model_dir), "--beams", "1", "--max-new-tokens", "5",
                          stdin="a b c d\n\u200b\u200b\ng h i\n")
     assert done.returncode == 0 and done.stdout.split("\n")[1] == "", done.stderr[-2000:]
+
+
+def test_greedy_scores_under_a_target_vocabulary_of_another_size_are_each_sentences_own(tmp_path):
+    """A separate target vocabulary smaller than the source one (as in a folder converted from OpenNMT-py): a batch's
+    greedy scores equal each sentence's alone. transformers' compute_transition_scores finds row r's scores at r x
+    the source vocabulary's size, which gave other rows' scores, or an IndexError, for every row but the first."""
+    target = train_tokenizer_from_texts([text.upper() for text in TEXTS], vocab_size=270, min_frequency=1)
+    tokenizer = TranslationTokenizers(tiny_tokenizer(), target).as_tokenizer()
+    folder = save_tiny_model_folder(tmp_path / "model", "transformer_seq2seq", tokenizer=tokenizer, seed=3,
+                                    decoder_vocab_size=len(target), share_encoder_decoder_embeddings=False)
+    model, tokenizer = load_model(folder), load_tokenizer(folder)
+    assert model.config.decoder_vocab_size < model.config.vocab_size
+    sentences = TEXTS[:6]
+    batched = translate(model, tokenizer, sentences, num_beams=1, scores=True)
+    alone = [translate(model, tokenizer, [sentence], num_beams=1, scores=True)[0] for sentence in sentences]
+    assert [hypotheses[0].text for hypotheses in batched] == [hypotheses[0].text for hypotheses in alone]
+    assert len({hypotheses[0].score for hypotheses in alone}) > 1
+    assert all(abs(b[0].score - a[0].score) < 1e-4 for b, a in zip(batched, alone, strict=True)), (batched, alone)

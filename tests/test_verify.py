@@ -4,6 +4,7 @@ ship, and names the release a folder's code is byte for byte; anything else (a c
 compiled or pickled files, code loaded from another repository) is listed, on real saved folders."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -27,8 +28,9 @@ from hf_s2s.hub.code_integrity import (
     verify_folder,
     write_manifest,
 )
-from hf_s2s.hub.publish import build_hub_folder
+from hf_s2s.hub.publish import HubFolderError, build_hub_folder, check_hub_folder
 from hf_s2s.models.families import FAMILIES
+from tests.helpers import run_without_hf_s2s
 from tests.saved_folders import save_tiny_model_folder, tiny_tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -201,6 +203,192 @@ def test_verify_refuses_a_folder_without_code_or_that_does_not_exist(tmp_path, c
     with pytest.raises(SystemExit) as refused:
         run_command("verify", [str(tmp_path / "nowhere")])
     assert refused.value.code == f"error: {tmp_path / 'nowhere'} is not a folder"
+
+
+# -------------------------------------------------------- every entry of a folder, as transformers reaches it
+# Each kind of entry below hides code from a walk that does not follow it (Path.rglob on Python 3.11 does not descend
+# into a symlinked folder) or loads code from outside the folder; the payload leaves a marker file when it runs.
+
+GENERATE = "def generate(model, **kwargs):\n    return None\n"
+CONFIG = "from transformers import PretrainedConfig\nclass Evil(PretrainedConfig):\n    model_type = 'rnn_seq2seq'\n"
+TOKENIZER = "from transformers import PreTrainedTokenizerFast\nclass Evil(PreTrainedTokenizerFast):\n    pass\n"
+PIPELINE = "from transformers import Pipeline\nclass Evil(Pipeline):\n    pass\n"
+
+
+def payload(marker: Path, definition: str) -> str:
+    """Python that leaves ``marker`` when it runs (the proof that transformers ran it), then defines ``definition``."""
+    return f"open({str(marker)!r}, 'w').close()\n{definition}"
+
+
+def set_auto_config(folder: Path, reference: str) -> None:
+    config = json.loads((folder / "config.json").read_text())
+    config["auto_map"]["AutoConfig"] = reference
+    (folder / "config.json").write_text(json.dumps(config))
+
+
+def custom_generate_linked(folder: Path, outside: Path) -> str:
+    """custom_generate/ as a symlink to a folder elsewhere: transformers imports its generate.py on load."""
+    (outside / "generate").mkdir()
+    (outside / "generate" / "generate.py").write_text(payload(outside / "ran", GENERATE))
+    (folder / "custom_generate").symlink_to(outside / "generate", target_is_directory=True)
+    return f"custom_generate is a symlink to the folder {outside / 'generate'}: a model folder holds none"
+
+
+def auto_map_through_a_linked_folder(folder: Path, outside: Path) -> str:
+    """An auto_map module in a symlinked subfolder (transformers loads ``lib/evil.py`` for ``lib/evil.Evil``)."""
+    (outside / "lib").mkdir()
+    (outside / "lib" / "evil.py").write_text(payload(outside / "ran", CONFIG))
+    (folder / "lib").symlink_to(outside / "lib", target_is_directory=True)
+    set_auto_config(folder, "lib/evil.Evil")
+    return "config.json auto_map AutoConfig loads lib/evil.py, which is not a regular file of the folder (lib/evil.Evil)"
+
+
+def auto_map_by_absolute_path(folder: Path, outside: Path) -> str:
+    """An auto_map module named by an absolute path: transformers loads it from there."""
+    (outside / "evil.py").write_text(payload(outside / "ran", CONFIG))
+    set_auto_config(folder, f"{outside / 'evil'}.Evil")
+    return (f"config.json auto_map AutoConfig loads {outside / 'evil.py'}, which is outside the folder "
+            f"({outside / 'evil'}.Evil)")
+
+
+def tokenizer_auto_map_by_absolute_path(folder: Path, outside: Path) -> str:
+    """tokenizer_config.json's auto_map: AutoTokenizer loads the module it names, from anywhere."""
+    (outside / "tokenizing.py").write_text(payload(outside / "ran", TOKENIZER))
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config.update(tokenizer_class="Evil", auto_map={"AutoTokenizer": [None, f"{outside / 'tokenizing'}.Evil"]})
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    return (f"tokenizer_config.json auto_map AutoTokenizer[1] loads {outside / 'tokenizing.py'}, which is outside "
+            "the folder")
+
+
+def pipeline_by_absolute_path(folder: Path, outside: Path) -> str:
+    """config.json's custom_pipelines: pipeline(task, model=folder, trust_remote_code=True) loads its impl."""
+    (outside / "piping.py").write_text(payload(outside / "ran", PIPELINE))
+    config = json.loads((folder / "config.json").read_text())
+    config["custom_pipelines"]["translation"]["impl"] = f"{outside / 'piping'}.Evil"
+    (folder / "config.json").write_text(json.dumps(config))
+    return f"config.json custom_pipelines translation loads {outside / 'piping.py'}, which is outside the folder"
+
+
+def broken_link_filled_later(folder: Path, outside: Path) -> str:
+    """custom_generate/ linked to a folder that does not exist yet: whoever creates it later decides what runs."""
+    (folder / "custom_generate").symlink_to(outside / "later", target_is_directory=True)
+    return f"custom_generate is a broken symlink (to {outside / 'later'}): it cannot be verified"
+
+
+def fill_the_broken_link(outside: Path) -> None:
+    (outside / "later").mkdir()
+    (outside / "later" / "generate.py").write_text(payload(outside / "ran", GENERATE))
+
+
+def link_loop(folder: Path, outside: Path) -> str:
+    (folder / "again").symlink_to(folder, target_is_directory=True)
+    return f"again is a symlink to the folder {folder}: a model folder holds none"
+
+
+def self_loop(folder: Path, outside: Path) -> str:
+    (folder / "modeling_extra.py").symlink_to("modeling_extra.py")
+    return "modeling_extra.py is a symlink loop (to modeling_extra.py): it cannot be verified"
+
+
+def fifo(folder: Path, outside: Path) -> str:
+    """A FIFO is never opened: reading it would wait for whoever writes into it."""
+    (folder / "custom_generate").mkdir()
+    os.mkfifo(folder / "custom_generate" / "generate.py")
+    return "custom_generate/generate.py is not a regular file (a FIFO, socket or device): it cannot be verified"
+
+
+def upper_case_suffix(folder: Path, outside: Path) -> str:
+    """A case-insensitive file system (macOS, Windows) opens generate.PY when transformers asks for generate.py."""
+    (folder / "custom_generate").mkdir()
+    (folder / "custom_generate" / "generate.PY").write_text(GENERATE)
+    return f"custom_generate/generate.PY is not a file of hf_s2s {VERSION}"
+
+
+def another_repository_in_the_preprocessor_config(folder: Path, outside: Path) -> str:
+    """auto_map entries live in every config file transformers reads, not only config.json."""
+    (folder / "preprocessor_config.json").write_text(json.dumps(
+        {"auto_map": {"AutoFeatureExtractor": "someone/else--extraction.Extractor"}}))
+    return ("preprocessor_config.json auto_map AutoFeatureExtractor loads another repository's code "
+            "(someone/else--extraction.Extractor)")
+
+
+ENTRY_KINDS = [custom_generate_linked, auto_map_through_a_linked_folder, auto_map_by_absolute_path,
+               tokenizer_auto_map_by_absolute_path, pipeline_by_absolute_path, broken_link_filled_later, link_loop, self_loop, fifo, upper_case_suffix,
+               another_repository_in_the_preprocessor_config]
+
+
+@pytest.mark.parametrize("kind", ENTRY_KINDS, ids=lambda kind: kind.__name__)
+def test_verify_refuses_every_entry_it_cannot_verify_as_release_code(hub_folders, tmp_path, kind, capsys):
+    folder, outside = copy_folder(hub_folders, tmp_path), tmp_path / "outside"
+    outside.mkdir()
+    expected = kind(folder, outside)
+    status, out = verify(folder, capsys=capsys)
+    assert status == 1 and out.startswith(f"{folder} is not an unmodified hf_s2s release"), out
+    assert any(line.startswith(f"  {expected}") for line in out.splitlines()), out
+    assert not (outside / "ran").exists()  # verifying reads; it runs nothing
+
+
+def test_push_to_hub_check_refuses_a_linked_folder_and_code_outside_the_folder(hub_folders, tmp_path):
+    folder, outside = copy_folder(hub_folders, tmp_path), tmp_path / "outside"
+    outside.mkdir()
+    linked = custom_generate_linked(folder, outside)
+    absolute = auto_map_by_absolute_path(folder, outside)
+    with pytest.raises(HubFolderError) as refused:
+        check_hub_folder(folder, allow_modified_code=True)  # not code to review: entries no review covers
+    assert linked in str(refused.value) and absolute in str(refused.value)
+
+
+def test_a_symlink_to_a_release_file_is_that_file(hub_folders, tmp_path, capsys):
+    """A Hub cache snapshot is a folder of symlinks to blobs elsewhere: its code is what the links lead to."""
+    blobs, snapshot = tmp_path / "blobs", tmp_path / "snapshot"
+    blobs.mkdir()
+    snapshot.mkdir()
+    for path in sorted(hub_folders["transformer_seq2seq"].iterdir()):
+        shutil.copyfile(path, blobs / code_integrity.sha256_of(path))
+        (snapshot / path.name).symlink_to(blobs / code_integrity.sha256_of(path))
+    assert verify(snapshot, capsys=capsys)[0] == 0
+    (blobs / code_integrity.sha256_of(snapshot / "version.py")).write_text("print('changed')\n")
+    status, out = verify(snapshot, capsys=capsys)
+    assert status == 1 and f"  version.py differs from hf_s2s {VERSION}'s" in out.splitlines()
+
+
+@pytest.mark.slow
+def test_the_entries_verify_refuses_run_when_the_folder_is_loaded_with_trust_remote_code(hub_folders, tmp_path):
+    """The proof that each refused entry matters: loaded with trust_remote_code=True where hf_s2s is not installed
+    (the model, the tokenizer, the pipeline, as a downloader would), each payload runs (the broken link once something
+    fills it)."""
+    loads = {custom_generate_linked: "AutoModelForSeq2SeqLM.from_pretrained",
+             auto_map_through_a_linked_folder: "AutoModelForSeq2SeqLM.from_pretrained",
+             auto_map_by_absolute_path: "AutoModelForSeq2SeqLM.from_pretrained",
+             tokenizer_auto_map_by_absolute_path: "AutoTokenizer.from_pretrained",
+             pipeline_by_absolute_path: "translation_pipeline",
+             broken_link_filled_later: "AutoModelForSeq2SeqLM.from_pretrained"}
+    folders = {}
+    for kind, load in loads.items():
+        base = tmp_path / kind.__name__
+        base.mkdir()
+        folder, outside = copy_folder(hub_folders, base), base / "outside"
+        outside.mkdir()
+        kind(folder, outside)
+        assert verify_folder(folder)[1], kind.__name__
+        folders[kind.__name__] = (load, str(folder), str(outside / "ran"))
+    fill_the_broken_link(tmp_path / "broken_link_filled_later" / "outside")
+    ran = run_without_hf_s2s(f"""
+        import json, os
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
+        def translation_pipeline(folder, **kwargs):
+            return pipeline("translation", model=folder, **kwargs)
+        ran = {{}}
+        for name, (load, folder, marker) in {folders!r}.items():
+            try:
+                eval(load)(folder, trust_remote_code=True)
+            except Exception:
+                pass  # a payload's class is no working one: the load fails after the payload ran
+            ran[name] = os.path.exists(marker)
+        print(json.dumps(ran))
+    """, cwd=tmp_path)
+    assert ran == {kind.__name__: True for kind in loads}
 
 
 @pytest.mark.slow

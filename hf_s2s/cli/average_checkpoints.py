@@ -18,7 +18,9 @@ def main(argv=None, prog=None):
     parser.add_argument("--checkpoints", nargs="+", help="explicit checkpoint folders instead of run_dir/--last")
     parser.add_argument("--output", required=True, help="folder to write the averaged model to")
     parser.add_argument("--overwrite_output_dir", action="store_true",
-                        help="replace the model already in --output (its results.json and README.md are removed)")
+                        help="replace an earlier average in --output, whole: its files are deleted while they are "
+                             "byte for byte what average-checkpoints wrote (recorded in hf_s2s_output.json); a folder "
+                             "that holds anything else (a trained model, its results.json and card) is refused")
     args = parser.parse_args(argv)
     if bool(args.run_dir) == bool(args.checkpoints):
         parser.error("give either run_dir (with --last) or --checkpoints")

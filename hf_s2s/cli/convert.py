@@ -25,7 +25,7 @@ def main(argv=None, prog=None):
     parser.add_argument("--from", dest="toolkit", required=True, choices=toolkits(),
                         help="the toolkit that trained the checkpoint")
     parser.add_argument("checkpoint", help="the toolkit's checkpoint file")
-    parser.add_argument("output_dir", help="the hf_s2s model folder to write (new, or empty of model files)")
+    parser.add_argument("output_dir", help="the hf_s2s model folder to write (new or empty)")
     parser.add_argument("--config", default=None,
                         help="the toolkit's training config, where the checkpoint does not hold it (Joey NMT: "
                              "default config.yaml beside the checkpoint)")
@@ -33,7 +33,11 @@ def main(argv=None, prog=None):
                         help="the source vocabulary file, where the checkpoint does not hold it (default: where the "
                              "toolkit writes it)")
     parser.add_argument("--target-vocab", default=None, help="the target vocabulary file (as --source-vocab)")
-    parser.add_argument("--overwrite", action="store_true", help="write over the model files in output_dir")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an earlier conversion in output_dir, whole: its files are deleted while they "
+                             "are byte for byte what hf-s2s convert wrote (recorded in hf_s2s_output.json); a folder "
+                             "that holds anything else (another model's results, card, code, checkpoints) is "
+                             "refused, and nothing is deleted")
     args = parser.parse_args(argv)
     try:
         folder = convert(args.toolkit, args.checkpoint, args.output_dir, overwrite=args.overwrite,

@@ -24,9 +24,10 @@ def main(argv=None, prog=None):
                         help="CTranslate2 weight type: int8, int8_float32, int16, float16, ... (ctranslate2's names); "
                              "default: the model's dtype")
     parser.add_argument("--overwrite_output_dir", action="store_true",
-                        help="replace the CTranslate2 model in output_dir (its model.bin, config.json and "
-                             "vocabularies; other files are left alone); a folder holding anything but a CTranslate2 "
-                             "model, such as a transformers model folder, is refused")
+                        help="replace an earlier export in output_dir: its files are deleted while they are byte for "
+                             "byte what the export wrote (recorded in hf_s2s_output.json); a folder that holds anything "
+                             "else (a changed file, another file, a transformers model folder) is refused, and nothing "
+                             "is deleted")
     args = parser.parse_args(argv)
     try:  # options and the output folder are checked before the model is loaded
         check_export_options(args.output_dir, args.quantization, args.overwrite_output_dir, model_dir=args.model)

@@ -22,8 +22,9 @@ def main(argv=None, prog=None):
     parser.add_argument("model", help="a saved model folder of either family (model + tokenizer)")
     parser.add_argument("output_dir", help="the folder to write (new or empty)")
     parser.add_argument("--overwrite_output_dir", action="store_true",
-                        help="replace an ONNX export in output_dir (the files its manifest lists; other files are left "
-                             "alone); a folder holding anything but an ONNX export is refused")
+                        help="replace an earlier export in output_dir: its files are deleted while they are byte for "
+                             "byte what the export wrote (recorded in hf_s2s_output.json); a folder that holds anything "
+                             "else (a changed file, another file) is refused, and nothing is deleted")
     args = parser.parse_args(argv)
     try:  # the folders and the packages are checked before the model is loaded
         local_folder(args.model, flag="model")

@@ -9,8 +9,9 @@
 POST /translate takes {"sentences": [...]} and the options num_beams, num_return_sequences, scores, alignment,
 max_len_a, max_len_b, no_length_bound and model; GET /health, GET /models and GET /metrics (Prometheus) report, and
 /docs shows the API. Requests arriving together are decoded in shared batches of sentences of similar length, each
-request's translations the same as alone. SIGTERM (or Ctrl-C) stops taking requests and answers those in flight
-before exiting. docs/serving.md has the details and the measurements.
+request's translations the same as alone. SIGTERM (or Ctrl-C) stops taking requests, translates those waiting for
+--graceful-timeout seconds and answers the rest 503 before exiting. docs/serving.md has the details and the
+measurements.
 """
 
 import argparse
@@ -20,8 +21,10 @@ from pathlib import Path
 import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.cli import HelpFormatter
 from hf_s2s.inference.engines import ENGINES, TORCH_DTYPES, load_engine
+from hf_s2s.models.loading import load_config
 from hf_s2s.serving import require_serve_extra
 from hf_s2s.serving.config import DEFAULT_GRACEFUL_TIMEOUT, BatchingConfig, RequestLimits
+from hf_s2s.serving.folders import check_model_folder
 
 
 def parse_models(specs: list[str]) -> dict[str, str]:
@@ -78,7 +81,8 @@ def main(argv=None, prog=None):
     limits.add_argument("--max-request-bytes", type=int, default=RequestLimits.max_request_bytes,
                         help="size of a request body")
     parser.add_argument("--graceful-timeout", type=float, default=DEFAULT_GRACEFUL_TIMEOUT,
-                        help="seconds the requests in flight get to finish after SIGTERM")
+                        help="seconds the waiting requests get to be translated after SIGTERM or Ctrl-C; those left "
+                             "are then answered 503")
     parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
                         help="uvicorn's log level")
     args = parser.parse_args(argv)
@@ -98,6 +102,9 @@ def main(argv=None, prog=None):
         request_limits = RequestLimits(max_sentences=args.max_sentences, max_sentence_tokens=args.max_sentence_tokens,
                                        max_beams=args.max_beams, max_request_bytes=args.max_request_bytes)
         models = parse_models(args.models)
+        for folder in models.values():
+            load_config(folder)  # first: a folder that needs code of its own is named as such, whatever else it lacks
+            check_model_folder(folder)
         engines = {name: load_engine(folder, args.engine, dtype=args.dtype, int8=args.int8, threads=args.threads)
                    for name, folder in models.items()}
         app = create_app(engines, batching_config, request_limits)

@@ -2,7 +2,7 @@
 memory over its real tokens (hf_s2s.inference.analysis.sentence_embeddings), for both model families.
 
     hf-s2s similarity runs/x/model --input pairs.tsv > cosines.txt
-    printf 'Ein Hund läuft.\tEin Hund rennt.\n' | hf-s2s similarity runs/x/model
+    printf 'Ein Hund läuft.\\tEin Hund rennt.\\n' | hf-s2s similarity runs/x/model
 
 The input holds one pair a line, the two source-language sentences separated by a tab; the output one cosine (in
 [-1, 1], 4 decimals) a line, in the input's order.
@@ -14,13 +14,15 @@ import sys
 import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.cli import HelpFormatter
 from hf_s2s.inference.analysis import similarity
+from hf_s2s.inference.decoding import is_blank
 from hf_s2s.inference.ensemble import load_for_decoding
-from hf_s2s.inference.translate import DEFAULT_BATCH_SIZE, check_decoding_options, is_blank, read_sentences
+from hf_s2s.inference.translate import DEFAULT_BATCH_SIZE, check_decoding_options, read_sentences
 
 
 def read_pairs(path: str | None) -> tuple[list[str], list[str]]:
     """The tab-separated sentence pairs of ``path`` (stdin when None), read as ``translate`` reads its input; a line
-    without exactly one tab, or with a blank sentence (:func:`hf_s2s.inference.translate.is_blank`: an empty sentence has no
+    without exactly one tab, or with a blank sentence (:func:`hf_s2s.inference.decoding.is_blank`: an empty sentence
+    has no
     meaning to compare, and its vector would be the end-of-sentence token's alone), is a ValueError naming the input
     and the line."""
     first, second = [], []

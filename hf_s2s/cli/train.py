@@ -8,6 +8,7 @@ Every Seq2SeqTrainingArguments flag works too (``--help`` lists them); a recipe 
 """
 
 import logging
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -32,16 +33,33 @@ def is_user_error(error: BaseException) -> bool:
         Path(frames[-1].filename).resolve().is_relative_to(PACKAGE_DIR)
 
 
+def typed_command(argv: list[str], prog: str | None) -> list[str] | None:
+    """The command line that started this run, as the user can type it again: the interpreter's own arguments
+    (``python scripts/train.py ...``, ``python -m hf_s2s.cli train ...``) when they end with ``argv``, with an
+    installed ``hf-s2s`` shown by its name rather than as the interpreter its first line names; ``prog`` and
+    ``argv`` when this process was not started with them (``main`` called from Python). None under a launcher
+    (``accelerate launch``, ``torchrun``: ``LOCAL_RANK`` set), whose command this process does not see."""
+    if "LOCAL_RANK" in os.environ:
+        return None
+    typed = list(sys.orig_argv)
+    if typed[len(typed) - len(argv):] != argv:
+        return [*(prog or "hf-s2s train").split(), *argv]
+    if len(typed) > 1 and typed[1] == sys.argv[0] and os.path.basename(sys.argv[0]) == "hf-s2s":
+        return ["hf-s2s", *typed[2:]]
+    return typed
+
+
 def main(argv=None, prog=None):
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     transformers.utils.logging.set_verbosity_warning()
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:  # a refused flag or output folder is one line, before anything is read or trained
         job = parse_args(argv, prog=prog)
         check_arguments(*job)
     except (OSError, ValueError) as error:  # argument parsing and checks only: every such error is the user's
         sys.exit(f"error: {error}")
     try:
-        results = run(*job, arguments_checked=True)
+        results = run(*job, arguments_checked=True, command=typed_command(argv, prog))
     except (OSError, ValueError) as error:  # a corpus line, a locked folder, a full disk, ...
         if not is_user_error(error):
             raise

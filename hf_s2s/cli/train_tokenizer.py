@@ -20,7 +20,10 @@ from hf_s2s.data.tokenization import (
     check_training_arguments,
     train_translation_tokenizers,
 )
-from hf_s2s.models.loading import check_writable, refuse_to_overwrite
+from hf_s2s.models.loading import check_writable
+from hf_s2s.models.output_record import check_output_folder, clear_output, record_output
+
+COMMAND = "train-tokenizer"  # the command whose output the folder's record names
 
 
 def parse_args(argv=None, prog=None) -> argparse.Namespace:
@@ -39,7 +42,9 @@ def parse_args(argv=None, prog=None) -> argparse.Namespace:
     parser.add_argument("--streaming", action="store_true", help="stream the corpus instead of loading it into memory")
     parser.add_argument("--output_dir", required=True, help="folder the tokenizer is saved to")
     parser.add_argument("--overwrite_output_dir", action="store_true",
-                        help="write over a tokenizer or model already in --output_dir (refused otherwise)")
+                        help="replace an earlier train-tokenizer output in --output_dir, whole: its files are "
+                             "deleted while they are byte for byte what it wrote (recorded in hf_s2s_output.json); a "
+                             "folder that holds anything else, such as a model folder, is refused")
     return parser.parse_args(argv)
 
 
@@ -52,8 +57,7 @@ def main(argv=None, prog=None) -> int:
     try:  # everything that can be checked without the corpus first: the sizes, the output folder, the splits
         check_training_arguments(args.vocab_size, args.model_type, not args.separate_vocabs, args.target_vocab_size,
                                  flags=("--vocab_size", "--target_vocab_size", "--model_type"))
-        if not args.overwrite_output_dir:
-            refuse_to_overwrite(args.output_dir, flag="--overwrite_output_dir")
+        check_output_folder(args.output_dir, COMMAND, "--overwrite_output_dir", args.overwrite_output_dir)
         check_writable(args.output_dir, "--output_dir")
         splits = corpus_splits(args.dataset, args.source_lang, args.data_dir, flag="--dataset")
         if splits is not None:
@@ -66,7 +70,10 @@ def main(argv=None, prog=None) -> int:
             corpus, args.source_lang, args.target_lang, args.vocab_size, model_type=args.model_type,
             joint=not args.separate_vocabs, target_vocab_size=args.target_vocab_size,
         )
+        if args.overwrite_output_dir:
+            clear_output(args.output_dir, COMMAND, "--overwrite_output_dir")
         tokenizers.save_pretrained(args.output_dir)
+        record_output(args.output_dir, COMMAND)
     except (OSError, ValueError) as error:  # a refused folder, a corpus or vocabulary error, a full disk: said
         sys.exit(f"error: {error}")
     sizes = f"{len(tokenizers.source)}" if tokenizers.is_joint else f"{len(tokenizers.source)} + {len(tokenizers.target)}"

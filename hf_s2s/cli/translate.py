@@ -161,15 +161,16 @@ def main(argv=None, prog=None):
                 quantize_int8(member, inplace=True)
         # the folder's generation config completes the options (beams, max_length, the length bound): checked now,
         # so that nothing fails once decoding has begun
-        check_translation(model, num_beams=args.beams, num_return_sequences=args.nbest, batch_size=args.batch_size,
-                          max_new_tokens=args.max_new_tokens, length_penalty=args.length_penalty,
-                          coverage_penalty=0.0 if plotting else args.coverage_penalty, **bound)
+        options = check_translation(model, num_beams=args.beams, num_return_sequences=args.nbest,
+                                    batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
+                                    length_penalty=args.length_penalty,
+                                    coverage_penalty=0.0 if plotting else args.coverage_penalty, **bound)
     except (ImportError, OSError, ValueError) as error:
         sys.exit(f"error: {error}")
     if args.plot_alignment:
         sentence = sentences[0]
-        weights, source_tokens, target_tokens = alignment(model, tokenizer, sentence, num_beams=args.beams,
-                                                           max_new_tokens=args.max_new_tokens, **bound)
+        best = {**options.generate_kwargs(), "num_return_sequences": 1}  # the translation translate() gives first
+        weights, source_tokens, target_tokens = alignment(model, tokenizer, sentence, **best)
         plot_alignment(weights, source_tokens, target_tokens, args.plot_alignment)
         print(f"alignment of {len(target_tokens)} target x {len(source_tokens)} source tokens -> {args.plot_alignment}",
               file=sys.stderr)

@@ -6,8 +6,9 @@ release ships (code_manifest.json, installed with hf_s2s). No network: give the 
     hf-s2s verify x           # "unmodified hf_s2s 0.2.0 code: 9 files" (exit 0), else what is not (exit 1)
     hf-s2s verify x --diff    # ...and how each file differs from the release's
 
-Exit status 1 also when the folder holds compiled or pickled files, or config.json loads code from another
-repository.
+Exit status 1 also when the folder holds compiled or pickled files, an entry that cannot be verified as a file of
+the folder (a symlink to a folder, a broken link or a loop, a FIFO, socket or device), or when an auto_map or
+custom_pipelines entry of its JSON files loads code from another repository or from a file outside the folder.
 """
 
 import argparse

@@ -88,7 +88,9 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
 def is_blank(sentence: str) -> bool:
     """Whether ``sentence`` holds nothing to learn from or translate: only whitespace, control and format characters
     (zero-width spaces and joiners, byte-order marks, soft hyphens: Unicode categories Cc and Cf), none of which a
-    tokenizer trained here turns into a word. The corpus loader skips such pairs; translate keeps such lines blank."""
+    tokenizer trained here turns into a word. The corpus loader skips such pairs; translation keeps such lines blank
+    (with :func:`hf_s2s.inference.decoding.is_blank`, the same rule in the file an ONNX export ships without hf_s2s;
+    tests/test_decoding.py holds the two equal)."""
     return all(char.isspace() or unicodedata.category(char) in ("Cc", "Cf") for char in sentence)
 
 

@@ -31,6 +31,7 @@ from typing import Any
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
+from ..models.loading import refusing_folder_code
 from ..models.tokenization_separate_vocab import SeparateVocabTokenizer
 from .synthetic import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
@@ -204,13 +205,15 @@ class TranslationTokenizers:
         and ``target/`` subfolders (``kwargs`` go to ``AutoTokenizer.from_pretrained``)."""
         directory = Path(directory)
         if (directory / "tokenizer.json").is_file() or (directory / "tokenizer_config.json").is_file():
-            tokenizer = AutoTokenizer.from_pretrained(directory, **kwargs)
+            with refusing_folder_code(directory):
+                tokenizer = AutoTokenizer.from_pretrained(directory, trust_remote_code=False, **kwargs)
             return cls(tokenizer, target_side(tokenizer))
         if (directory / "source").is_dir() and (directory / "target").is_dir():
-            return cls(
-                AutoTokenizer.from_pretrained(directory / "source", **kwargs),
-                AutoTokenizer.from_pretrained(directory / "target", **kwargs),
-            )
+            with refusing_folder_code(directory):
+                return cls(
+                    AutoTokenizer.from_pretrained(directory / "source", trust_remote_code=False, **kwargs),
+                    AutoTokenizer.from_pretrained(directory / "target", trust_remote_code=False, **kwargs),
+                )
         raise FileNotFoundError(
             f"no tokenizer in {directory}: expected tokenizer.json (joint vocabulary) or the subfolders "
             f"source/ and target/ (separate vocabularies)"
@@ -298,6 +301,15 @@ def special_token_ids(
     if target is not tokenizer:
         ids["decoder_vocab_size"] = len(target)
     return ids
+
+
+def unknown_token_share(sequences: Iterable[list[int]], unk_token_id: int | None) -> float:
+    """The share of ``unk_token_id`` among all tokens of ``sequences`` (0.0 for a tokenizer without one, or none)."""
+    total = unknown = 0
+    for ids in sequences:
+        total += len(ids)
+        unknown += ids.count(unk_token_id) if unk_token_id is not None else 0
+    return unknown / total if total else 0.0
 
 
 _SHOWN_TOKENS = 3  # tokens named per differing vocabulary; the count says how many differ

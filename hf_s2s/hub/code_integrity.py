@@ -9,7 +9,12 @@ records: ``hf-s2s push-to-hub`` refuses code that is not the installed release's
 it after printing :func:`code_diff`), and ``hf-s2s verify`` tells a downloader which release a folder's code is.
 
 Every .py file anywhere in the folder counts, imported or not: the Hub serves them all, and transformers runs some
-that nothing imports (``custom_generate/generate.py`` replaces ``generate`` under ``trust_remote_code``).
+that nothing imports (``custom_generate/generate.py`` replaces ``generate`` under ``trust_remote_code``). The folder
+is walked entry by entry (:func:`walk_folder`), as transformers reaches files: through a symlink to a file its target
+counts, under the link's name; what cannot be verified as a file of the folder is a problem of its own (a symlink to a
+folder, which ``Path.rglob`` does not descend into and transformers reads through; a broken link or a loop; a FIFO,
+socket or device). Every ``auto_map`` and ``custom_pipelines`` entry of the folder's JSON files must name a code file
+the folder holds (transformers also loads one by absolute path, or from another repository).
 
 The entry of the current release (``hf_s2s/models/version.py``) follows the working tree until that release is out:
 :data:`REGENERATE` rewrites it and keeps every earlier release's entry, and tests/test_verify.py fails while it is
@@ -18,8 +23,11 @@ stale. Once a release is out, raise the version before changing a code file, or 
 
 import argparse
 import difflib
+import errno
 import hashlib
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,8 +44,6 @@ REGENERATE = "python -m hf_s2s.hub.code_integrity --write-manifest"
 PICKLED_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".npy", ".npz", ".joblib")
 # Compiled code cannot be compared with a release.
 COMPILED_SUFFIXES = (".pyc", ".pyo", ".so", ".pyd", ".dll", ".dylib")
-# The JSON files whose entries name code that transformers loads with trust_remote_code, and where.
-_CODE_REFERENCE_FILES = ("config.json", "tokenizer_config.json")
 
 
 def sha256_of(path: Path) -> str:
@@ -89,34 +95,114 @@ def manifest_problems(path: Path = MANIFEST_PATH, package_dir: Path = PACKAGE_DI
             "in hf_s2s/models/version.py first, so that its entry stays)"]
 
 
+@dataclass
+class FolderEntries:
+    """What :func:`walk_folder` found in a folder: its regular files, and every entry that is not one."""
+
+    files: list[str] = field(default_factory=list)  # relative POSIX paths of regular files (through file symlinks)
+    problems: list[str] = field(default_factory=list)  # one line per entry that cannot be verified as a file
+
+
+def is_code_file(name: str) -> bool:
+    """A Python source file by its name; the case of the suffix is ignored, as a case-insensitive file system
+    (macOS, Windows) opens ``x.PY`` when transformers asks for ``x.py``."""
+    return name.lower().endswith(".py")
+
+
+def walk_folder(folder: str | Path) -> FolderEntries:
+    """Every entry of ``folder`` at any depth, without following a symlink to a folder: a symlink to a regular
+    file counts as that file under the link's name (transformers reads through it; a Hub cache snapshot is made of
+    such links); a symlink to a folder, a broken or looping link, a FIFO, socket or device file, and anything that
+    cannot be read are problems, never opened."""
+    folder = Path(folder)
+    entries = FolderEntries()
+
+    def visit(directory: Path, prefix: str) -> None:
+        try:
+            children = sorted(os.scandir(directory), key=lambda child: child.name)
+        except OSError as error:
+            entries.problems.append(f"{prefix or '.'} cannot be read ({error.strerror})")
+            return
+        for child in children:
+            name = f"{prefix}{child.name}"
+            try:
+                mode = os.stat(child.path).st_mode  # through a symlink
+            except OSError as error:  # only a symlink can fail here: to nothing (ENOENT), or round a loop (ELOOP)
+                kind = "a symlink loop" if error.errno == errno.ELOOP else "a broken symlink"
+                entries.problems.append(f"{name} is {kind} (to {os.readlink(child.path)}): it cannot be verified, "
+                                        "and whatever it comes to point at would be read")
+                continue
+            if child.is_symlink() and stat.S_ISDIR(mode):
+                entries.problems.append(f"{name} is a symlink to the folder {os.path.realpath(child.path)}: a model "
+                                        "folder holds none, and transformers reads code through it "
+                                        "(custom_generate/, auto_map modules); put the files themselves there")
+            elif stat.S_ISDIR(mode):
+                visit(Path(child.path), f"{name}/")
+            elif not stat.S_ISREG(mode):
+                entries.problems.append(f"{name} is not a regular file (a FIFO, socket or device): it cannot be "
+                                        "verified")
+            elif not os.access(child.path, os.R_OK):
+                entries.problems.append(f"{name} cannot be read, so it cannot be verified")
+            else:
+                entries.files.append(name)
+
+    visit(folder, "")
+    return entries
+
+
 def code_files_in(folder: Path) -> list[str]:
-    """The folder's .py files, at any depth, as sorted relative POSIX paths."""
-    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.py") if p.is_file())
+    """The folder's Python files (:func:`is_code_file`), at any depth, as sorted relative POSIX paths."""
+    return sorted(name for name in walk_folder(folder).files if is_code_file(name))
+
+
+def _json_object(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def code_references(folder: Path) -> dict[str, str]:
-    """{where: class reference} of every entry through which transformers loads code from this folder:
-    ``auto_map`` in config.json and tokenizer_config.json, ``custom_pipelines`` impls. A reference is
-    ``module.Class``, or ``namespace/repo--module.Class`` for another repository's code."""
+    """{where: class reference} of every entry through which transformers loads code from this folder: ``auto_map``
+    in any of its JSON files (config.json, tokenizer_config.json, processor_config.json,
+    preprocessor_config.json, ...) and ``custom_pipelines`` impls. A reference is ``module.Class`` (the module a path
+    without ``.py``, relative to the folder or absolute), or ``namespace/repo--module.Class`` for another
+    repository's code."""
     references = {}
-    for name in _CODE_REFERENCE_FILES:
-        path = folder / name
-        data = json.loads(path.read_text()) if path.is_file() else {}
-        for auto_class, entry in (data.get("auto_map") or {}).items():
+    for name in (name for name in walk_folder(folder).files if name.lower().endswith(".json")):
+        data = _json_object(folder / name)
+        auto_map = data.get("auto_map") if isinstance(data.get("auto_map"), dict) else {}
+        for auto_class, entry in auto_map.items():
             for i, reference in enumerate(entry if isinstance(entry, list) else [entry]):
                 if reference:
                     references[f"{name} auto_map {auto_class}" + (f"[{i}]" if isinstance(entry, list) else "")] = \
-                        reference
-        for task, spec in (data.get("custom_pipelines") or {}).items():
-            if spec.get("impl"):
-                references[f"{name} custom_pipelines {task}"] = spec["impl"]
+                        str(reference)
+        pipelines = data.get("custom_pipelines") if isinstance(data.get("custom_pipelines"), dict) else {}
+        for task, spec in pipelines.items():
+            if isinstance(spec, dict) and spec.get("impl"):
+                references[f"{name} custom_pipelines {task}"] = str(spec["impl"])
     return references
 
 
-def foreign_code_references(folder: Path) -> list[str]:
-    """The code references that load code from another repository, which no check of this folder covers."""
-    return [f"{where} loads another repository's code ({reference})"
-            for where, reference in code_references(folder).items() if "--" in reference]
+def referenced_code_file(reference: str) -> str:
+    """The file a local class reference ``module.Class`` loads, as transformers derives it: ``module + ".py"``."""
+    return reference.split(".")[0] + ".py"
+
+
+def code_reference_problems(folder: Path) -> list[str]:
+    """The code references (:func:`code_references`) whose code no check of this folder covers: another
+    repository's, or a file that is not one of the folder's own (an absolute path, a missing file)."""
+    files = set(walk_folder(folder).files)
+    problems = []
+    for where, reference in code_references(folder).items():
+        code_file = referenced_code_file(reference)
+        if "--" in reference:
+            problems.append(f"{where} loads another repository's code ({reference})")
+        elif code_file not in files:
+            place = "outside the folder" if Path(code_file).is_absolute() else "not a regular file of the folder"
+            problems.append(f"{where} loads {code_file}, which is {place} ({reference})")
+    return problems
 
 
 @dataclass
@@ -183,20 +269,29 @@ def compare_with_releases(folder: str | Path, release: str | None = None,
     return report
 
 
+def entry_problems(folder: Path) -> list[str]:
+    """One line per entry of ``folder`` that transformers could run and no comparison with a release covers: an
+    entry that is not a regular file (:func:`walk_folder`), a compiled or pickled file, a code reference to
+    another repository or to a file that is not one of the folder's (:func:`code_reference_problems`)."""
+    entries = walk_folder(folder)
+    suffixed = [(name, name.lower()) for name in entries.files]
+    return (entries.problems
+            + [f"{name} is compiled code (it cannot be compared with a release)" for name, lower in suffixed
+               if lower.endswith(COMPILED_SUFFIXES)]
+            + [f"{name} is a pickle (loading it can run code)" for name, lower in suffixed
+               if lower.endswith(PICKLED_SUFFIXES)]
+            + code_reference_problems(folder))
+
+
 def verify_folder(folder: str | Path) -> tuple[CodeReport, list[str]]:
     """What ``hf-s2s verify`` reports: the folder's code compared with every release (:func:`compare_with_releases`),
-    and one line per thing that keeps it from being a release's code: a file that differs or is in no release, a
-    compiled or pickled file, a reference to another repository's code, no code at all."""
+    and one line per thing that keeps it from being a release's code: a file that differs or is in no release, an
+    entry that cannot be verified, a compiled or pickled file, code loaded from elsewhere (:func:`entry_problems`),
+    no code at all."""
     folder = Path(folder)
     report = compare_with_releases(folder)
-    files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
     problems = [] if code_files_in(folder) else [f"{folder} holds no .py files: no hf_s2s code to verify"]
-    problems += report.problems()
-    problems += [f"{name} is compiled code (it cannot be compared with a release)" for name in files
-                 if name.endswith(COMPILED_SUFFIXES)]
-    problems += [f"{name} is a pickle (loading it can run code)" for name in files if name.endswith(PICKLED_SUFFIXES)]
-    problems += foreign_code_references(folder)
-    return report, problems
+    return report, problems + report.problems() + entry_problems(folder)
 
 
 def _lines(path: Path) -> list[str]:
@@ -239,8 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["CodeReport", "code_diff", "compare_with_releases",
-           "foreign_code_references", "manifest_problems", "verify_folder", "write_manifest"]
+__all__ = ["CodeReport", "FolderEntries", "code_diff", "code_reference_problems", "compare_with_releases",
+           "entry_problems", "manifest_problems", "verify_folder", "walk_folder", "write_manifest"]
 
 
 if __name__ == "__main__":

@@ -29,14 +29,15 @@ from ..models.modeling_common import CUSTOM_PIPELINES
 from ..models.version import __version__
 from .card import render_conversion_card, render_model_card
 from .code_integrity import (
-    COMPILED_SUFFIXES,
-    PICKLED_SUFFIXES,
     REGENERATE,
     code_diff,
     code_references,
     compare_with_releases,
-    foreign_code_references,
+    entry_problems,
+    is_code_file,
     manifest_problems,
+    referenced_code_file,
+    walk_folder,
 )
 
 AUTO_CLASSES = ("AutoConfig", "AutoModel", "AutoModelForSeq2SeqLM")
@@ -97,21 +98,20 @@ def check_hub_folder(folder: str | Path, allow_modified_code: bool = False) -> l
     Checks: the required files; config.json's ``model_type``, ``auto_map`` (AutoConfig, AutoModel,
     AutoModelForSeq2SeqLM, each pointing at a code file present, none at another repository's) and
     ``custom_pipelines``; the family's code files and every single-dot import they make; no pickled or compiled
-    files; a card whose YAML metadata parses; and code integrity: every .py file, at any depth, is byte for byte
-    the installed hf_s2s release's file of that name (:mod:`hf_s2s.hub.code_integrity`). With ``allow_modified_code``
+    files, no entry that is not a regular file (a symlink to a folder, a broken link, a FIFO), no code reference to
+    a file outside the folder; a card whose YAML metadata parses; and code integrity: every .py file, at any depth,
+    is byte for byte the installed hf_s2s release's file of that name (:mod:`hf_s2s.hub.code_integrity`). With ``allow_modified_code``
     other code passes, and the unified diff against the release (unknown files in full) is printed to stderr once
     everything else has passed: the person pushing it vouches for it, having seen it.
     """
     folder = Path(folder)
     if not folder.is_dir():
         raise HubFolderError(f"{folder} is not a folder")
-    files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    files = walk_folder(folder).files
     problems = [f"missing {name}" for name in REQUIRED_FILES if name not in files]
-    # pickled weights and compiled code are never uploaded
-    problems += [f"pickled file {name} (only safetensors weights are allowed)" for name in files
-                 if name.endswith(PICKLED_SUFFIXES)]
-    problems += [f"compiled code {name} (it cannot be compared with a release)" for name in files
-                 if name.endswith(COMPILED_SUFFIXES)]
+    # entries that are not regular files, pickled weights, compiled code and code loaded from elsewhere are never
+    # uploaded: no comparison with the release covers them
+    problems += entry_problems(folder)
 
     config = json.loads((folder / "config.json").read_text()) if "config.json" in files else {}
     model_type = config.get("model_type")
@@ -124,12 +124,12 @@ def check_hub_folder(folder: str | Path, allow_modified_code: bool = False) -> l
     for task, spec in CUSTOM_PIPELINES.items():
         if config and (config.get("custom_pipelines") or {}).get(task, {}).get("impl") != spec["impl"]:
             problems.append(f"config.json custom_pipelines lacks the {task!r} pipeline ({spec['impl']})")
-    # every code file config.json and tokenizer_config.json name (a separate-vocabulary tokenizer names its own)
-    problems += foreign_code_references(folder)
-    code_files |= {reference.split(".")[0] + ".py" for reference in code_references(folder).values()
-                   if "--" not in reference}
+    # every code file the folder's JSON files name (a separate-vocabulary tokenizer names its own); one the folder
+    # does not hold is named by entry_problems, with the entry that names it
+    referenced = {referenced_code_file(reference) for reference in code_references(folder).values()}
+    code_files |= referenced & set(files)
 
-    imports = {name: _sibling_imports((folder / name).read_text(), name) for name in files if name.endswith(".py")}
+    imports = {name: _sibling_imports((folder / name).read_text(), name) for name in files if is_code_file(name)}
     checked = set()
     while code_files - checked:
         name = sorted(code_files - checked)[0]

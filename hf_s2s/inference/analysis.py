@@ -8,14 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from .attention import eager_attention
-from .translate import (
-    DEFAULT_BATCH_SIZE,
-    _batches_by_length,
-    _source_limit,
-    check_decoding_options,
-    encode_sources,
-    is_blank,
-)
+from .decoding import batches_by_length, is_blank
+from .translate import DEFAULT_BATCH_SIZE, _source_limit, check_decoding_options, encode_sources
 
 
 def _encode(model, tokenizer, sentences: list[str], max_source_length: int | None) -> list[list[int]]:
@@ -83,7 +77,7 @@ def sentence_embeddings(model, tokenizer, sentences: list[str], *, batch_size: i
     encoder = model.get_encoder()
     vectors = [None] * len(sentences)
     encoded = _encode(model, tokenizer, sentences, max_source_length)
-    for indices in _batches_by_length([len(ids) for ids in encoded], batch_size):
+    for indices in batches_by_length([len(ids) for ids in encoded], batch_size):
         batch = _pad(model, tokenizer, [encoded[i] for i in indices])
         memory = encoder(**batch).last_hidden_state.float()  # (B, S, E)
         real = batch["attention_mask"].to(memory.dtype)[:, :, None]  # (B, S, 1)

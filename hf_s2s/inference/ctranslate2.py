@@ -23,15 +23,18 @@ What has to be translated between the two conventions (checked against CTranslat
   vocabulary that lacks it (one row more than the weights), so the unknown token is the tokenizer's, or else the
   padding token's string.
 
-:func:`translate_ctranslate2` translates sentences with the exported model as ``translate()`` does with the model (the
-same options, the length bound included); ``hf-s2s translate --engine ctranslate2`` and ``hf-s2s serve --engine
+:func:`translate_ctranslate2` translates sentences with the exported model as ``translate()`` does with the model: the
+options completed from the folder's generation config by the same function
+(:func:`hf_s2s.inference.translate.resolve_options`, the length bound and the minimum and maximum lengths included),
+the same input lines
+(:func:`hf_s2s.inference.decoding.decode_lines`), and what CTranslate2 decodes otherwise than generate() refused
+by name (:func:`ctranslate2_options`); ``hf-s2s translate --engine ctranslate2`` and ``hf-s2s serve --engine
 ctranslate2`` use it through :mod:`hf_s2s.inference.engines`.
 
 ctranslate2 is an optional dependency (``pip install 'hf_s2s[ctranslate2]'``); this module imports it only when
 called.
 """
 
-import json
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,31 +43,21 @@ import torch
 from torch import nn
 
 from ..data.tokenization import target_side
-from ..models.modeling_common import (
-    DEFAULT_GENERATION_MAX_LENGTH,
-    DEFAULT_MAX_LEN_A,
-    DEFAULT_MAX_LEN_B,
-    source_length_bound,
-)
+from ..models.modeling_common import DEFAULT_GENERATION_MAX_LENGTH, source_length_bound
 from ..models.modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
-from .translate import (
-    DEFAULT_BATCH_SIZE,
-    Hypothesis,
-    _source_limit,
-    check_translation,
-    configured_length_penalty,
-    encode_sources,
-    is_blank,
-)
+from ..models.output_record import check_output_folder, clear_output, record_output
+from .decoding import DecodingOptions, decode_lines
+from .translate import DEFAULT_BATCH_SIZE, Hypothesis, _source_limit, check_translation, tokenizer_encoder
 
 # Positions a sinusoidal model's exported table holds at least (max_position_embeddings if more), source and target
 # alike: CTranslate2 truncates inputs to 1024 tokens by default, so every input it accepts by default has them.
 SINUSOIDAL_POSITIONS = 1024
-# The files a CTranslate2 model directory consists of; --overwrite removes these (and only these) first, so that a
-# stale shared_vocabulary.json cannot shadow newly written source/target vocabularies.
-_MODEL_FILES = ("model.bin", "config.json")
-_VOCABULARY_GLOBS = ("shared_vocabulary.*", "source_vocabulary.*", "source_*_vocabulary.*", "target_vocabulary.*",
-                     "vmap.txt")
+COMMAND = "export-ctranslate2"  # the command whose output the folder's record names
+OVERWRITE_FLAG = "overwrite=True (--overwrite_output_dir)"
+# The generation settings (hf_s2s.inference.decoding.SETTINGS) CTranslate2 decodes as generate() does, with greedy
+# search only (ctranslate2_options): CTranslate2's no_repeat_ngram_size and repetition_penalty choose other tokens.
+CTRANSLATE2_SETTINGS = ("suppress_tokens",)
+ENGINE = "the ctranslate2 engine"
 
 
 def import_ctranslate2():
@@ -77,33 +70,12 @@ def import_ctranslate2():
     return ctranslate2
 
 
-def _not_a_ctranslate2_model(folder: Path) -> str | None:
-    """Why ``folder`` (a folder holding files) is not a CTranslate2 model directory, or None when it is one: it
-    must hold model.bin and CTranslate2's config.json, not a transformers one (whose model_type, architectures
-    or transformers_version CTranslate2 never writes)."""
-    if not (folder / "model.bin").is_file():
-        return "it holds no model.bin"
-    config_path = folder / "config.json"
-    if not config_path.is_file():
-        return "it holds no config.json"
-    try:
-        config = json.loads(config_path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return "its config.json is not JSON"
-    if not isinstance(config, dict):
-        return "its config.json is not a JSON object"
-    transformers_keys = sorted({"model_type", "architectures", "transformers_version"} & set(config))
-    if transformers_keys:
-        return f"its config.json is a transformers model's (it sets {', '.join(transformers_keys)})"
-    return None
-
-
 def check_export_options(output_dir: str | Path, quantization: str | None = None, overwrite: bool = False,
                          model_dir: str | Path | None = None) -> None:
     """Refuse what would make an export fail or destroy files, before any work: an unknown ``quantization``
     (ctranslate2's names), an ``output_dir`` that is a file, is the model folder ``model_dir`` itself (its
-    config.json would be replaced), or holds files, unless ``overwrite`` and they are a CTranslate2 model
-    (:func:`_not_a_ctranslate2_model`), whose files alone are then replaced."""
+    config.json would be replaced), or holds files, unless ``overwrite`` and they are an earlier export's,
+    unchanged (:mod:`hf_s2s.models.output_record`), which the export then replaces."""
     import_ctranslate2()
     from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
 
@@ -116,19 +88,7 @@ def check_export_options(output_dir: str | Path, quantization: str | None = None
     if model_dir is not None and output_dir.resolve() == Path(model_dir).resolve():
         raise ValueError(f"output_dir {output_dir} is the model folder itself: the export would replace its "
                          "config.json; choose another folder")
-    if not (output_dir.is_dir() and any(output_dir.iterdir())):
-        return
-    held = sorted(p.name for p in output_dir.iterdir())
-    held = f"{', '.join(held[:5])}{', ...' if len(held) > 5 else ''}"
-    if not overwrite:
-        raise FileExistsError(f"output_dir {output_dir} already holds files ({held}): refusing to write into it; "
-                              "choose an empty or new folder, or, to replace the CTranslate2 model there, pass "
-                              "overwrite=True (--overwrite_output_dir)")
-    problem = _not_a_ctranslate2_model(output_dir)
-    if problem is not None:
-        raise FileExistsError(f"output_dir {output_dir} is not a CTranslate2 model directory ({problem}; it holds "
-                              f"{held}): overwrite=True (--overwrite_output_dir) replaces only a CTranslate2 model; "
-                              "choose an empty or new folder")
+    check_output_folder(output_dir, COMMAND, OVERWRITE_FLAG, overwrite)
 
 
 # ---------------------------------------------------------------------------------------------------- the spec
@@ -293,17 +253,17 @@ def export_ctranslate2(model: TransformerSeq2SeqForConditionalGeneration, output
     drive CTranslate2 with ids (:func:`translate_ids`). quantization: CTranslate2's weight type ("int8",
     "int8_float32", "int16", "float16", ...; None keeps the model's dtype). Everything that can be wrong (the
     options, the model, the tokenizer) is refused before anything is written; an ``output_dir`` holding files is
-    refused unless it holds a CTranslate2 model and ``overwrite`` is set, which then replaces only that model's
-    files (other files are left alone)."""
+    refused unless ``overwrite`` is set and it holds only an earlier export, unchanged, which is then replaced
+    (:mod:`hf_s2s.models.output_record`)."""
     output_dir = Path(output_dir)
     check_export_options(output_dir, quantization, overwrite, model_dir=_local_model_dir(model))
     spec = build_ctranslate2_spec(model, tokenizer)
     spec.optimize(quantization=quantization)
+    if overwrite:  # the whole earlier export goes: a stale shared_vocabulary.json would shadow new separate ones
+        clear_output(output_dir, COMMAND, OVERWRITE_FLAG)
     output_dir.mkdir(parents=True, exist_ok=True)
-    for stale in [*(output_dir / name for name in _MODEL_FILES), *(p for g in _VOCABULARY_GLOBS
-                                                                   for p in output_dir.glob(g))]:
-        stale.unlink(missing_ok=True)  # only reached with overwrite=True when the folder held files
     spec.save(str(output_dir))
+    record_output(output_dir, COMMAND)
     return output_dir
 
 
@@ -373,81 +333,96 @@ def _generated(output, eos_token: str) -> int:
     return len(tokens) - (tokens[-1:] == [eos_token])
 
 
-def translate_ctranslate2(translator, model, tokenizer, sentences: list[str], *, batch_size: int = DEFAULT_BATCH_SIZE,
-                          num_beams: int | None = None, num_return_sequences: int = 1, max_new_tokens: int | None = None,
-                          length_penalty: float | None = None, max_source_length: int | None = None,
-                          scores: bool = True, **bound) -> list[list[Hypothesis]]:
-    """:func:`hf_s2s.inference.translate.translate` on an exported model (a ``ctranslate2.Translator`` of ``model``
-    exported with ``tokenizer``): the same options, completed from ``model``'s generation config and refused alike
-    (``model`` may be any object with the exported model's ``config`` and ``generation_config``), the same blank
-    lines, cut sources and length-sorted batches; returns each sentence's ``num_return_sequences`` best hypotheses.
+def ctranslate2_options(model, *, batch_size: int = DEFAULT_BATCH_SIZE, **call) -> DecodingOptions:
+    """:func:`hf_s2s.inference.translate.check_translation` for CTranslate2: ``call``'s options completed from
+    ``model``'s generation config as for generate(), refusing, by name, what CTranslate2 decodes otherwise: a
+    generation setting other than ``CTRANSLATE2_SETTINGS``, and with beam search a minimum length or suppressed
+    tokens (CTranslate2 removes the tokens before it normalizes the probabilities, generate() after, so other
+    hypotheses win) and an early_stopping set to False or "never" (CTranslate2 ends a sentence once num_beams
+    hypotheses have finished: generate()'s early_stopping=True; unset, it is CTranslate2's own search)."""
+    options = check_translation(model, batch_size=batch_size, engine=ENGINE, implements=CTRANSLATE2_SETTINGS, **call)
+    if options.num_beams > 1:
+        beam_only = [f"{name}={value!r}" for name, value, refused in (
+            ("min_new_tokens", options.min_new_tokens, options.min_new_tokens > 0),
+            ("suppress_tokens", list(options.suppress_tokens), bool(options.suppress_tokens)),
+            ("early_stopping", options.early_stopping, options.early_stopping in (False, "never"))) if refused]
+        if beam_only:
+            raise ValueError(f"{ENGINE} decodes beam search (num_beams={options.num_beams}) otherwise than generate() "
+                             f"with {', '.join(beam_only)} (from the generation config or the call; min_length counts "
+                             "as min_new_tokens): decode with num_beams 1 (--beams 1), or with generate() (--engine "
+                             "torch)")
+    return options
 
-    The source-relative length bound (``max_len_a``/``max_len_b`` in ``bound``, else the generation config's), which
-    CTranslate2 lacks (its ``max_decoding_length`` holds for a whole batch): a row may generate its bound minus one
-    token, then ends as generate() forces it to, with </s>. Greedy search is decoded once at the batch's longest
-    bound, and a row that ran past its own is decoded again with it (greedy tokens do not depend on the length
-    allowed later); beam search, whose hypotheses do, is decoded in groups of rows of one bound. A row's tokens
-    therefore never depend on the other sentences of its batch.
+
+def translate_ctranslate2(translator, model, tokenizer, sentences: list[str], *, batch_size: int = DEFAULT_BATCH_SIZE,
+                          max_source_length: int | None = None, scores: bool = True,
+                          **call) -> list[list[Hypothesis]]:
+    """:func:`hf_s2s.inference.translate.translate` on an exported model (a ``ctranslate2.Translator`` of ``model``
+    exported with ``tokenizer``): the same options (``call``: ``num_beams``, ``max_new_tokens``, ``max_len_a``, ...,
+    generate()'s names), completed from ``model``'s generation config by the same function and refused where
+    CTranslate2 decodes otherwise (:func:`ctranslate2_options`; ``model`` may be any object with the exported model's
+    ``config`` and ``generation_config``), the same blank lines, cut sources and length-sorted batches
+    (:func:`hf_s2s.inference.decoding.decode_lines`); returns each sentence's ``num_return_sequences`` best
+    hypotheses.
+
+    The source-relative length bound, which CTranslate2 lacks (its ``max_decoding_length`` holds for a whole batch):
+    a row may generate its bound minus one token, then ends as generate() forces it to, with </s>. Greedy search is
+    decoded once at the batch's longest bound, and a row that ran past its own is decoded again with it (greedy tokens
+    do not depend on the length allowed later); beam search, whose hypotheses do, is decoded in groups of rows of one
+    bound. A row's tokens therefore never depend on the other sentences of its batch.
 
     Scores are CTranslate2's: greedy, the sum of the token log-probabilities (as ``translate``'s); beam search,
     CTranslate2's length-normalized score. Greedy tokens are ``generate()``'s; beam search's are
     ``generate(..., early_stopping=True)``'s (CTranslate2 ends a sentence once ``num_beams`` hypotheses are done)."""
-    unknown = sorted(set(bound) - {"max_len_a", "max_len_b"})
-    if unknown:
-        raise ValueError(f"translate_ctranslate2 takes max_len_a and max_len_b besides its own options; got "
-                         f"{', '.join(unknown)}, which CTranslate2 decoding does not implement")
-    length_penalty = configured_length_penalty(model.generation_config, length_penalty)
-    num_beams = check_translation(model, num_beams=num_beams, num_return_sequences=num_return_sequences,
-                                  batch_size=batch_size, max_new_tokens=max_new_tokens, length_penalty=length_penalty,
-                                  **bound)
-    generation_config = model.generation_config
-    max_len_a, max_len_b = (bound.get(name, getattr(generation_config, name, default))
-                            for name, default in (("max_len_a", DEFAULT_MAX_LEN_A), ("max_len_b", DEFAULT_MAX_LEN_B)))
-    longest = max_new_tokens if max_new_tokens is not None else (
-        generation_config.max_length or DEFAULT_GENERATION_MAX_LENGTH) - 1  # max_length counts the start token
+    options = ctranslate2_options(model, batch_size=batch_size, **call)
     limit, reason = _source_limit(tokenizer, max_source_length, [model.config])
-    blank_score = 0.0 if scores else None
-    results = [[Hypothesis("", blank_score) for _ in range(num_return_sequences)] for _ in sentences]
-    to_decode = [i for i, sentence in enumerate(sentences) if not is_blank(sentence)]
-    encoded = encode_sources(tokenizer, sentences, to_decode, limit, reason)
     target = target_side(tokenizer)
     eos_token = target.convert_ids_to_tokens(_special_token_id(model, "eos_token_id"))
-    options = {"beam_size": num_beams, "num_hypotheses": num_return_sequences, "return_end_token": True,
-               "return_scores": scores, "max_input_length": 0,
-               # greedy scores as translate() gives them: the plain sum (CTranslate2 divides by the length otherwise)
-               "length_penalty": length_penalty if num_beams > 1 else 0.0}
+    suppressed = [[token] for token in target.convert_ids_to_tokens(list(options.suppress_tokens))]
+    settings = {"beam_size": options.num_beams, "num_hypotheses": options.num_return_sequences,
+                "return_end_token": True, "return_scores": scores, "max_input_length": 0,
+                "suppress_sequences": suppressed or None,
+                # greedy scores as translate() gives them: the plain sum (CTranslate2 divides by the length otherwise)
+                "length_penalty": options.length_penalty if options.num_beams > 1 else 0.0}
+    blank = [Hypothesis("", 0.0 if scores else None)] * options.num_return_sequences
 
-    def decode(rows: list[int], free: int) -> dict[int, list]:
-        """CTranslate2's hypotheses of the sources ``rows`` (positions in ``encoded``), at most ``free`` tokens each."""
-        source = [tokenizer.convert_ids_to_tokens(encoded[row]) for row in rows]
-        output = translator.translate_batch(source, max_decoding_length=free, **options)
+    def decode_rows(sources: list[list[int]], rows: list[int], free: int) -> dict[int, list]:
+        """CTranslate2's results for ``sources[row]``, each row of ``rows``, at most ``free`` tokens each."""
+        output = translator.translate_batch([tokenizer.convert_ids_to_tokens(sources[row]) for row in rows],
+                                            max_decoding_length=free,
+                                            min_decoding_length=min(options.min_new_tokens, free), **settings)
         return dict(zip(rows, output, strict=True))
 
-    order = sorted(range(len(encoded)), key=lambda row: -len(encoded[row]))  # longest first, as translate() batches
-    for start in range(0, len(order), batch_size):
-        rows = order[start : start + batch_size]
-        # each row's room before its forced </s> (bound - 1), or the absolute limit where that comes first
-        free = dict.fromkeys(rows, longest)
-        if max_len_a is not None or max_len_b is not None:
-            bounds = source_length_bound(torch.tensor([len(encoded[row]) for row in rows]), max_len_a, max_len_b)
-            free = {row: min(int(b) - 1, longest) for row, b in zip(rows, bounds.tolist(), strict=True)}
+    def decode(sources: list[list[int]]) -> list[list[Hypothesis]]:
+        # each row's room before its forced </s> (bound - 1, the bound raised to an explicit minimum as generate()
+        # raises it), or the absolute limit where that comes first
+        free = [options.max_new_tokens] * len(sources)
+        if options.max_len_a is not None or options.max_len_b is not None:
+            bounds = source_length_bound(torch.tensor([len(ids) for ids in sources]), options.max_len_a,
+                                         options.max_len_b).clamp(min=1 + options.min_new_tokens)
+            free = [min(int(bound) - 1, options.max_new_tokens) for bound in bounds.tolist()]
         decoded = {}
-        pending = [row for row in rows if free[row] > 0]  # 0: a bound of one token, </s> alone: a blank hypothesis
-        if num_beams == 1 and pending:
+        pending = [row for row in range(len(sources)) if free[row] > 0]  # 0: a bound of one token, </s> alone
+        if options.num_beams == 1 and pending:
             most = max(free[row] for row in pending)
-            decoded = decode(pending, most)
+            decoded = decode_rows(sources, pending, most)
             # a row that reached its own room (without its </s> there, which its own limit would not have let
             # through either) is decoded again with it
             pending = [row for row in pending if free[row] < most and _generated(decoded[row], eos_token) >= free[row]]
         for length in sorted({free[row] for row in pending}):
-            decoded.update(decode([row for row in pending if free[row] == length], length))
+            decoded.update(decode_rows(sources, [row for row in pending if free[row] == length], length))
+        results = [list(blank) for _ in sources]
         for row, output in decoded.items():
             texts = tokenizer.batch_decode([target.convert_tokens_to_ids(tokens) for tokens in output.hypotheses],
                                            skip_special_tokens=True)
             values = output.scores if scores else [None] * len(texts)
-            results[to_decode[row]] = [Hypothesis(text, value) for text, value in zip(texts, values, strict=True)]
-    return results
+            results[row] = [Hypothesis(text, value) for text, value in zip(texts, values, strict=True)]
+        return results
+
+    return decode_lines(sentences, tokenizer_encoder(tokenizer), decode, limit=limit, reason=reason,
+                        batch_size=batch_size, blank=blank)
 
 
-__all__ = ["SINUSOIDAL_POSITIONS", "build_ctranslate2_spec", "check_export_options", "export_ctranslate2",
-           "export_vocabularies", "exported_translator", "translate_ctranslate2", "translate_ids"]
+__all__ = ["CTRANSLATE2_SETTINGS", "SINUSOIDAL_POSITIONS", "build_ctranslate2_spec", "check_export_options",
+           "ctranslate2_options", "export_ctranslate2", "export_vocabularies", "exported_translator",
+           "translate_ctranslate2", "translate_ids"]

@@ -8,9 +8,11 @@ translate (``hf-s2s translate --engine``, ``hf-s2s serve --engine``).
   or int8 weights. CTranslate2 has no RNN models: an RNN folder is refused before its weights are loaded.
 
 An engine completes a request's decoding options from its model's generation config (:meth:`Engine.options`, which
-refuses what cannot be decoded), then translates lists of sentences with them (:meth:`Engine.translate`). Options
-that compare equal decode alike, so a server may put their sentences in one batch. Adding an engine means adding a
-class to :data:`ENGINES`.
+refuses what cannot be decoded, and what the engine decodes otherwise than generate()), then translates lists of
+sentences with them (:meth:`Engine.translate`). Both steps are the ones every path shares: the options are
+:class:`hf_s2s.inference.decoding.DecodingOptions`, completed by :func:`hf_s2s.inference.translate.resolve_options`,
+and the input lines go through :func:`hf_s2s.inference.decoding.decode_lines`. Options that compare equal decode
+alike, so a server may put their sentences in one batch. Adding an engine means adding a class to :data:`ENGINES`.
 
 Batch invariance: a sentence's translation does not depend on the sentences decoded beside it in float32 (torch,
 tested in ``tests/test_translate.py``) and on CTranslate2 (float32 and int8: its int8 GEMMs quantize each row on its
@@ -19,7 +21,7 @@ over the whole batch, and bfloat16 rounds sums whose order depends on the batch'
 """
 
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -28,41 +30,23 @@ import torch
 from ..models.configuration_transformer_seq2seq import TransformerSeq2SeqConfig
 from ..models.loading import load_model
 from ..models.modeling_common import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
-from .ctranslate2 import export_ctranslate2, import_ctranslate2, translate_ctranslate2
+from .ctranslate2 import ctranslate2_options, export_ctranslate2, import_ctranslate2, translate_ctranslate2
+from .decoding import DecodingOptions
 from .ensemble import read_for_decoding
 from .int8 import quantize_int8
 from .translate import (
     DEFAULT_BATCH_SIZE,
-    DEFAULT_LENGTH_PENALTY,
     Hypothesis,
     _source_limit,
     alignment,
     check_models_support,
     check_translation,
-    configured_length_penalty,
     length_bound_arguments,
     translate,
 )
 
 # Weight types a torch engine decodes in (--dtype); int8 is asked for with --int8, as for hf-s2s translate.
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-
-
-@dataclass(frozen=True)
-class DecodingOptions:
-    """What decides a translation's tokens, complete (no field left for the generation config to fill): requests
-    whose options are equal may be decoded in one batch. Built and checked by :meth:`Engine.options`."""
-
-    num_beams: int  # 1: greedy search
-    num_return_sequences: int = 1  # hypotheses returned per sentence, best first (<= num_beams)
-    max_len_a: float | None = None  # the source-relative bound max_len_a x source tokens + max_len_b (None for both:
-    max_len_b: int | None = None  # no bound)
-    max_new_tokens: int | None = None  # the absolute limit on generated tokens; None: the generation config's
-    length_penalty: float = DEFAULT_LENGTH_PENALTY  # beam search divides a score by length ** penalty
-
-    def decoding_kwargs(self) -> dict:
-        """The options as ``translate`` / ``translate_ctranslate2`` keyword arguments."""
-        return asdict(self)
 
 
 @dataclass
@@ -101,17 +85,19 @@ class Engine:
     def options(self, *, num_beams: int | None = None, num_return_sequences: int = 1, max_len_a: float | None = None,
                 max_len_b: int | None = None, no_length_bound: bool = False, max_new_tokens: int | None = None,
                 length_penalty: float | None = None) -> DecodingOptions:
-        """Complete options from the generation config (``num_beams`` None: its beam count; ``length_penalty`` None:
-        its length penalty; the length bound not given: its ``max_len_a``/``max_len_b``; ``no_length_bound``: none)
-        and refuse, with a ValueError naming the option, what ``translate`` would refuse."""
-        length_penalty = configured_length_penalty(self.generation_config, length_penalty)
+        """Complete options from the generation config as ``translate`` completes them (``num_beams`` None: its beam
+        count; ``max_new_tokens`` None: its ``max_new_tokens`` or ``max_length``; ``length_penalty`` None: its length
+        penalty; the length bound not given: its ``max_len_a``/``max_len_b``; ``no_length_bound``: none; its minimum
+        lengths) and refuse, with a ValueError naming the option, what ``translate`` would refuse and what this engine
+        decodes otherwise than generate()."""
         bound = length_bound_arguments(max_len_a, max_len_b, no_length_bound,
                                        flags=("max_len_a", "max_len_b", "no_length_bound"))
-        beams = check_translation(self, num_beams=num_beams, num_return_sequences=num_return_sequences,
-                                  max_new_tokens=max_new_tokens, length_penalty=length_penalty, **bound)
-        complete = {**self._configured_bound(), **bound}
-        return DecodingOptions(num_beams=beams, num_return_sequences=num_return_sequences, max_new_tokens=max_new_tokens,
-                               length_penalty=length_penalty, **complete)
+        return self._options(num_beams=num_beams, num_return_sequences=num_return_sequences,
+                             max_new_tokens=max_new_tokens, length_penalty=length_penalty, **bound)
+
+    def _options(self, **call) -> DecodingOptions:
+        """``call``'s options (generate()'s names) completed and checked for this engine."""
+        return check_translation(self, **call)
 
     def _configured_bound(self) -> dict:
         """The generation config's length bound, as generate() completes it (a folder saved without it: the
@@ -177,11 +163,8 @@ class TorchEngine(Engine):
         check_models_support([self.config], alignment=True)  # an RNN without attention has none
 
     def alignment(self, sentence: str, options: DecodingOptions) -> Alignment:
-        bound = {"max_len_a": options.max_len_a, "max_len_b": options.max_len_b}
-        weights, source_tokens, target_tokens = alignment(self.model, self.tokenizer, sentence,
-                                                          num_beams=options.num_beams,
-                                                          max_new_tokens=options.max_new_tokens,
-                                                          length_penalty=options.length_penalty, **bound)
+        best = {**options.generate_kwargs(), "num_return_sequences": 1}  # translate()'s first translation
+        weights, source_tokens, target_tokens = alignment(self.model, self.tokenizer, sentence, **best)
         return Alignment(source_tokens, target_tokens, weights.float().tolist())
 
 
@@ -216,6 +199,9 @@ class CTranslate2Engine(Engine):
             export_ctranslate2(model, exported, tokenizer=read.tokenizer, quantization="int8" if int8 else None)
             self.translator = ctranslate2.Translator(exported, device="cpu", intra_threads=threads or 0)
         super().__init__(folder, read.tokenizer, model.config, model.generation_config, "int8" if int8 else "float32")
+
+    def _options(self, **call) -> DecodingOptions:
+        return ctranslate2_options(self.model, **call)
 
     def _translate(self, sentences, options, batch_size, scores):
         return translate_ctranslate2(self.translator, self.model, self.tokenizer, sentences, batch_size=batch_size,

@@ -29,7 +29,6 @@ from pathlib import Path
 import torch
 from torch import nn
 from transformers import (
-    AutoConfig,
     GenerationMixin,
     PreTrainedConfig,
     PreTrainedModel,
@@ -41,7 +40,7 @@ from transformers.utils import can_return_tuple
 
 from ..data.tokenization import check_tokenizer_fits_model, target_side
 from ..data.vocabulary import VOCABULARY_FIELDS, check_same_vocabulary
-from ..models.loading import ModelFolderError, load_model, load_tokenizer, local_folder
+from ..models.loading import load_config, load_model, load_tokenizer
 from ..models.modeling_common import GenerationLengthDefault
 from ..models.transformers_compat import cache_argument, cache_output, output_cache
 from .attention import eager_attention
@@ -246,15 +245,6 @@ class Seq2SeqEnsemble(GenerationLengthDefault, PreTrainedModel, GenerationMixin)
         else:
             cache.coverage = cache.coverage + step
         self.coverage_state = cache
-
-
-def load_config(name_or_path: str | Path):
-    """A model folder's config alone, without its weights (``AutoConfig``): what decoding checks before loading. A
-    missing folder, or one without config.json, is a :class:`hf_s2s.models.loading.ModelFolderError` as in ``load_model``."""
-    folder = local_folder(name_or_path)
-    if folder is not None and not (folder / "config.json").is_file():
-        raise ModelFolderError(f"{folder} holds no config.json: not a saved model folder")
-    return AutoConfig.from_pretrained(name_or_path)
 
 
 def _dtype_name(config) -> str:

@@ -29,8 +29,11 @@ row's real tokens in both directions and never reaches them; the states at paddi
 leaves them. tests/test_onnx.py proves the graphs' tokens equal to ``generate()``'s.
 
 The export writes beside the graphs the folder's tokenizer, its generation config (completed with the length bound
-it decodes with), ``onnx_runtime.py`` (a copy of the runtime, which imports neither torch nor hf_s2s) and
-``onnx_manifest.json``, which names each graph's inputs and outputs and which outputs carry the state.
+it decodes with), ``onnx_runtime.py`` and ``decoding.py`` (copies of the runtime and of what it shares with every
+engine, which import neither torch nor hf_s2s) and ``onnx_manifest.json``, which names each graph's inputs and
+outputs, which outputs carry the state, and the model's position table (what the runtime's length default and
+source limit read); and last the record of every file it wrote, by sha256 (:mod:`hf_s2s.models.output_record`):
+``overwrite`` replaces an earlier export only while its files are unchanged and the folder holds nothing else.
 """
 
 import copy
@@ -48,8 +51,14 @@ from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from ..models.modeling_common import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
 from ..models.modeling_rnn_seq2seq import RNNSeq2SeqCache
-from . import onnx_runtime
+from ..models.output_record import check_output_folder, clear_output, record_output
+from . import decoding, onnx_runtime
+from .decoding import check_settings
 from .onnx_runtime import MANIFEST_FILE, MANIFEST_FORMAT
+from .translate import generation_settings, position_limit
+
+COMMAND = "export-onnx"  # the command whose output the folder's record names
+OVERWRITE_FLAG = "--overwrite_output_dir (overwrite=True)"
 
 ENCODER_FILE, DECODER_STEP_FILE = "encoder.onnx", "decoder_step.onnx"
 # Example shapes the graphs are traced with. torch.export specialises a dimension of size 0 or 1, so every dynamic
@@ -419,35 +428,15 @@ def import_exporter() -> None:
 
 def check_export_options(output_dir: str | Path, overwrite: bool = False, model_dir: str | Path | None = None) -> None:
     """Refuse what would make an export fail or destroy files, before any work: missing packages, an ``output_dir``
-    that is a file, is the model folder ``model_dir`` itself, or holds files, unless ``overwrite`` and it holds an
-    ONNX export (its manifest), whose files alone are then replaced."""
+    that is a file, is the model folder ``model_dir`` itself, or holds files, unless ``overwrite`` and they are an
+    earlier export's, unchanged (:mod:`hf_s2s.models.output_record`), which the export then replaces."""
     import_exporter()
     output_dir = Path(output_dir)
     if output_dir.exists() and not output_dir.is_dir():
         raise ValueError(f"output_dir {output_dir} is a file, not a folder")
     if model_dir is not None and output_dir.resolve() == Path(model_dir).resolve():
         raise ValueError(f"output_dir {output_dir} is the model folder itself; choose another folder")
-    if not (output_dir.is_dir() and any(output_dir.iterdir())):
-        return
-    held = sorted(p.name for p in output_dir.iterdir())
-    shown = f"{', '.join(held[:5])}{', ...' if len(held) > 5 else ''}"
-    if not overwrite:
-        raise FileExistsError(f"output_dir {output_dir} already holds files ({shown}): refusing to write into it; "
-                              "choose an empty or new folder, or pass overwrite=True (--overwrite_output_dir) to "
-                              "replace the ONNX export there")
-    if not (output_dir / MANIFEST_FILE).is_file():
-        raise FileExistsError(f"output_dir {output_dir} holds no {MANIFEST_FILE}, so it is not an ONNX export (it "
-                              f"holds {shown}): overwrite=True (--overwrite_output_dir) replaces only an ONNX export; "
-                              "choose an empty or new folder")
-
-
-def _remove_previous_export(output_dir: Path) -> None:
-    """Delete the files the manifest of the export in ``output_dir`` lists (and the manifest): nothing else."""
-    manifest = json.loads((output_dir / MANIFEST_FILE).read_text())
-    for name in [*manifest.get("files", []), MANIFEST_FILE]:
-        path = output_dir / name
-        if path.is_file() and path.parent.resolve() == output_dir.resolve():  # a plain name, never a path out
-            path.unlink()
+    check_output_folder(output_dir, COMMAND, OVERWRITE_FLAG, overwrite)
 
 
 def _save_generation_config(model: nn.Module, output_dir: Path) -> None:
@@ -463,18 +452,20 @@ def export_onnx(model: nn.Module, output_dir: str | Path, tokenizer=None, overwr
     """Write ``model`` (either family, eval mode, float32) to ``output_dir`` as ``encoder.onnx`` and
     ``decoder_step.onnx`` (see the module docstring), with its generation config, ``tokenizer`` (when given: what
     :class:`~hf_s2s.inference.onnx_runtime.OnnxSeq2Seq` translates text with), the runtime and the manifest.
-    Returns the folder."""
+    Returns the folder. A generation config the runtime cannot decode (a setting it does not implement, such as
+    sampling or no_repeat_ngram_size) is refused by name before anything is written."""
     check_export_options(output_dir, overwrite)
+    check_settings(generation_settings(model.generation_config), onnx_runtime.ENGINE, onnx_runtime.ONNX_SETTINGS)
     encoder, step = graph_specs(model)  # refuses a model it cannot export before any file is touched
     output_dir = Path(output_dir)
-    if (output_dir / MANIFEST_FILE).is_file():  # overwrite=True on a previous export
-        _remove_previous_export(output_dir)
+    if overwrite:
+        clear_output(output_dir, COMMAND, OVERWRITE_FLAG)
     output_dir.mkdir(parents=True, exist_ok=True)
-    before = set(output_dir.iterdir())
     _export_graph(encoder, output_dir / ENCODER_FILE)
     _export_graph(step, output_dir / DECODER_STEP_FILE)
     _save_generation_config(model, output_dir)
-    shutil.copyfile(onnx_runtime.__file__, output_dir / "onnx_runtime.py")
+    for module in (onnx_runtime, decoding):  # the runtime and what it shares with every engine
+        shutil.copyfile(module.__file__, output_dir / Path(module.__file__).name)
     if tokenizer is not None:
         tokenizer.save_pretrained(output_dir)
     past = [name for name in step.inputs if name.startswith("past_")]
@@ -486,11 +477,13 @@ def export_onnx(model: nn.Module, output_dir: str | Path, tokenizer=None, overwr
         # each step output that replaces a step input at the next step (the decoder state; beam search reorders it)
         "state": {name: name.replace("past_", "present_", 1) for name in past},
         "vocab_size": model.get_output_embeddings().out_features,
+        # what the generation length and the source limit read of the model config, as translate() reads it
+        "max_position_embeddings": getattr(model.config, "max_position_embeddings", None),
+        "position_limit": position_limit(model.config),
         "tokenizer": tokenizer is not None,
-        # everything this export wrote (what --overwrite_output_dir replaces)
-        "files": sorted(path.name for path in set(output_dir.iterdir()) - before),
     }
     (output_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+    record_output(output_dir, COMMAND)  # what --overwrite_output_dir may replace, by content
     return output_dir
 
 

@@ -2,8 +2,9 @@
 decoder-step graph, as ``generate()`` decodes, with the export's generation config; text in and out through the
 ``tokenizers`` package.
 
-This module imports neither torch nor transformers nor hf_s2s: the export copies it into its folder, so a deployment
-needs numpy, onnxruntime and tokenizers only::
+This module imports neither torch nor transformers nor hf_s2s: the export copies it into its folder, with
+``decoding.py`` (:mod:`hf_s2s.inference.decoding`, what every engine shares), so a deployment needs numpy,
+onnxruntime and tokenizers only::
 
     python OUT/onnx_runtime.py OUT < source.txt > translations.txt
     python OUT/onnx_runtime.py OUT --beams 5 --sentence "Ein Hund rennt."
@@ -13,8 +14,11 @@ needs numpy, onnxruntime and tokenizers only::
     model.translate(["Ein Hund rennt."], num_beams=5)
     model.generate(input_ids, attention_mask)  # ids (rows, length) as generate() returns them
 
-The loops reproduce transformers' ``generate()`` (5.23 / 5.24) step for step, and tests/test_onnx.py checks the
-tokens equal on trained models of both families:
+The options are completed from the export's generation config by the function every engine uses
+(``DecodingOptions.resolve``), and text goes through its input lines as ``hf-s2s translate``'s do (blank lines stay
+blank, sources longer than the limit are cut and named in a warning: ``decode_lines``). The loops reproduce
+transformers' ``generate()`` (5.23 / 5.24) step for step, and tests/test_onnx.py checks the tokens equal on trained
+models of both families:
 
 - greedy: the argmax of the processed logits; a finished row gets the pad token; the loop ends when every row has
   produced an end token or ``max_length`` is reached;
@@ -22,111 +26,59 @@ tokens equal on trained models of both families:
   log-probability over length ** length_penalty), ``early_stopping`` (True: a sentence ends once ``num_beams``
   hypotheses have finished; False: once the best running beam, scored at the current length, cannot beat the worst
   finished one; "never": the same, scored at ``max_length`` when length_penalty > 0) and ``num_return_sequences``;
-- logits processors: ``min_length``, ``min_new_tokens`` and hf_s2s's source-relative length bound (each row ends with
-  </s> after at most ``floor(max_len_a x source tokens + max_len_b)`` tokens, hf_s2s.models.modeling_common's
-  ``SourceLengthBoundLogitsProcessor``). Any other generation option that changes the output (sampling, repetition
-  penalties, forced or suppressed tokens, ...) is refused with a ValueError naming it, never ignored.
+- logits processors: the minimum length (``min_length`` / ``min_new_tokens``), ``suppress_tokens`` and hf_s2s's
+  source-relative length bound (each row ends with </s> after at most ``floor(max_len_a x source tokens +
+  max_len_b)`` tokens, hf_s2s.models.modeling_common's ``SourceLengthBoundLogitsProcessor``). Any other generation
+  setting that changes the output (sampling, repetition penalties, forced tokens, ...) is refused with a ValueError
+  naming it, never ignored.
 
 Shapes: B sentences, K beams, R = B x K decoding rows, S source length, V target vocabulary.
 """
 
 import argparse
 import json
-import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+if __package__:  # hf_s2s.inference.onnx_runtime
+    from .decoding import DecodingOptions, decode_lines, encode_lines, source_limit
+else:  # an export's copy, beside its copy of decoding.py (``python OUT/onnx_runtime.py`` puts OUT on the path)
+    from decoding import DecodingOptions, decode_lines, encode_lines, source_limit
+
 MANIFEST_FILE = "onnx_manifest.json"
 MANIFEST_FORMAT = 1
+DEFAULT_BATCH_SIZE = 64  # sentences per decoding call of translate(), as hf-s2s translate's
 
-# generation config fields this runtime does not implement, with the value that leaves generate() unchanged;
-# a config (or call) that sets one otherwise is refused
-_UNSUPPORTED = {
-    "do_sample": False, "repetition_penalty": 1.0, "encoder_repetition_penalty": 1.0, "no_repeat_ngram_size": 0,
-    "encoder_no_repeat_ngram_size": 0, "bad_words_ids": None, "sequence_bias": None, "forced_bos_token_id": None,
-    "forced_eos_token_id": None, "begin_suppress_tokens": None,
-    "exponential_decay_length_penalty": None, "renormalize_logits": False, "remove_invalid_values": False,
-    "guidance_scale": None, "watermarking_config": None, "constraints": None, "force_words_ids": None,
-    "num_beam_groups": 1, "diversity_penalty": 0.0, "low_memory": None, "max_time": None, "stop_strings": None,
-}
-# what a call may set (generate()'s names); everything else comes from the folder's generation config
-OPTIONS = ("num_beams", "max_length", "max_new_tokens", "min_length", "min_new_tokens", "length_penalty",
-           "early_stopping", "num_return_sequences", "max_len_a", "max_len_b")
+# The generation settings (decoding.SETTINGS) this runtime decodes, besides the options every engine decodes
+ONNX_SETTINGS = ("suppress_tokens",)
+ENGINE = "the ONNX runtime"
 _NEG = np.float32(-1.0e9)  # transformers' "very large negative" beam score
 
 
-@dataclass
-class DecodingOptions:
-    """The settings of one decoding call: the folder's generation config, completed and overridden as generate()
-    completes and overrides it. max_length counts decoder positions, the start token included."""
+@dataclass(frozen=True)
+class SpecialTokens:
+    """The ids decoding starts, ends and pads with, as generate() reads them from the generation config."""
 
     decoder_start_token_id: int
     eos_token_ids: list[int]
     pad_token_id: int
-    max_length: int
-    min_length: int
-    min_new_tokens: int
-    num_beams: int
-    num_return_sequences: int
-    length_penalty: float
-    early_stopping: bool | str
-    max_len_a: float | None
-    max_len_b: int | None
-    suppress_tokens: list[int]  # never generated (transformers' SuppressTokensLogitsProcessor)
 
     @classmethod
-    def resolve(cls, generation_config: dict, **overrides) -> "DecodingOptions":
-        unknown = sorted(set(overrides) - set(OPTIONS))
-        if unknown:
-            raise ValueError(f"unknown decoding option(s) {', '.join(unknown)}; allowed: {', '.join(OPTIONS)}")
-        bound_fields = {k: v for k, v in overrides.items() if k in ("max_len_a", "max_len_b")}  # None: no bound
-        config = {**generation_config, **{k: v for k, v in overrides.items() if v is not None}, **bound_fields}
-
+    def from_config(cls, generation_config: dict) -> "SpecialTokens":
         def get(name, default=None):  # transformers writes None for "unset": its default then
-            value = config.get(name)
+            value = generation_config.get(name)
             return default if value is None else value
 
-        for name, neutral in _UNSUPPORTED.items():
-            if get(name, neutral) != neutral:
-                raise ValueError(f"the generation config sets {name}={config[name]!r}, which the ONNX runtime does "
-                                 f"not implement (supported: greedy and beam search with {', '.join(OPTIONS)}); set "
-                                 f"it to {neutral!r}")
         eos = get("eos_token_id")
         eos_ids = [] if eos is None else [int(x) for x in (eos if isinstance(eos, list) else [eos])]
         start = get("decoder_start_token_id", get("bos_token_id"))
         if start is None:
             raise ValueError("the generation config names no decoder_start_token_id (nor bos_token_id)")
         pad = get("pad_token_id", eos_ids[0] if eos_ids else 0)  # as generate(): else the end token pads
-        # generate(): max_new_tokens wins over max_length; 20 is transformers' default
-        max_length = 1 + int(get("max_new_tokens")) if get("max_new_tokens") is not None else int(get("max_length", 20))
-        num_beams, num_return_sequences = int(get("num_beams", 1)), int(get("num_return_sequences", 1))
-        if num_beams < 1 or num_return_sequences < 1 or max_length < 2:
-            raise ValueError(f"num_beams ({num_beams}) and num_return_sequences ({num_return_sequences}) must be >= 1 "
-                             f"and max_length ({max_length}) >= 2 (the start token and one generated token)")
-        if num_return_sequences > num_beams:
-            raise ValueError(f"num_return_sequences ({num_return_sequences}) must be <= num_beams ({num_beams})")
-        early_stopping = get("early_stopping", False)
-        if early_stopping not in (True, False, "never"):
-            raise ValueError(f"early_stopping must be True, False or 'never', got {early_stopping!r}")
-        max_len_a, max_len_b = config.get("max_len_a"), config.get("max_len_b")
-        if max_len_a is not None and (isinstance(max_len_a, bool) or not isinstance(max_len_a, int | float)
-                                      or not math.isfinite(max_len_a) or max_len_a < 0):
-            raise ValueError(f"max_len_a must be a number >= 0 or None, got {max_len_a!r}")
-        if max_len_b is not None and (isinstance(max_len_b, bool) or not isinstance(max_len_b, int) or max_len_b < 0):
-            raise ValueError(f"max_len_b must be a whole number >= 0 or None, got {max_len_b!r}")
-        if (max_len_a is not None or max_len_b is not None) and not eos_ids:
-            raise ValueError("the source-relative length bound (max_len_a, max_len_b) ends rows with </s>, but the "
-                             "generation config names no eos_token_id")
-        return cls(decoder_start_token_id=int(start), eos_token_ids=eos_ids, pad_token_id=int(pad),
-                   max_length=max_length, min_length=int(get("min_length", 0)),
-                   min_new_tokens=int(get("min_new_tokens", 0)),
-                   num_beams=num_beams, num_return_sequences=num_return_sequences,
-                   length_penalty=float(get("length_penalty", 1.0)), early_stopping=early_stopping,
-                   max_len_a=max_len_a, max_len_b=max_len_b,
-                   suppress_tokens=[int(token) for token in get("suppress_tokens", [])])
+        return cls(decoder_start_token_id=int(start), eos_token_ids=eos_ids, pad_token_id=int(pad))
 
 
 # ---------------------------------------------------------------------------------------------------- processors
@@ -146,15 +98,14 @@ def source_length_bound(source_lengths: np.ndarray, max_len_a: float | None, max
 
 
 class LogitsProcessors:
-    """generate()'s logits processors for these options, in its order: min_length, min_new_tokens, suppress_tokens,
-    then the source-relative bound. ``bound``: (R,) tokens each row may generate, or None without the bound."""
+    """generate()'s logits processors for these options, in its order: the minimum length, suppress_tokens, then the
+    source-relative bound. ``bound``: (R,) tokens each row may generate, or None without the bound."""
 
-    def __init__(self, options: DecodingOptions, bound: np.ndarray | None):
-        self.options, self.eos = options, np.asarray(options.eos_token_ids, dtype=np.int64)
+    def __init__(self, options: DecodingOptions, special: SpecialTokens, bound: np.ndarray | None):
+        self.options, self.eos = options, np.asarray(special.eos_token_ids, dtype=np.int64)
         self.suppress = np.asarray(options.suppress_tokens, dtype=np.int64)
         if bound is not None:
-            earliest_eos = 1 + max(options.min_new_tokens, options.min_length - 1)  # an explicit minimum wins
-            bound = np.maximum(bound, earliest_eos)
+            bound = np.maximum(bound, 1 + options.min_new_tokens)  # an explicit minimum wins
         self.bound = bound
         # the first length at which some row is forced: the steps before it skip the check
         self.first_bound_length = None if bound is None else int(bound.min())
@@ -163,7 +114,7 @@ class LogitsProcessors:
         """length: decoder positions so far, the start token included (so length - 1 tokens generated);
         scores (R, V), changed in place."""
         options, eos = self.options, self.eos
-        if eos.size and (length < options.min_length or length - 1 < options.min_new_tokens):
+        if eos.size and length - 1 < options.min_new_tokens:
             scores[:, eos] = -np.inf
         if self.suppress.size:
             scores[:, self.suppress] = -np.inf
@@ -179,20 +130,22 @@ class LogitsProcessors:
 # ---------------------------------------------------------------------------------------------------- searches
 
 
-def greedy_search(step, options: DecodingOptions, processors: LogitsProcessors, rows: int) -> np.ndarray:
+def greedy_search(step, options: DecodingOptions, special: SpecialTokens, processors: LogitsProcessors,
+                  rows: int) -> np.ndarray:
     """transformers' greedy loop. step(tokens (R,)) -> logits (R, V), advancing the decoder state.
     Returns the sequences (R, length), start token first, pad after each row's end."""
-    sequences = np.full((rows, 1), options.decoder_start_token_id, dtype=np.int64)
+    sequences = np.full((rows, 1), special.decoder_start_token_id, dtype=np.int64)
     unfinished = np.ones(rows, dtype=bool)
-    eos = np.asarray(options.eos_token_ids, dtype=np.int64)
+    eos = np.asarray(special.eos_token_ids, dtype=np.int64)
+    max_length = 1 + options.max_new_tokens  # decoder positions, the start token included
     while True:
         scores = processors(sequences.shape[1], np.asarray(step(sequences[:, -1]), dtype=np.float32))
         tokens = scores.argmax(axis=-1)
         if eos.size:
-            tokens = np.where(unfinished, tokens, options.pad_token_id)
+            tokens = np.where(unfinished, tokens, special.pad_token_id)
         sequences = np.concatenate([sequences, tokens[:, None]], axis=1)
         unfinished &= ~np.isin(tokens, eos)
-        if not unfinished.any() or sequences.shape[1] >= options.max_length:
+        if not unfinished.any() or sequences.shape[1] >= max_length:
             return sequences
 
 
@@ -220,18 +173,20 @@ def _gather(tensor: np.ndarray, indices: np.ndarray) -> np.ndarray:
     return np.take_along_axis(tensor, indices.reshape(*indices.shape, *[1] * (tensor.ndim - 2)), axis=1)
 
 
-def beam_search(step, reorder, options: DecodingOptions, processors: LogitsProcessors, batch: int) -> np.ndarray:
+def beam_search(step, reorder, options: DecodingOptions, special: SpecialTokens, processors: LogitsProcessors,
+                batch: int) -> np.ndarray:
     """transformers' vectorised beam search (GenerationMixin._beam_search), step for step. step(tokens (R,)) ->
     logits (R, V); reorder(rows (R,)) moves the decoder state's rows. Returns the best ``num_return_sequences``
     hypotheses per sentence (B x n, length), start token first, the fill token after each end."""
-    beams, eos = options.num_beams, np.asarray(options.eos_token_ids, dtype=np.int64)
+    beams, eos = options.num_beams, np.asarray(special.eos_token_ids, dtype=np.int64)
     keep = max(2, 1 + eos.size) * beams  # candidates kept per sentence, so that num_beams can go on
     top_beams = np.arange(keep) < beams
-    length_penalty, early_stopping, max_length = options.length_penalty, options.early_stopping, options.max_length
-    fill = (options.pad_token_id or options.eos_token_ids[0]) if eos.size else -1  # generate()'s fill value
+    length_penalty, max_length = options.length_penalty, 1 + options.max_new_tokens  # the start token counts
+    early_stopping = options.early_stopping or False  # unset: generate()'s False
+    fill = (special.pad_token_id or special.eos_token_ids[0]) if eos.size else -1  # generate()'s fill value
 
     running = np.full((batch, beams, max_length), fill, dtype=np.int64)
-    running[:, :, 0] = options.decoder_start_token_id
+    running[:, :, 0] = special.decoder_start_token_id
     finished = running.copy()
     running_scores = np.zeros((batch, beams), dtype=np.float32)
     running_scores[:, 1:] = _NEG  # only the first beam's continuations count at the first step
@@ -313,6 +268,7 @@ class OnnxSeq2Seq:
             raise ValueError(f"{manifest_path} has format {self.manifest.get('format')!r}; this runtime reads "
                              f"format {MANIFEST_FORMAT}: export the model again")
         self.generation_config = json.loads((self.folder / "generation_config.json").read_text())
+        self.special_tokens = SpecialTokens.from_config(self.generation_config)
         session_options = onnxruntime.SessionOptions()
         if threads is not None:
             session_options.intra_op_num_threads = threads
@@ -327,8 +283,20 @@ class OnnxSeq2Seq:
         self._tokenizers = None
 
     def options(self, **overrides) -> DecodingOptions:
-        """The folder's generation config with the call's ``overrides`` (generate()'s names, see ``OPTIONS``)."""
-        return DecodingOptions.resolve(self.generation_config, **overrides)
+        """The folder's generation config completed with the call's ``overrides`` (generate()'s names:
+        ``decoding.OPTIONS``) as every engine completes them for translating text (``DecodingOptions.resolve``); what
+        this runtime does not implement is refused by name, and so are more new tokens than a learned position table
+        holds."""
+        return self._options(overrides, self.manifest.get("position_limit"))
+
+    def _options(self, overrides: dict, position_limit: int | None) -> DecodingOptions:
+        options = DecodingOptions.resolve(self.generation_config, engine=ENGINE, implements=ONNX_SETTINGS,
+                                          max_position_embeddings=self.manifest.get("max_position_embeddings"),
+                                          position_limit=position_limit, **overrides)
+        if (options.max_len_a is not None or options.max_len_b is not None) and not self.special_tokens.eos_token_ids:
+            raise ValueError("the source-relative length bound (max_len_a, max_len_b) ends rows with </s>, but the "
+                             "generation config names no eos_token_id")
+        return options
 
     def _decoder(self, input_ids, attention_mask, beams: int):
         """Run the encoder graph; returns (step, reorder, source_lengths): step(tokens (R,)) -> logits (R, V) runs the
@@ -363,17 +331,19 @@ class OnnxSeq2Seq:
 
     def generate(self, input_ids, attention_mask=None, **overrides) -> np.ndarray:
         """input_ids, attention_mask (B, S), right-padded (attention_mask: None = every position real) -> the decoded
-        sequences as generate() returns them: (B x num_return_sequences, length) int64, the start token first."""
-        options = self.options(**overrides)
-        if options.num_beams == 1 and options.num_return_sequences != 1:
-            raise ValueError("greedy search returns one sequence per input: num_return_sequences must be 1")
+        sequences as generate() returns them: (B x num_return_sequences, length) int64, the start token first. As
+        generate(), a length a learned position table may not reach (the bound ends rows first) is not refused."""
+        return self._generate(input_ids, attention_mask, self._options(overrides, None))
+
+    def _generate(self, input_ids, attention_mask, options: DecodingOptions) -> np.ndarray:
         step, reorder, source_lengths = self._decoder(input_ids, attention_mask, options.num_beams)
         bound = (None if options.max_len_a is None and options.max_len_b is None
                  else source_length_bound(source_lengths, options.max_len_a, options.max_len_b))
-        processors = LogitsProcessors(options, bound)
+        processors = LogitsProcessors(options, self.special_tokens, bound)
         if options.num_beams == 1:
-            return greedy_search(step, options, processors, len(source_lengths))
-        return beam_search(step, reorder, options, processors, len(source_lengths) // options.num_beams)
+            return greedy_search(step, options, self.special_tokens, processors, len(source_lengths))
+        return beam_search(step, reorder, options, self.special_tokens, processors,
+                           len(source_lengths) // options.num_beams)
 
     def forced_logits(self, input_ids, attention_mask, decoder_input_ids) -> np.ndarray:
         """Teacher forcing, one step graph call per target position: the logits (B, T, V) of the next token after
@@ -398,38 +368,69 @@ class OnnxSeq2Seq:
                                         "translate text, or call generate() with token ids")
             source = Tokenizer.from_file(str(source_file))
             target = Tokenizer.from_file(str(target_file)) if target_file.is_file() else source
-            limit = json.loads((self.folder / "tokenizer_config.json").read_text()).get("model_max_length") \
-                if (self.folder / "tokenizer_config.json").is_file() else None
             source = Tokenizer.from_str(source.to_str())  # a copy whose padding and truncation are ours:
             source.no_padding()  # a tokenizer.json may carry a padding setting (encode pads below, and masks it)
-            source.no_truncation()
-            if isinstance(limit, int) and limit < 10**9:  # transformers' "no limit" is a huge number
-                source.enable_truncation(limit)
             self._tokenizers = (source, target)
         return self._tokenizers
 
-    def encode(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """sentences -> input_ids, attention_mask (B, S), right-padded with the pad token, cut to the tokenizer's
-        model_max_length as the transformers tokenizer cuts them."""
+    def source_limit(self) -> tuple[int | None, str]:
+        """Where sources are cut, and why, as ``hf-s2s translate`` cuts them (``decoding.source_limit``): the
+        tokenizer's ``model_max_length``, or the model's learned position table where that is shorter."""
+        config_file = self.folder / "tokenizer_config.json"
+        limit = json.loads(config_file.read_text()).get("model_max_length") if config_file.is_file() else None
+        limit = limit if isinstance(limit, int) and limit < 10**9 else None  # transformers' "no limit" is a huge number
+        return source_limit(limit, None, self.manifest.get("position_limit"))
+
+    def _encode(self, texts: list[str], max_length: int | None) -> list[list[int]]:
+        """``decoding.Encode`` with the folder's source tokenizer: cut as the transformers tokenizer cuts."""
         source, _ = self.tokenizers
-        encodings = source.encode_batch(list(sentences))
-        width = max((len(e.ids) for e in encodings), default=0)
-        pad = self.options().pad_token_id
-        input_ids = np.full((len(encodings), width), pad, dtype=np.int64)
-        attention_mask = np.zeros((len(encodings), width), dtype=np.int64)
-        for row, encoding in enumerate(encodings):
-            input_ids[row, : len(encoding.ids)] = encoding.ids
-            attention_mask[row, : len(encoding.ids)] = 1
+        if max_length is None:
+            source.no_truncation()
+        else:
+            source.enable_truncation(max_length)
+        return [encoding.ids for encoding in source.encode_batch(list(texts))]
+
+    def _pad(self, sources: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """Token ids -> input_ids, attention_mask (B, S), right-padded with the pad token."""
+        width = max((len(ids) for ids in sources), default=0)
+        input_ids = np.full((len(sources), width), self.special_tokens.pad_token_id, dtype=np.int64)
+        attention_mask = np.zeros((len(sources), width), dtype=np.int64)
+        for row, ids in enumerate(sources):
+            input_ids[row, : len(ids)] = ids
+            attention_mask[row, : len(ids)] = 1
         return input_ids, attention_mask
 
-    def translate(self, sentences: list[str], **overrides) -> list[str]:
-        """Translations of ``sentences`` (num_return_sequences of each, in order), special tokens dropped."""
-        if not sentences:
-            return []
-        input_ids, attention_mask = self.encode(sentences)
+    def encode(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """sentences -> input_ids, attention_mask (B, S), right-padded with the pad token, cut to the source limit
+        (:meth:`source_limit`) as the transformers tokenizer cuts them, the cut ones named in a warning."""
+        return self._pad(encode_lines(sentences, range(len(sentences)), self._encode, *self.source_limit()))
+
+    def translate(self, sentences: list[str], batch_size: int = DEFAULT_BATCH_SIZE, **overrides) -> list[str]:
+        """Translations of ``sentences`` (num_return_sequences of each, in order), special tokens dropped, decoded in
+        batches of ``batch_size`` sentences of similar length. As ``hf-s2s translate``: a blank sentence is not
+        decoded (its translations are empty), and a source longer than the limit is cut to it and named in a
+        warning (``decoding.decode_lines``)."""
+        options = self.options(**overrides)
         _, target = self.tokenizers
-        return target.decode_batch(self.generate(input_ids, attention_mask, **overrides).tolist(),
-                                   skip_special_tokens=True)
+
+        def decode(sources: list[list[int]]) -> list[list[str]]:
+            texts = target.decode_batch(self._generate(*self._pad(sources), options).tolist(), skip_special_tokens=True)
+            n = options.num_return_sequences
+            return [texts[row * n : (row + 1) * n] for row in range(len(sources))]
+
+        limit, reason = self.source_limit()
+        results = decode_lines(sentences, self._encode, decode, limit=limit, reason=reason, batch_size=batch_size,
+                               blank=[""] * options.num_return_sequences)
+        return [text for texts in results for text in texts]
+
+
+def read_lines(stream) -> list[str]:
+    """The lines of a text stream as ``hf-s2s translate`` reads them: a line ends at ``\\n`` or ``\\r\\n``, and a
+    byte-order mark at the start is dropped."""
+    lines = [line.removesuffix("\n").removesuffix("\r") for line in stream]
+    if lines:
+        lines[0] = lines[0].removeprefix("\ufeff")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -439,11 +440,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sentence", action="append", help="a sentence to translate (repeatable); default: stdin")
     parser.add_argument("--beams", type=int, default=None, help="num_beams (default: the generation config's)")
     parser.add_argument("--max-new-tokens", type=int, default=None)
+    parser.add_argument("--length-penalty", type=float, default=None)
+    parser.add_argument("--max-len-a", type=float, default=None, help="the length bound's A (default: the config's)")
+    parser.add_argument("--max-len-b", type=int, default=None, help="the length bound's B (default: the config's)")
+    parser.add_argument("--no-length-bound", action="store_true", help="no source-relative length bound")
+    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="sentences translated together")
     parser.add_argument("--threads", type=int, default=None, help="onnxruntime intra-op threads")
     args = parser.parse_args(argv)
-    model = OnnxSeq2Seq(args.folder, threads=args.threads)
-    sentences = args.sentence or [line.rstrip("\n") for line in sys.stdin]
-    for line in model.translate(sentences, num_beams=args.beams, max_new_tokens=args.max_new_tokens):
+    if args.no_length_bound and (args.max_len_a is not None or args.max_len_b is not None):
+        parser.error("--no-length-bound turns the length bound off; it cannot be combined with --max-len-a/--max-len-b")
+    given = {"max_len_a": args.max_len_a, "max_len_b": args.max_len_b}
+    bound = dict.fromkeys(given) if args.no_length_bound else {k: v for k, v in given.items() if v is not None}
+    try:
+        model = OnnxSeq2Seq(args.folder, threads=args.threads)
+        model.options(num_beams=args.beams, max_new_tokens=args.max_new_tokens, length_penalty=args.length_penalty,
+                      **bound)  # refused before the input is read
+        translations = model.translate(args.sentence or read_lines(sys.stdin), batch_size=args.batch_size,
+                                       num_beams=args.beams, max_new_tokens=args.max_new_tokens,
+                                       length_penalty=args.length_penalty, **bound)
+    except (OSError, ValueError) as error:
+        sys.exit(f"error: {error}")
+    for line in translations:
         print(line)
     return 0
 

@@ -15,8 +15,8 @@ from .configuration_transformer_seq2seq import TransformerSeq2SeqConfig
 from .modeling_rnn_seq2seq import RNNSeq2SeqForConditionalGeneration, RNNSeq2SeqModel
 from .modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration, TransformerSeq2SeqModel
 
-# Shipped beside every family's code: the translation pipeline (modeling_common copies it on save) and, with a
-# separate-vocabulary tokenizer, that tokenizer's code (tokenizer.save_pretrained copies it).
+# Shipped beside every family's code: the translation pipeline (modeling_common imports it, so save_pretrained copies
+# it) and, with a separate-vocabulary tokenizer, that tokenizer's code (tokenizer.save_pretrained copies it).
 PIPELINE_FILE = "pipeline_seq2seq.py"
 TOKENIZER_CODE_FILE = "tokenization_separate_vocab.py"
 # What every family's configuration and modeling files import with single-dot relative imports (so save_pretrained

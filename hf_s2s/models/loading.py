@@ -1,4 +1,10 @@
-"""Loading a saved model folder strictly, and refusing to write over one.
+"""Loading a saved model folder strictly, and without running code of its own.
+
+Every load here passes ``trust_remote_code=False``: hf_s2s has the classes of its own families (and transformers
+those of its models), so no hf_s2s command runs a model folder's code, nor hands a person transformers'
+interactive "run custom code? [y/N]" prompt, which it shows when the argument is left out and a folder's
+``auto_map`` names classes neither has. Such a folder is a :class:`ModelFolderError` naming it and what to do
+(:func:`refusing_folder_code`).
 
 ``from_pretrained`` is lenient on purpose (fine-tuning a checkpoint into a new head is its everyday use): a
 weight missing from ``model.safetensors``, an unexpected one, or a whole config of the other family loads with
@@ -7,21 +13,18 @@ random weights and a load-report warning. The tools that publish or use a traine
 corrupt weights file, and tells a missing local folder apart from a Hub id. The tied ``lm_head.weight`` is
 absent from the file by design when embeddings are tied; transformers does not report it, so neither do we.
 
-:func:`refuse_to_overwrite` is the one check every writer of model or tokenizer files runs before it starts.
+Writing over an output folder is :mod:`hf_s2s.models.output_record`'s rule: a command replaces only what it wrote.
 """
 
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from safetensors import SafetensorError, safe_open
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
 
-# Files that make a folder a saved model, tokenizer or training run's model: writing over any of them destroys
-# what another command produced.
-SAVED_FILES = ("config.json", "model.safetensors", "model.safetensors.index.json", "generation_config.json",
-               "tokenizer.json", "tokenizer_config.json", "results.json", "README.md",
-               "source/tokenizer.json", "target/tokenizer.json")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 # What huggingface_hub accepts as a repo id: "name" or "namespace/name", no leading dot or slash.
 _REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
@@ -63,6 +66,25 @@ def local_folder(name_or_path: str | Path, flag: str | None = None) -> Path | No
         " (a local path, not a Hub repo id: those read 'name' or 'namespace/name')" if flag else ""))
 
 
+@contextmanager
+def refusing_folder_code(name_or_path: str | Path) -> Iterator[None]:
+    """Around a load with ``trust_remote_code=False``: transformers' refusal of a folder whose ``auto_map`` names
+    classes that neither hf_s2s nor transformers has (its ValueError asks for ``trust_remote_code=True``, which no
+    hf_s2s command passes) becomes a :class:`ModelFolderError` naming the folder and what to do."""
+    try:
+        yield
+    except ValueError as error:
+        if "trust_remote_code" not in str(error):
+            raise
+        raise ModelFolderError(
+            f"{name_or_path} needs code of its own to load: its auto_map names classes that neither hf_s2s (model "
+            "types rnn_seq2seq, transformer_seq2seq) nor transformers has, and hf-s2s commands never run a model "
+            f"folder's code. Check that code (hf-s2s verify {name_or_path}) and, if you trust it, load the folder "
+            f"with transformers yourself (from_pretrained(..., trust_remote_code=True)); or give an hf_s2s model "
+            "folder"
+        ) from error
+
+
 def _check_weight_files(folder: Path) -> None:
     """Read the header of every safetensors file, so a truncated or corrupt one is named before loading."""
     for file in sorted(folder.glob("*.safetensors")):
@@ -93,8 +115,9 @@ def load_model(name_or_path: str | Path, model_class=AutoModelForSeq2SeqLM, **kw
     try:
         # ignore_mismatched_sizes: report a shape mismatch in the loading info (refused below, with the keys)
         # instead of transformers' RuntimeError that points at a logged table.
-        model, info = model_class.from_pretrained(name_or_path, output_loading_info=True,
-                                                  ignore_mismatched_sizes=True, **kwargs)
+        with refusing_folder_code(name_or_path):
+            model, info = model_class.from_pretrained(name_or_path, output_loading_info=True,
+                                                      ignore_mismatched_sizes=True, trust_remote_code=False, **kwargs)
     except OSError as error:
         if folder is None:
             raise ModelFolderError(f"{name_or_path} is not a local folder (no such folder here) and could not be "
@@ -123,17 +146,18 @@ def load_tokenizer(name_or_path: str | Path, **kwargs):
     if folder is not None and not any((folder / name).is_file() for name in TOKENIZER_FILES):
         raise ModelFolderError(f"{folder} holds no tokenizer (expected {' or '.join(TOKENIZER_FILES)}); save the "
                                "tokenizer into the model folder with tokenizer.save_pretrained")
-    return AutoTokenizer.from_pretrained(name_or_path, **kwargs)
+    with refusing_folder_code(name_or_path):
+        return AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=False, **kwargs)
 
 
-def refuse_to_overwrite(folder: str | Path, flag: str, files: tuple[str, ...] = SAVED_FILES) -> None:
-    """Raise ``FileExistsError`` when ``folder`` already holds any of ``files`` (by default, anything that makes
-    it a saved model, tokenizer or run result), naming them and the ``flag`` that allows overwriting."""
-    folder = Path(folder)
-    present = [name for name in files if (folder / name).exists()]
-    if present:
-        raise FileExistsError(f"{folder} already holds {', '.join(present)}: refusing to overwrite it; choose "
-                              f"another folder or pass {flag}")
+def load_config(name_or_path: str | Path):
+    """A model folder's config alone, without its weights (``AutoConfig``): what decoding and averaging check before
+    loading. A missing folder, or one without config.json, is a :class:`ModelFolderError` as in :func:`load_model`."""
+    folder = local_folder(name_or_path)
+    if folder is not None and not (folder / "config.json").is_file():
+        raise ModelFolderError(f"{folder} holds no config.json: not a saved model folder")
+    with refusing_folder_code(name_or_path):
+        return AutoConfig.from_pretrained(name_or_path, trust_remote_code=False)
 
 
 def check_writable(folder: str | Path, flag: str) -> None:
@@ -150,5 +174,5 @@ def check_writable(folder: str | Path, flag: str) -> None:
                               f"read-only file system; choose another {flag}")
 
 
-__all__ = ["ModelFolderError", "check_writable", "load_model", "load_tokenizer", "local_folder",
-           "looks_like_local_path", "refuse_to_overwrite"]
+__all__ = ["ModelFolderError", "check_writable", "load_config", "load_model", "load_tokenizer", "local_folder",
+           "looks_like_local_path", "refusing_folder_code"]

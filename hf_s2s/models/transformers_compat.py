@@ -26,6 +26,13 @@ Private hooks of ``GenerationMixin`` overridden (in ``GenerationHooks``), and wh
 - ``_prepare_cache_for_generation``: a model whose cache is not transformers' (the RNN's recurrent state, an
   ensemble's caches) creates it itself (``cache_for_generation``) instead of receiving an ``EncoderDecoderCache``.
 - ``_supports_default_dynamic_cache``: False for such a model (``uses_default_cache = False``).
+- ``prepare_inputs_for_generation`` (public, but what it is handed changed in 5.24): transformers 5.24 cuts
+  the tokens of a call continuing from a returned cache to those the cache has not consumed only for a cache
+  with attention layers (``Cache.is_linear``), and a cache of the model's own has no layers, so the whole
+  sequence would run again on top of the state; for such a cache the first step is cut here by 5.23's rule
+  (the decoder mask as long as the tokens: the caller passed the whole sequence). Declaring the cache not
+  linear instead would also make 5.24 build a causal mask on every step of a static (compiled) decoding that
+  the RNN does not read.
 - ``_reorder_cache``: beam search calls it when the model defines it; forwards to ``reorder_beam_cache``.
 
 Private attributes read
@@ -42,6 +49,7 @@ unnoticed): ``Trainer._get_train_sampler`` / ``_run_epoch`` / ``_issue_warnings_
 ``_save_pretrained`` (tokenization_separate_vocab.py).
 """
 
+import inspect
 import logging
 import re
 import warnings
@@ -81,7 +89,7 @@ def check_transformers_version(installed: str = transformers.__version__) -> Non
 check_transformers_version()
 
 # Imported after the check, so an unsupported transformers gets the message above instead of a missing name.
-from transformers import masking_utils  # noqa: E402
+from transformers import GenerationMixin, masking_utils  # noqa: E402
 from transformers.generation.logits_process import LogitNormalization  # noqa: E402
 from transformers.modeling_outputs import Seq2SeqLMOutput  # noqa: E402
 
@@ -241,6 +249,19 @@ class GenerationHooks:
         for offset, processor in enumerate(extra):
             processors.insert(last + offset, processor)
         return processors
+
+    def prepare_inputs_for_generation(self, input_ids, next_sequence_length=None, **kwargs):
+        if next_sequence_length is None and not self.uses_default_cache:
+            cache, mask = generation_cache(kwargs), kwargs.get("decoder_attention_mask")
+            if cache is not None and mask is not None and mask.shape[1] == input_ids.shape[1]:
+                next_sequence_length = input_ids.shape[1] - cache.get_seq_length()
+        return super().prepare_inputs_for_generation(
+            input_ids, next_sequence_length=next_sequence_length, **kwargs
+        )
+
+    # generate() accepts only the keywords this signature (or forward's) names: keep the installed release's, where
+    # 5.23 names the cache `past_key_values` and forward names it `cache`
+    prepare_inputs_for_generation.__signature__ = inspect.signature(GenerationMixin.prepare_inputs_for_generation)
 
     def _prepare_cache_for_generation(self, generation_config, model_kwargs, *args, **kwargs):
         if generation_config.use_cache is not False and generation_cache(model_kwargs) is None:

@@ -1,6 +1,7 @@
 """The HTTP translation service behind ``hf-s2s serve``: FastAPI on uvicorn, with dynamic batching.
 
 - :mod:`.config`: the settings (batching, request limits) and their defaults;
+- :mod:`.folders`: what the command checks of a model folder before loading it;
 - :mod:`.batching`: concurrent requests gathered into length-sorted batches (no FastAPI in it);
 - :mod:`.metrics`: the Prometheus metrics;
 - :mod:`.schemas`: the request and response bodies (pydantic), which the OpenAPI page at ``/docs`` shows;

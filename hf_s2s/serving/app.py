@@ -1,25 +1,31 @@
 """The FastAPI application: ``POST /translate``, ``GET /health``, ``GET /models``, ``GET /metrics`` (Prometheus) and
 the OpenAPI page at ``/docs``.
 
-Every refusal is an answer with a JSON body ``{"error": "..."}`` and a 4xx status, decided before the request
-reaches the queue, so that nothing a client sends can stop the batcher:
+Every answer the application gives is JSON; a refusal is ``{"error": "..."}`` with a 4xx status, decided before the
+request reaches the queue, so that nothing a client sends can stop the batcher:
 
-- 400: the body is not JSON;
-- 404: an unknown model name (the answer names the served ones);
+- 400: the body is not JSON (nor UTF-8 text, or nested too deeply to read);
+- 404: an unknown model name (the answer names the served ones), or path; 405: a method other than POST on
+  ``/translate``;
 - 413: a body over ``max_request_bytes``, or more than ``max_sentences`` sentences;
-- 422: a body that does not fit the schema (wrong types, unknown fields), no sentences, a sentence over the length
-  limit, impossible options (``num_return_sequences`` above ``num_beams``, a bound of 0 tokens, an alignment from a
-  model or engine that has none, more beams than ``max_beams``);
-- 503: the model's queue is full (with ``Retry-After``), or the server is shutting down.
+- 422: a body that does not fit the schema (wrong types, unknown fields), no sentences, a sentence the tokenizer
+  cannot read or over the length limit, impossible options (``num_return_sequences`` above ``num_beams``, a bound of
+  0 tokens, an alignment from a model or engine that has none, more beams than ``max_beams``);
+- 503: the model's queue is full (with ``Retry-After``), or the server is shutting down: it takes no new request, and
+  those it could not decode by the graceful timeout are answered so (:func:`drain`).
 
-A failure while decoding is a 500 for the requests of that batch; the service goes on.
+A failure while decoding is a 500 for the requests of that batch, and any other failure a 500 for its request; the
+service goes on. A request whose client went away is withdrawn from the queue undecoded; it is counted with status
+499 (nginx's "client closed request"), which no client receives. ``hf_s2s_requests_total`` counts every answer to
+``/translate`` by the status the client was sent (:class:`_CountAnswers`).
 """
 
+import asyncio
 import time
 from collections.abc import Iterable
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -29,12 +35,15 @@ from ..data.tokenization import target_side
 from ..inference.engines import DecodingOptions, Engine
 from ..models.version import __version__
 from . import schemas
-from .batching import Batcher, Closing, QueueFull, Translation
+from .batching import Abandoned, Batcher, Closing, QueueFull, Translation
 from .config import BatchingConfig, RequestLimits
 from .metrics import CONTENT_TYPE, ServingMetrics
 
 # Sentences named one by one in the refusal of sentences over the length limit; the count says how many more.
 _SHOWN_SENTENCES = 5
+# The status counted for a request whose client went away before its answer (nginx's "client closed request"); no
+# client receives it.
+CLIENT_GONE = 499
 
 
 class ServiceError(Exception):
@@ -78,6 +87,50 @@ class _BodySizeLimit:
         await self.app(scope, limited_receive, send)
 
 
+class _CountAnswers:
+    """ASGI middleware counting every answer to ``/translate`` in ``hf_s2s_requests_total`` by the status the client
+    was sent, whichever layer sent it (the body size limit, FastAPI's validation, the handler), labelled with the
+    model the handler chose (``request.state.model``; empty before that). A request cut off by uvicorn's own
+    graceful timeout (or a second Ctrl-C) is answered 503 here instead of uvicorn's 500 text/plain, and an unexpected
+    failure is counted 500 as the application's exception handler answers it."""
+
+    def __init__(self, app, metrics: ServingMetrics):
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["path"] != "/translate":
+            return await self.app(scope, receive, send)
+        state = scope.setdefault("state", {})  # the dict request.state writes into
+        status = None
+
+        async def counted_send(message):
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, counted_send)
+        except asyncio.CancelledError:
+            if status is None:
+                status = 503
+                await _error(503, "the server stopped before this request was answered: retry")(scope, receive, send)
+            raise
+        except Exception:
+            status = status or 500  # Starlette's ServerErrorMiddleware answers it, outside this middleware
+            raise
+        finally:
+            if status is not None:
+                self.metrics.requests.labels(state.get("model", ""), str(status)).inc()
+
+
+async def _client_gone(receive) -> None:
+    """Returns once the client has closed its connection (ASGI's ``http.disconnect``): the body was read already, so
+    nothing else arrives on ``receive``."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
 def _validation_message(errors: Iterable[dict]) -> tuple[int, str]:
     """The status and one-line message of a body that is not JSON (400) or does not fit the schema (422)."""
     errors = list(errors)
@@ -104,6 +157,8 @@ def create_app(engines: dict[str, Engine], batching: BatchingConfig | None = Non
     if limits.max_sentences > batching.max_queue_sentences:
         raise ValueError(f"max_sentences ({limits.max_sentences}) must be <= max_queue_sentences "
                          f"({batching.max_queue_sentences}): a request that large could never be queued")
+    for name, engine in engines.items():
+        _check_defaults(name, engine, limits)
     names = list(engines)
     default = names[0]
     metrics = ServingMetrics()
@@ -122,47 +177,56 @@ def create_app(engines: dict[str, Engine], batching: BatchingConfig | None = Non
                               + ", ".join(f"{name} ({engine.model_type}, {engine.name} {engine.weights})"
                                           for name, engine in engines.items()))
     app.add_middleware(_BodySizeLimit, max_bytes=limits.max_request_bytes)
-    errors = {status: {"model": schemas.Error} for status in (400, 404, 413, 422, 500, 503)}
+    app.add_middleware(_CountAnswers, metrics=metrics)  # added last: outside the size limit, so its 413s count
+    errors = {status: {"model": schemas.Error} for status in (400, 404, 405, 413, 422, 500, 503)}
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request, error: RequestValidationError):
         status, message = _validation_message(error.errors())
-        if request.url.path == "/translate":
-            metrics.requests.labels("", str(status)).inc()
         return _error(status, message, detail=jsonable_encoder(error.errors()))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request, error: StarletteHTTPException):
-        return _error(error.status_code, str(error.detail), headers=getattr(error, "headers", None))
+        message = str(error.detail)
+        if error.status_code == 400 and error.__cause__ is not None:  # FastAPI could not read the body
+            message = f"the request body is not valid JSON ({type(error.__cause__).__name__}: {error.__cause__})"
+        return _error(error.status_code, message, headers=getattr(error, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def internal_error(request, error: Exception):
+        # Starlette's ServerErrorMiddleware answers with this, then re-raises: uvicorn logs the traceback
+        return _error(500, f"the server failed on this request ({type(error).__name__}: {error}); its log has the "
+                           "details")
 
     @app.post("/translate", response_model=schemas.TranslateResponse, response_model_exclude_none=True,
               responses=errors, summary="Translate sentences")
-    async def translate(request: schemas.TranslateRequest):
+    async def translate(body: schemas.TranslateRequest, request: Request):
         start = time.perf_counter()
-        name = request.model if request.model is not None else default
-        known = name in engines
+        name = body.model if body.model is not None else default
         try:
-            if not known:
+            if name not in engines:
                 raise ServiceError(404, f"unknown model {name!r}; this server serves {', '.join(map(repr, names))}")
+            request.state.model = name  # the label _CountAnswers counts the answer under
             engine = engines[name]
-            lengths, options = _check_request(request, engine, limits)
+            lengths, options = _check_request(body, engine, limits)
             try:
-                translations = await batchers[name].translate(request.sentences, lengths, options,
-                                                              scores=request.scores, alignment=request.alignment)
+                translations = await batchers[name].translate(body.sentences, lengths, options, scores=body.scores,
+                                                              alignment=body.alignment,
+                                                              gone=lambda: _client_gone(request.receive))
             except QueueFull as error:
                 raise ServiceError(503, str(error), headers={"Retry-After": "1"}) from None
             except Closing as error:
                 raise ServiceError(503, str(error)) from None
+            except Abandoned as error:  # nobody reads this answer; _CountAnswers counts it
+                raise ServiceError(CLIENT_GONE, str(error)) from None
             except Exception as error:  # a failed batch: this request fails, the server goes on
                 raise ServiceError(500, f"decoding failed: {type(error).__name__}: {error}") from None
         except ServiceError as error:
-            metrics.requests.labels(name if known else "", str(error.status)).inc()
             return _error(error.status, error.message, headers=error.headers)
         answer = schemas.TranslateResponse(model=name, translations=[
-            _translation(translation, request.scores, options) for translation in translations])
+            _translation(translation, body.scores, options) for translation in translations])
         target = target_side(engine.tokenizer)
-        metrics.requests.labels(name, "200").inc()
-        metrics.sentences.labels(name).inc(len(request.sentences))
+        metrics.sentences.labels(name).inc(len(body.sentences))
         metrics.source_tokens.labels(name).inc(sum(lengths))
         metrics.target_tokens.labels(name).inc(sum(map(len, target([t.text for t in answer.translations])["input_ids"])))
         metrics.latency.labels(name).observe(time.perf_counter() - start)
@@ -182,8 +246,29 @@ def create_app(engines: dict[str, Engine], batching: BatchingConfig | None = Non
     async def prometheus_metrics():
         return Response(metrics.exposition(), media_type=CONTENT_TYPE)
 
-    app.state.batchers = batchers  # for tests and benchmarks
+    app.state.batchers = batchers  # for drain(), tests and benchmarks
+    app.state.metrics = metrics
     return app
+
+
+def drain(app: FastAPI, timeout: float) -> None:
+    """Begin ``app``'s graceful shutdown (the server calls it as uvicorn's begins): new requests are answered 503, the
+    waiting ones are decoded for at most ``timeout`` seconds, and those still unanswered then are answered 503."""
+    for batcher in app.state.batchers.values():
+        batcher.drain(timeout)
+
+
+def _check_defaults(name: str, engine: Engine, limits: RequestLimits) -> None:
+    """A ValueError where the options a request gets by naming none (the model's generation config) would be refused:
+    said once at start rather than to every such request."""
+    try:
+        defaults = engine.options()
+    except ValueError as error:
+        raise ValueError(f"model {name!r} ({engine.folder}): its generation config cannot decode: {error}") from None
+    if defaults.num_beams > limits.max_beams:
+        raise ValueError(f"model {name!r} ({engine.folder}) decodes with {defaults.num_beams} beams by default (its "
+                         f"generation config) and max_beams (--max-beams) is {limits.max_beams}: every request that "
+                         "names no num_beams would be refused; raise --max-beams")
 
 
 def _check_request(request: schemas.TranslateRequest, engine: Engine, limits: RequestLimits
@@ -207,7 +292,17 @@ def _check_request(request: schemas.TranslateRequest, engine: Engine, limits: Re
         given = "num_beams" if request.num_beams is not None else "the model's default num_beams"
         raise ServiceError(422, f"{given} is {options.num_beams}; this server decodes with at most {limits.max_beams} "
                                 "beams")
-    lengths = [len(ids) for ids in engine.tokenizer(request.sentences)["input_ids"]]
+    try:
+        lengths = [len(ids) for ids in engine.tokenizer(request.sentences)["input_ids"]]
+    except Exception:  # the tokenizer's own message names no sentence: find them
+        unreadable = [(index, problem) for index, sentence in enumerate(request.sentences)
+                      if (problem := _reading_problem(engine.tokenizer, sentence)) is not None]
+        if not unreadable:  # each reads alone: not the request's fault (a 500)
+            raise
+        named = "; ".join(f"sentence {index}: {problem}" for index, problem in unreadable[:_SHOWN_SENTENCES])
+        more = f"; and {len(unreadable) - _SHOWN_SENTENCES} more" if len(unreadable) > _SHOWN_SENTENCES else ""
+        raise ServiceError(422, f"{len(unreadable)} of {count} sentences cannot be read by the model's tokenizer "
+                                f"(counted from 0): {named}{more}") from None
     limit = min(filter(None, (limits.max_sentence_tokens, engine.source_limit())))
     over = [(index, length) for index, length in enumerate(lengths) if length > limit]
     if over:
@@ -216,6 +311,21 @@ def _check_request(request: schemas.TranslateRequest, engine: Engine, limits: Re
         raise ServiceError(422, f"{len(over)} of {count} sentences are longer than the {limit} source tokens this "
                                 f"server reads (</s> included): {named}{more} (counted from 0); shorten or split them")
     return lengths, options
+
+
+def _reading_problem(tokenizer, sentence: str) -> str | None:
+    """Why ``tokenizer`` cannot read ``sentence``, or None where it can. A lone UTF-16 surrogate, which a JSON string
+    may escape (``"\\ud800"``) but which is no text, is named as such; any other failure by the tokenizer's message."""
+    try:
+        sentence.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return (f"a lone surrogate U+{ord(sentence[error.start]):04X} at character {error.start}, which is not text "
+                "(a \\uD800-\\uDFFF escape is half of a pair)")
+    try:
+        tokenizer([sentence])
+    except Exception as error:
+        return f"{type(error).__name__}: {error}"
+    return None
 
 
 def _translation(translation: Translation, scores: bool, options: DecodingOptions) -> schemas.Translation:
@@ -230,4 +340,4 @@ def _translation(translation: Translation, scores: bool, options: DecodingOption
                                alignment=alignment)
 
 
-__all__ = ["create_app"]
+__all__ = ["CLIENT_GONE", "create_app", "drain"]

@@ -11,12 +11,18 @@ later batch: options are never mixed within one.
 A request's translations equal the ones it gets alone wherever the engine is batch-invariant (float32 torch,
 CTranslate2; see :mod:`hf_s2s.inference.engines`): batching changes which sentences share an engine call, never the
 options. A failure while decoding fails the requests of that batch (the app answers 500) and the loop goes on.
+
+A request whose client goes away leaves the queue at once, undecoded (:class:`Abandoned`); one whose batch is on the
+engine already is dropped from the engine calls still to come. At shutdown, :meth:`Batcher.drain` stops taking
+requests and gives the waiting ones a deadline, after which they fail with :class:`Closing`: a client is answered
+either way, and the process does not outlive the deadline by more than one engine call.
 """
 
 import asyncio
 import logging
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -33,7 +39,11 @@ class QueueFull(Exception):
 
 
 class Closing(Exception):
-    """The server is shutting down and takes no new request."""
+    """The server is shutting down: it takes no new request, and fails those it could not decode in time."""
+
+
+class Abandoned(Exception):
+    """The client went away before its translations were ready: the request left the queue undecoded."""
 
 
 @dataclass
@@ -59,17 +69,19 @@ class _Job:
 
 class Batcher:
     """Gathers the requests for one ``engine`` into batches (:class:`BatchingConfig`) and decodes them on a thread of
-    its own. Start it with :meth:`start` inside the running event loop; :meth:`close` finishes what waits, then
-    stops."""
+    its own. Start it with :meth:`start` inside the running event loop; at shutdown, :meth:`drain` sets the deadline
+    of what waits and :meth:`close` finishes what is left, then stops."""
 
     def __init__(self, engine: Engine, config: BatchingConfig, metrics: ServingMetrics | None = None,
                  name: str = "model"):
         self.engine, self.config, self.metrics, self.name = engine, config, metrics, name
         self._pending: deque[_Job] = deque()
+        self._decoding: list[_Job] = []  # the batch on the engine now
         self._queued_sentences = 0
         self._arrival: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
-        self._closing = False
+        self._closing = False  # set by drain() or close(): no new request is taken
+        self._deadline: asyncio.TimerHandle | None = None  # drain()'s: fails what is still unanswered
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"hf_s2s-{name}")
 
     @property
@@ -80,20 +92,43 @@ class Batcher:
         self._arrival = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._loop(), name=f"batcher-{self.name}")
 
+    def drain(self, timeout: float) -> None:
+        """Begin the shutdown: take no new request (:class:`Closing`), go on decoding what waits for ``timeout``
+        seconds, then fail every request still unanswered, waiting or on the engine, with :class:`Closing`."""
+        self._closing = True
+        if self._arrival is not None:
+            self._arrival.set()  # a batch being gathered stops waiting for company
+        if self._deadline is None:
+            self._deadline = asyncio.get_running_loop().call_later(timeout, self._give_up)
+
+    def _give_up(self) -> None:
+        unanswered = [*self._decoding, *self._pending]
+        self._pending.clear()
+        self._queue_changed(-self._queued_sentences)
+        for job in unanswered:
+            if not job.future.done():
+                job.future.set_exception(Closing("the server stopped before this request was translated: retry"))
+
     async def close(self) -> None:
-        """Decode what still waits, then stop the loop and its thread."""
+        """Decode what still waits (nothing once :meth:`drain`'s deadline has passed), then stop the loop and its
+        thread."""
         self._closing = True
         if self._task is not None:
             self._arrival.set()
             await self._task
+        if self._deadline is not None:
+            self._deadline.cancel()
         self._executor.shutdown(wait=True)
 
     async def translate(self, sentences: list[str], lengths: list[int], options: DecodingOptions, *,
-                        scores: bool = False, alignment: bool = False) -> list[Translation]:
+                        scores: bool = False, alignment: bool = False,
+                        gone: Callable[[], Awaitable[None]] | None = None) -> list[Translation]:
         """Queue one request and wait for its translations, one per sentence. :class:`QueueFull` when the queue
-        cannot take its sentences; :class:`Closing` once the batcher is closing."""
+        cannot take its sentences; :class:`Closing` once the batcher is shutting down, or when its deadline passed
+        before the request was decoded. ``gone()`` returns when the client has gone away: the request then leaves
+        the queue undecoded (:class:`Abandoned`); so does a request whose task is cancelled."""
         if self._closing:
-            raise Closing("the server is shutting down")
+            raise Closing("the server is shutting down and takes no new request: retry")
         if self._queued_sentences + len(sentences) > self.config.max_queue_sentences:
             raise QueueFull(f"{self._queued_sentences} sentences are waiting for {self.name!r} and the queue holds "
                             f"{self.config.max_queue_sentences}: retry later")
@@ -101,7 +136,25 @@ class Batcher:
         self._pending.append(job)
         self._queue_changed(len(sentences))
         self._arrival.set()
-        return await job.future
+        watcher = asyncio.ensure_future(gone()) if gone is not None else None
+        try:
+            await asyncio.wait([job.future] if watcher is None else [job.future, watcher],
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+            if not job.future.done():  # the client went away, or this task was cancelled
+                self._withdraw(job)
+        if job.future.cancelled():
+            raise Abandoned(f"the client went away before its {len(sentences)} sentences were translated")
+        return job.future.result()
+
+    def _withdraw(self, job: _Job) -> None:
+        """Take ``job`` off the queue, or out of the engine calls of its batch still to come."""
+        job.future.cancel()
+        if job in self._pending:
+            self._pending.remove(job)
+            self._queue_changed(-len(job.sentences))
 
     def _queue_changed(self, sentences: int) -> None:
         self._queued_sentences += sentences
@@ -118,6 +171,9 @@ class Batcher:
                 await self._arrival.wait()
                 continue
             jobs = await self._gather()
+            if not jobs:  # the requests waited for were withdrawn meanwhile
+                continue
+            self._decoding = jobs
             try:
                 results = await self._decode(jobs)
             except Exception as error:  # a failed batch fails its requests, never the loop
@@ -126,18 +182,22 @@ class Batcher:
                     if not job.future.done():
                         job.future.set_exception(error)
                 continue
+            finally:
+                self._decoding = []
             for job, result in zip(jobs, results, strict=True):
-                if not job.future.done():  # a request whose client went away was cancelled
+                if not job.future.done():  # else withdrawn (its client went away) or given up at shutdown
                     job.future.set_result(result)
 
     async def _gather(self) -> list[_Job]:
-        """The next batch's requests, taken off the queue: the oldest and those that may join it."""
-        first = self._pending[0]
-        deadline = first.arrived + self.config.max_wait_ms / 1000
+        """The next batch's requests, taken off the queue: the oldest and those that may join it (none where every
+        waiting request was withdrawn while the batch was gathered)."""
         while True:
+            if not self._pending:
+                return []
+            first = self._pending[0]  # read again after each wait: the oldest may have been withdrawn
             jobs = self._joining(first)
             full = not self.config.batching or sum(map(sum, (job.lengths for job in jobs))) >= self.config.max_batch_tokens
-            remaining = deadline - time.monotonic()
+            remaining = first.arrived + self.config.max_wait_ms / 1000 - time.monotonic()
             if full or remaining <= 0 or self._closing:
                 break
             self._arrival.clear()
@@ -164,14 +224,19 @@ class Batcher:
             tokens += sum(job.lengths)
         return jobs
 
-    async def _decode(self, jobs: list[_Job]) -> list[list[Translation]]:
-        """The translations of every job's sentences, decoded in length-sorted engine calls within the budget."""
+    async def _decode(self, jobs: list[_Job]) -> list[list[Translation] | None]:
+        """The translations of every job's sentences, decoded in length-sorted engine calls within the budget; None
+        for a job answered meanwhile (withdrawn, or given up at shutdown), whose sentences the calls still to come
+        leave out."""
         loop = asyncio.get_running_loop()
         options, scores = jobs[0].options, any(job.scores for job in jobs)
         items = sorted(((length, j, i) for j, job in enumerate(jobs) for i, length in enumerate(job.lengths)),
                        reverse=True)  # (tokens, job, sentence), longest first
         hypotheses: dict[tuple[int, int], list[Hypothesis]] = {}
         for call in _engine_calls([length for length, _, _ in items], self.config.max_batch_tokens):
+            call = [k for k in call if not jobs[items[k][1]].future.done()]
+            if not call:
+                continue
             keys = [items[k][1:] for k in call]
             sentences = [jobs[j].sentences[i] for j, i in keys]
             if self.metrics is not None:
@@ -179,8 +244,11 @@ class Batcher:
                 self.metrics.batch_tokens.labels(self.name).observe(len(call) * items[call[0]][0])
             decoded = await loop.run_in_executor(self._executor, self._translate, sentences, options, scores)
             hypotheses.update(zip(keys, decoded, strict=True))
-        results = []
+        results: list[list[Translation] | None] = []
         for j, job in enumerate(jobs):
+            if job.future.done():
+                results.append(None)
+                continue
             translations = [Translation(hypotheses[j, i]) for i in range(len(job.sentences))]
             if job.alignment:
                 for translation, sentence in zip(translations, job.sentences, strict=True):
@@ -205,4 +273,4 @@ def _engine_calls(lengths: list[int], max_tokens: int) -> list[list[int]]:
     return calls
 
 
-__all__ = ["Batcher", "Closing", "QueueFull", "Translation"]
+__all__ = ["Abandoned", "Batcher", "Closing", "QueueFull", "Translation"]

@@ -1,8 +1,10 @@
 """uvicorn around the application: on a port until SIGTERM or Ctrl-C (``hf-s2s serve``), or in a thread for tests
 and benchmarks (:func:`serve_in_thread`).
 
-Shutdown is uvicorn's graceful one: the listening socket closes, the requests in flight are answered (for at most
-``graceful_timeout`` seconds), then the application's shutdown lets each batcher finish what still waits."""
+Shutdown is uvicorn's graceful one, with the application told when it begins (:func:`hf_s2s.serving.app.drain`): the
+listening socket closes, new requests are answered 503, the waiting ones are decoded for at most ``graceful_timeout``
+seconds and those still unanswered then are answered 503. uvicorn waits a little longer than that before it cancels
+what is left (a body still being uploaded), which the application answers 503 too."""
 
 import socket
 import sys
@@ -13,7 +15,12 @@ from contextlib import contextmanager
 
 import uvicorn
 
+from .app import drain
 from .config import DEFAULT_GRACEFUL_TIMEOUT
+
+# Seconds uvicorn waits past the batchers' deadline (graceful_timeout) for their 503 answers to be sent, before it
+# cancels the requests still running.
+_ANSWER_MARGIN = 2.0
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -32,10 +39,22 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, draining the application's batchers (:func:`drain`) as its graceful shutdown begins."""
+
+    def __init__(self, config: uvicorn.Config, graceful_timeout: float):
+        super().__init__(config)
+        self.graceful_timeout = graceful_timeout
+
+    async def shutdown(self, sockets=None) -> None:
+        drain(self.config.app, self.graceful_timeout)
+        await super().shutdown(sockets=sockets)
+
+
 def _server(app, log_level: str, graceful_timeout: float, access_log: bool) -> uvicorn.Server:
     config = uvicorn.Config(app, log_level=log_level, access_log=access_log, lifespan="on", loop="asyncio",
-                            timeout_graceful_shutdown=graceful_timeout)
-    return uvicorn.Server(config)
+                            timeout_graceful_shutdown=graceful_timeout + _ANSWER_MARGIN)
+    return _Server(config, graceful_timeout)
 
 
 def url_of(sock: socket.socket) -> str:
@@ -45,12 +64,15 @@ def url_of(sock: socket.socket) -> str:
 
 def serve(app, host: str = "127.0.0.1", port: int = 8000, *, log_level: str = "info",
           graceful_timeout: float = DEFAULT_GRACEFUL_TIMEOUT) -> None:
-    """Serve ``app`` until SIGTERM or SIGINT, then shut down gracefully. The address is printed on stdout first
-    (``listening on http://HOST:PORT``; with ``port`` 0 the port chosen)."""
+    """Serve ``app`` until SIGTERM or SIGINT, then shut down gracefully (and end with status 130 after SIGINT). The
+    address is printed on stdout first (``listening on http://HOST:PORT``; with ``port`` 0 the port chosen)."""
     sock = bind_socket(host, port)
     print(f"listening on {url_of(sock)} (OpenAPI: {url_of(sock)}/docs)", flush=True)
     server = _server(app, log_level, graceful_timeout, access_log=True)
-    server.run(sockets=[sock])
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn raises Ctrl-C again once it has shut down: the expected end, no traceback
+        sys.exit(130)  # the shell's status for a command stopped by Ctrl-C (128 + SIGINT)
     if not server.started:  # the application failed to start: uvicorn has said why
         sys.exit(3)
 

@@ -19,7 +19,7 @@ from ..data import tokenization
 from ..inference.translate import length_bound_arguments
 from ..models.families import FAMILIES as _FAMILY_REGISTRY
 from ..models.families import get_family
-from ..models.loading import ModelFolderError, local_folder
+from ..models.loading import ModelFolderError, load_config, local_folder
 from .ema import EMA_FOLDER
 
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"  # shipped inside the package (package data)
@@ -140,11 +140,19 @@ class SelectionArguments:
 
 @dataclass
 class TrainingArguments(Seq2SeqTrainingArguments):
-    """transformers' ``Seq2SeqTrainingArguments``, and what the job adds about the run as a whole."""
+    """transformers' ``Seq2SeqTrainingArguments``, and what the job adds about the run as a whole and its loss."""
 
     recipe: str | None = field(
         default=None,
         metadata={"help": "a named recipe shipped in hf_s2s/training/recipes/ (or a JSON file): defaults for every argument"},
+    )
+    rdrop_alpha: float = field(
+        default=0.0,
+        metadata={"help": "R-Drop (Liang et al. 2021): each training batch runs twice with independent dropout, and "
+                          "the loss adds this weight x the symmetric KL between the two passes' output distributions "
+                          "to the mean of their (label-smoothed) cross-entropies; 0 is off. The paper's weight for "
+                          "IWSLT14 de-en is 5. A step costs more than twice the compute and about twice the "
+                          "activation memory (docs/training.md)"},
     )
     overwrite_output_dir: bool = field(
         default=False,
@@ -245,12 +253,7 @@ def build_config(model_args: ModelArguments, tokenizer=None):
         return load_model_config(model_args.model_name_or_path)
     if model_args.model_type not in FAMILIES:
         raise ValueError(f"`model_type` must be one of {list(FAMILIES)}, got {model_args.model_type!r}")
-    try:
-        overrides = json.loads(model_args.model_config) if model_args.model_config else {}
-    except json.JSONDecodeError as error:
-        raise ValueError(f"--model_config is not valid JSON ({error}): {model_args.model_config!r}") from None
-    if not isinstance(overrides, dict):
-        raise ValueError(f"--model_config must be a JSON object of config fields, got {model_args.model_config!r}")
+    overrides = model_config_overrides(model_args.model_config) if model_args.model_config else {}
     overrides.setdefault("vocab_size", len(tokenizer) if tokenizer is not None else model_args.vocab_size)
     if tokenizer is not None:
         target = tokenization.target_side(tokenizer)
@@ -263,14 +266,39 @@ def build_config(model_args: ModelArguments, tokenizer=None):
     return AutoConfig.for_model(model_args.model_type, **overrides)
 
 
+def model_config_overrides(model_config: str) -> dict:
+    """The config fields ``--model_config`` sets (a JSON object), refused with the JSON error otherwise."""
+    try:
+        overrides = json.loads(model_config)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"--model_config is not valid JSON ({error}): {model_config!r}") from None
+    if not isinstance(overrides, dict):
+        raise ValueError(f"--model_config must be a JSON object of config fields, got {model_config!r}")
+    return overrides
+
+
+def tokenizer_arguments(model_args: ModelArguments, data_args: DataArguments) -> dict:
+    """What a trained tokenizer depends on, recorded beside it: a resumed run reuses it only when these match."""
+    return {
+        "tokenizer_type": model_args.tokenizer_type, "vocab_size": model_args.vocab_size,
+        "separate_vocabs": model_args.separate_vocabs, "target_vocab_size": model_args.target_vocab_size,
+        "dataset": data_args.dataset, "dataset_config": data_args.dataset_config,
+        "data_dir": data_args.data_dir, "source_lang": data_args.source_lang,
+        "target_lang": data_args.target_lang, "max_train_samples": data_args.max_train_samples,
+    }
+
+
 def load_model_config(name_or_path: str):
     """The config of ``--model_name_or_path``: a local folder's (a missing folder, or one without config.json, is an
     error naming the flag) or a Hub model's (an error saying that it is neither when the Hub cannot give it)."""
     folder = local_folder(name_or_path, flag="--model_name_or_path")
     if folder is not None and not (folder / "config.json").is_file():
-        raise ModelFolderError(f"--model_name_or_path {name_or_path} holds no config.json: not a saved model folder")
+        inside = (f" (a training run's folder: its model is {folder / 'model'})"
+                  if (folder / "model" / "config.json").is_file() else "")
+        raise ModelFolderError(f"--model_name_or_path {name_or_path} holds no config.json: not a saved model "
+                               f"folder{inside}")
     try:
-        return AutoConfig.from_pretrained(name_or_path)
+        return load_config(name_or_path)
     except OSError as error:
         if folder is not None:
             raise
@@ -281,4 +309,4 @@ def load_model_config(name_or_path: str):
 
 __all__ = ["ARGUMENT_GROUPS", "DataArguments", "DecodingArguments", "JobArguments", "ModelArguments",
            "SelectionArguments", "TrainingArguments", "build_config", "default_training_arguments", "load_recipe",
-           "parse_args"]
+           "model_config_overrides", "parse_args", "tokenizer_arguments"]

@@ -17,22 +17,27 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
-from transformers import AutoConfig
 
 from ..data.vocabulary import check_same_vocabulary
-from ..models.loading import TOKENIZER_FILES, load_model, load_tokenizer, refuse_to_overwrite
+from ..models.loading import TOKENIZER_FILES, load_config, load_model, load_tokenizer
+from ..models.output_record import check_output_folder, clear_output, record_output
 
 WEIGHTS_NAME = "model.safetensors"
 # Files copied from the newest checkpoint so the averaged folder loads like any saved model.
 _COPIED_SUFFIXES = (".json", ".py", ".txt", ".model", ".md")
 _SKIPPED = {"trainer_state.json", "training_args.bin", "optimizer.pt", "scheduler.pt", "rng_state.pth"}
-# Files a training run writes beside the weights to describe them: stale once the weights are replaced.
-_DESCRIBES_WEIGHTS = ("results.json", "README.md")
+# The command whose output an averaged folder's record names, and its overwrite flag.
+AVERAGE_COMMAND = "average-checkpoints"
+AVERAGE_OVERWRITE_FLAG = "--overwrite_output_dir (overwrite=True)"
 # Why averaged checkpoints must share one vocabulary, as the refusal says it.
 AVERAGING_PURPOSE = ("averaging would add up the embeddings and output rows of different tokens: only checkpoints of "
                      "one vocabulary (of one run) can be averaged")
 # config.json fields that record how a checkpoint was saved, not what the model is.
 _CONFIG_BOOKKEEPING = {"transformers_version", "hf_s2s_version", "_name_or_path", "dtype", "torch_dtype"}
+# config.json fields a training run writes from its training arguments or save_pretrained adds, not what the model
+# is: Trainer sets ``use_cache`` from --use_cache, the job ``label_smoothing`` and ``rdrop_alpha`` from
+# --label_smoothing_factor and --rdrop_alpha (a resume with other values trains on with those, as Trainer does).
+_SET_BY_THE_RUN = {"use_cache", "label_smoothing", "rdrop_alpha", "architectures", "auto_map", "custom_pipelines"}
 
 
 def list_checkpoints(run_dir: str | Path) -> list[Path]:
@@ -76,7 +81,7 @@ def _check_same_vocabulary(checkpoints: list[Path]) -> None:
         _config(ckpt)  # a missing or unreadable config.json is named as such
     tokenizers = [load_tokenizer(ckpt) if any((ckpt / name).is_file() for name in TOKENIZER_FILES) else None
                   for ckpt in checkpoints]
-    configs = [AutoConfig.from_pretrained(ckpt) for ckpt in checkpoints]
+    configs = [load_config(ckpt) for ckpt in checkpoints]
     check_same_vocabulary([str(ckpt) for ckpt in checkpoints], tokenizers=tokenizers, configs=configs,
                           purpose=AVERAGING_PURPOSE)
 
@@ -101,17 +106,17 @@ def average_checkpoints(checkpoints: list[str | Path], output_dir: str | Path, o
 
     Everything is checked before anything is written: the checkpoints must share one vocabulary, source and target,
     in their tokenizers and configs (as ensemble members must), one config (every field), and the first must load
-    strictly (:func:`hf_s2s.models.loading.load_model`: its weights match its config). An
-    ``output_dir`` that already holds a model, tokenizer or run results is refused unless ``overwrite``; then
-    its results.json and README.md are removed too, since they describe the weights being replaced."""
+    strictly (:func:`hf_s2s.models.loading.load_model`: its weights match its config). ``output_dir`` must be new
+    or empty; with ``overwrite`` it may hold an earlier average, byte for byte as this function wrote it, which is
+    then replaced whole (:mod:`hf_s2s.models.output_record`): a trained model's folder, whose results.json and
+    card would describe other weights, is refused."""
     checkpoints = [Path(c) for c in checkpoints]
     output_dir = Path(output_dir)
     if not checkpoints:
         raise ValueError("average_checkpoints needs at least one checkpoint")
     if output_dir.resolve() in {c.resolve() for c in checkpoints}:
         raise ValueError(f"the output folder {output_dir} is one of the checkpoints being averaged: choose another")
-    if not overwrite:
-        refuse_to_overwrite(output_dir, flag="--overwrite_output_dir (overwrite=True)")
+    check_output_folder(output_dir, AVERAGE_COMMAND, AVERAGE_OVERWRITE_FLAG, overwrite)
     for ckpt in checkpoints:
         if not ckpt.is_dir():
             raise FileNotFoundError(f"checkpoint folder {ckpt} does not exist" if not ckpt.exists() else
@@ -139,13 +144,14 @@ def average_checkpoints(checkpoints: list[str | Path], output_dir: str | Path, o
     averaged = {
         k: (v / len(checkpoints)).to(originals[k].dtype) if v.is_floating_point() else v for k, v in total.items()
     }
+    if overwrite:
+        clear_output(output_dir, AVERAGE_COMMAND, AVERAGE_OVERWRITE_FLAG)
     output_dir.mkdir(parents=True, exist_ok=True)
-    for stale in _DESCRIBES_WEIGHTS:
-        (output_dir / stale).unlink(missing_ok=True)
     for path in checkpoints[-1].iterdir():
         if path.is_file() and path.suffix in _COPIED_SUFFIXES and path.name not in _SKIPPED:
             shutil.copy2(path, output_dir / path.name)
     save_file({k: v.contiguous() for k, v in averaged.items()}, output_dir / WEIGHTS_NAME, metadata={"format": "pt"})
+    record_output(output_dir, AVERAGE_COMMAND)
     return output_dir
 
 
@@ -227,6 +233,20 @@ def resume_instead(checkpoint: str | Path, ema_folder: str | None = None) -> str
         return f"resume from the previous checkpoint instead: --resume_from_checkpoint {previous}"
     return (f"no earlier checkpoint of {checkpoint.parent} is intact: start the run again (--overwrite_output_dir "
             f"deletes this one)")
+
+
+def model_config_differences(checkpoint: str | Path, config) -> list[str]:
+    """How ``config`` (the model a resumed run builds) differs from the model ``checkpoint`` holds, field by field
+    ("d_model 32 in the checkpoint, 64 in this run"), both read through the config class so that a field one of them
+    leaves out counts at its default. Fields a run sets from its training arguments, and the bookkeeping of a save,
+    are not compared. Empty when the checkpoint's weights fit the run's model."""
+    saved = _config(Path(checkpoint))  # a missing or unreadable config.json is named as such
+    if saved.get("model_type") != config.model_type:  # another family: every other field follows from that one
+        return [f"model_type {saved.get('model_type')!r} in the checkpoint, {config.model_type!r} in this run"]
+    saved, built = type(config).from_dict(saved).to_dict(), config.to_dict()
+    skipped = _CONFIG_BOOKKEEPING | _SET_BY_THE_RUN
+    return [f"{name} {saved.get(name)!r} in the checkpoint, {built.get(name)!r} in this run"
+            for name in sorted((set(saved) | set(built)) - skipped) if saved.get(name) != built.get(name)]
 
 
 def check_resume_checkpoint(checkpoint: str | Path, ema_folder: str | None = None) -> None:

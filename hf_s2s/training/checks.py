@@ -3,6 +3,9 @@ tokenizer training, training, test decoding), so that a bad flag costs seconds, 
 flag, the value and what is allowed.
 """
 
+import math
+from pathlib import Path
+
 from ..data import corpus as data_lib
 from ..data import tokenization
 from ..models.loading import TOKENIZER_FILES, load_tokenizer, local_folder
@@ -15,9 +18,12 @@ from .arguments import (
     SelectionArguments,
     TrainingArguments,
     build_config,
+    model_config_overrides,
+    tokenizer_arguments,
 )
+from .checkpoints import model_config_differences
 from .ema import EMA_FOLDER, check_ema_decay, check_ema_resume
-from .run_dir import check_output_dir, check_resume, run_inputs
+from .run_dir import check_output_dir, check_resume, run_inputs, tokenizer_arguments_match
 from .trainer import check_token_budget_batching
 
 
@@ -49,6 +55,9 @@ def check_arguments(model_args: ModelArguments, data_args: DataArguments, decodi
                          f"checkpoint is kept besides the newest), got {training_args.save_total_limit}")
     if selection_args.ema_decay is not None:
         check_ema_decay(selection_args.ema_decay)
+    if not 0.0 <= training_args.rdrop_alpha < math.inf:
+        raise ValueError(f"--rdrop_alpha (the weight of R-Drop's KL term) must be a finite number >= 0 (0: off), got "
+                         f"{training_args.rdrop_alpha}")
     for flag, limit in (("--max_train_samples", data_args.max_train_samples),
                         ("--max_eval_samples", data_args.max_eval_samples),
                         ("--max_test_samples", data_args.max_test_samples)):
@@ -61,10 +70,18 @@ def check_arguments(model_args: ModelArguments, data_args: DataArguments, decodi
     if training_args.resume_from_checkpoint is not None:
         check_ema_resume(training_args.resume_from_checkpoint, selection_args.ema_decay)
     check_evaluation(training_args)
+    if training_args.generation_config is not None:
+        raise ValueError("--generation_config would replace the model's generation config for validation only, and "
+                         "its special token ids with the tokenizer's: a run decodes with the model's own "
+                         "(generation_config.json of --model_name_or_path), with --generation_max_length, "
+                         "--generation_num_beams, --test_num_beams and the length bound flags on top; leave it out")
     config = build_config(model_args)
     if bound and config.model_type not in FAMILIES:
         raise ValueError(f"{' / '.join(LENGTH_BOUND_FLAGS)} set the length bound of the {list(FAMILIES)} families; "
                          f"a {config.model_type} model has none")
+    if training_args.rdrop_alpha and config.model_type not in FAMILIES:
+        raise ValueError(f"--rdrop_alpha is computed by the loss of the {list(FAMILIES)} families; a "
+                         f"{config.model_type} model's loss has no R-Drop term: leave --rdrop_alpha out")
     if getattr(config, "position_embedding_type", None) == "learned":
         for flag, length in (("--generation_max_length", training_args.generation_max_length),
                              ("--max_source_length", data_args.max_source_length),
@@ -72,13 +89,18 @@ def check_arguments(model_args: ModelArguments, data_args: DataArguments, decodi
             if length is not None and length > config.max_position_embeddings:
                 raise ValueError(f"{flag} {length} is longer than the {config.max_position_embeddings} positions the "
                                  f"model's learned position table holds (max_position_embeddings)")
+    if model_args.model_name_or_path:
+        check_fine_tuning_config(model_args, config)
+        check_fine_tuning_tokenizer(model_args)
+    if training_args.resume_from_checkpoint is not None:
+        check_resumed_model(model_args, data_args, training_args)
 
 
 def check_inputs(model_args: ModelArguments, data_args: DataArguments, selection_args: SelectionArguments,
                  training_args: TrainingArguments) -> None:
     """The model, tokenizer and corpus the run reads: a missing local path is named as one (not looked up on the
-    Hub), the corpus must have the splits the run needs (where its file names tell, before it is read), a tokenizer
-    to train must be trainable, and a tokenizer given for fine-tuning must be the model's own."""
+    Hub), the corpus must have the splits the run needs (where its file names tell, before it is read), and a
+    tokenizer to train must be trainable."""
     for flag, value in (("--model_name_or_path", model_args.model_name_or_path),
                         ("--tokenizer_name_or_path", model_args.tokenizer_name_or_path)):
         if value:
@@ -96,22 +118,116 @@ def check_inputs(model_args: ModelArguments, data_args: DataArguments, selection
         tokenization.check_training_arguments(
             model_args.vocab_size, model_args.tokenizer_type, not model_args.separate_vocabs,
             model_args.target_vocab_size, flags=("--vocab_size", "--target_vocab_size", "--tokenizer_type"))
-    check_fine_tuning_tokenizer(model_args)
 
 
 def check_fine_tuning_tokenizer(model_args: ModelArguments) -> None:
     """Fine-tuning a model folder that holds its tokenizer with another ``--tokenizer_name_or_path`` is refused
     unless both map text to the same ids: the model's embeddings belong to its own tokenizer's ids, and a
-    tokenizer of another language pair of the same size would train without a word."""
+    tokenizer of another language pair of the same size would train without a word. A folder without a tokenizer
+    (``save_pretrained`` of the model alone) needs one given."""
     model, given = model_args.model_name_or_path, model_args.tokenizer_name_or_path
-    folder = local_folder(model) if model and given else None
-    if folder is None or not any((folder / name).is_file() for name in TOKENIZER_FILES):
+    folder = local_folder(model) if model else None
+    holds_tokenizer = folder is not None and any((folder / name).is_file() for name in TOKENIZER_FILES)
+    if folder is not None and not holds_tokenizer and not given:
+        raise ValueError(f"--model_name_or_path {model} holds no tokenizer (no {' or '.join(TOKENIZER_FILES)}): "
+                         f"pass the tokenizer the model was trained with as --tokenizer_name_or_path, or save it into "
+                         f"the folder (tokenizer.save_pretrained)")
+    if not holds_tokenizer or not given:
         return
     differences = tokenization.vocabulary_differences(load_tokenizer(given), load_tokenizer(folder))
     if differences:
         raise ValueError(f"--tokenizer_name_or_path {given} is not the tokenizer of --model_name_or_path {model} "
                          f"({'; '.join(differences)}): the model's embeddings belong to the ids of its own tokenizer; "
                          f"leave out --tokenizer_name_or_path to fine-tune with it")
+
+
+def check_fine_tuning_config(model_args: ModelArguments, config) -> None:
+    """A fine-tuned model keeps its folder's ``config``: a ``--model_config`` (given, or a ``--recipe``'s) that sets
+    a field to another value than the folder has would be ignored without a word, so it is refused, naming the
+    fields."""
+    if not model_args.model_config:
+        return
+    overrides = model_config_overrides(model_args.model_config)
+    config = config.to_dict()
+    differing = [f"{name} {value!r} (the folder: {config.get(name)!r})" for name, value in overrides.items()
+                 if config.get(name) != value]
+    if differing:
+        raise ValueError(f"--model_config sets {', '.join(differing)}, but a fine-tuned model keeps the config of "
+                         f"--model_name_or_path {model_args.model_name_or_path}: leave these fields out of "
+                         f"--model_config (a --recipe's model_config counts too), or train a new model without "
+                         f"--model_name_or_path")
+
+
+# Shares of <unk> among the tokens of one side of the training split above which the tokenizer is said not to fit the
+# corpus: a warning above the first; above the second (most tokens unknown: the model would learn to translate
+# <unk>) a refusal. A given word-level tokenizer (a converted toolkit's) reaches them on text that is not tokenized
+# and lowercased as the toolkit's was, on another language, or with --source_lang and --target_lang swapped.
+UNKNOWN_SHARE_WARNING = 0.1
+UNKNOWN_SHARE_LIMIT = 0.5
+
+
+def check_tokenizer_covers_corpus(tokenized_train, tokenizer, source: str) -> str | None:
+    """Refuse a tokenizer (``source`` says whose) that maps more than :data:`UNKNOWN_SHARE_LIMIT` of the tokenized
+    training split's source or target tokens to <unk>; above :data:`UNKNOWN_SHARE_WARNING`, return the warning to
+    log. A streamed split is not read for it."""
+    if not hasattr(tokenized_train, "column_names"):
+        return None
+    shares = {"source": tokenization.unknown_token_share(tokenized_train["input_ids"], tokenizer.unk_token_id),
+              "target": tokenization.unknown_token_share(tokenized_train["labels"],
+                                                         tokenization.target_side(tokenizer).unk_token_id)}
+    high = {side: share for side, share in shares.items() if share > UNKNOWN_SHARE_WARNING}
+    if not high:
+        return None
+    said = (f"the tokenizer of {source} maps {' and '.join(f'{share:.0%} of the {side}' for side, share in high.items())} "
+            f"tokens of the training split to <unk>: it does not fit this corpus (text tokenized or cased otherwise "
+            f"than the tokenizer was made for, another language, or --source_lang and --target_lang swapped)")
+    if max(high.values()) > UNKNOWN_SHARE_LIMIT:
+        raise ValueError(f"{said}; the model would learn to translate <unk>: give a corpus in the tokenizer's "
+                         f"languages, written as its vocabulary is")
+    return said
+
+
+# What a refused resume can do instead, as the refusals say it.
+RESUME_OR_START_AGAIN = ("resume with the options the run was started with ({options}), or start a new run: leave out "
+                         "--resume_from_checkpoint and choose another --output_dir (or pass --overwrite_output_dir to "
+                         "replace this run)")
+
+
+def resumed_tokenizer(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments):
+    """The tokenizer a resumed run will use: the one given (``--tokenizer_name_or_path``, else the fine-tuned
+    model's), or the one the run trained into ``<output_dir>/tokenizer``, refused when it was trained with other
+    arguments (:func:`~hf_s2s.training.run_dir.tokenizer_arguments_match`) or is missing: the run would train
+    another, with ids the checkpoint's embeddings do not belong to."""
+    given = model_args.tokenizer_name_or_path or model_args.model_name_or_path
+    if given:
+        return load_tokenizer(given)
+    tokenizer_dir = Path(training_args.output_dir) / "tokenizer"
+    if not tokenizer_arguments_match(tokenizer_dir, tokenizer_arguments(model_args, data_args)):
+        raise ValueError(f"--resume_from_checkpoint {training_args.resume_from_checkpoint}: this run would train a new "
+                         f"tokenizer, as {tokenizer_dir} is missing; the checkpoint was trained with its own: pass "
+                         f"--tokenizer_name_or_path {training_args.resume_from_checkpoint} to resume with it")
+    return load_tokenizer(tokenizer_dir)
+
+
+def check_resumed_model(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments) -> None:
+    """A resumed run builds its model from its own options and loads the checkpoint's weights into it: refuse,
+    naming every difference, a model of another configuration (another --model_config, --recipe, --model_type or
+    --model_name_or_path; Trainer would fail with a size mismatch, or load weights of the same shapes into a
+    different model) and a tokenizer that maps text to other ids than the checkpoint's."""
+    checkpoint = training_args.resume_from_checkpoint
+    tokenizer = resumed_tokenizer(model_args, data_args, training_args)
+    if any((Path(checkpoint) / name).is_file() for name in TOKENIZER_FILES):
+        differences = tokenization.vocabulary_differences(tokenizer, load_tokenizer(checkpoint))
+        if differences:
+            options = "--tokenizer_name_or_path, --model_name_or_path"
+            raise ValueError(f"--resume_from_checkpoint {checkpoint} was trained with another tokenizer than this run "
+                             f"uses (this run's vs the checkpoint's: {'; '.join(differences)}); "
+                             f"{RESUME_OR_START_AGAIN.format(options=options)}")
+    differences = model_config_differences(checkpoint, build_config(model_args, tokenizer))
+    if differences:
+        options = "--model_type, --model_config, --recipe, --model_name_or_path"
+        raise ValueError(f"--resume_from_checkpoint {checkpoint} holds a model of another configuration than this run "
+                         f"builds: {'; '.join(differences)}; {RESUME_OR_START_AGAIN.format(options=options)}")
 
 
 def needed_splits(selection_args: SelectionArguments, training_args: TrainingArguments) -> dict[str, str]:
@@ -142,4 +258,4 @@ def check_evaluation(training_args: TrainingArguments) -> None:
                          "stopping is then off too), or evaluate with --eval_strategy epoch")
 
 
-__all__ = ["check_arguments", "needed_splits"]
+__all__ = ["check_arguments", "check_resumed_model", "check_tokenizer_covers_corpus", "needed_splits"]

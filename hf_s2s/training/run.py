@@ -13,17 +13,24 @@ import platform
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import transformers
-from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq, EarlyStoppingCallback
+from transformers import (
+    AutoModelForSeq2SeqLM,
+    DataCollatorForSeq2Seq,
+    EarlyStoppingCallback,
+    GenerationConfig,
+)
 
 from ..data import corpus as data_lib
 from ..data import tokenization
 from ..hub.card import write_model_card
 from ..hub.results import DecodingScores, RunResults
+from ..inference.decoding import DEFAULT_LENGTH_PENALTY
 from ..inference.plots import plot_alignment
-from ..inference.translate import DEFAULT_BATCH_SIZE, DEFAULT_LENGTH_PENALTY, alignment, translate
+from ..inference.translate import DEFAULT_BATCH_SIZE, alignment, translate
 from ..metrics import build_compute_metrics, compute_translation_metrics
 from ..models.loading import load_model, load_tokenizer
 from ..models.modeling_common import LENGTH_BOUND_FIELDS
@@ -39,9 +46,11 @@ from .arguments import (
     default_training_arguments,
     load_recipe,
     parse_args,
+    tokenizer_arguments,
 )
-from .checks import check_arguments, needed_splits
+from .checks import check_arguments, check_tokenizer_covers_corpus, needed_splits
 from .ema import EMA_FOLDER, EMACallback
+from .generation_settings import GenerationSettings, settle_generation_configs
 from .run_dir import (
     RunLock,
     hypotheses_path,
@@ -51,14 +60,14 @@ from .run_dir import (
     tokenizer_arguments_match,
 )
 from .selection import AVERAGED_FOLDER, Selection, select_weights
-from .trainer import CountingSeq2SeqTrainer, smooth_labels_in_model
+from .trainer import CountingSeq2SeqTrainer, move_loss_into_model
 
 logger = logging.getLogger(__name__)
 
 
 def run(model_args: ModelArguments, data_args: DataArguments, decoding_args: DecodingArguments,
         selection_args: SelectionArguments, training_args: TrainingArguments, callbacks: list | None = None,
-        arguments_checked: bool = False) -> dict:
+        arguments_checked: bool = False, command: list[str] | None = None) -> dict:
     """Train and evaluate (``run(*parse_args(argv))``); returns the results written to ``results.json``, as its dict
     (an empty dict on processes other than the main one). ``callbacks`` are added to the Trainer's.
 
@@ -67,7 +76,9 @@ def run(model_args: ModelArguments, data_args: DataArguments, decoding_args: Dec
     twice). The main process then locks ``output_dir`` for the whole run and refuses a folder that holds another run
     (see :mod:`hf_s2s.training.run_dir`); the other processes of an ``accelerate launch`` write only where the main
     process lets them (after ``main_process_first``), so one lock per launch suffices, and when the main process is
-    refused the launcher stops them."""
+    refused the launcher stops them. ``command``: the command line that started the run, which that refusal
+    prints back with the flag to resume or start again
+    (:func:`hf_s2s.training.run_dir.earlier_run_message`)."""
     args = JobArguments(model_args, data_args, decoding_args, selection_args, training_args)
     if not arguments_checked:
         check_arguments(*args)
@@ -77,7 +88,8 @@ def run(model_args: ModelArguments, data_args: DataArguments, decoding_args: Dec
         with RunLock(training_args.output_dir):
             logger.info("locked %s for this run", training_args.output_dir)
             prepare_output_dir(training_args.output_dir, overwrite=training_args.overwrite_output_dir,
-                               resume=training_args.resume_from_checkpoint is not None)
+                               resume=training_args.resume_from_checkpoint is not None,
+                               ema_folder=selection_args.ema_folder, command=command)
             results = run_phases(args, callbacks)
     return results.to_dict() if results is not None else {}
 
@@ -88,7 +100,7 @@ def run_phases(args: JobArguments, callbacks: list | None = None) -> RunResults 
     transformers.set_seed(training_args.seed)
     corpus = load_corpus(data_args, selection_args, training_args)
     tokenizer = prepare_tokenizer(model_args, data_args, training_args, corpus["train"])
-    model = prepare_model(model_args, decoding_args, tokenizer)
+    model, generation = prepare_model(model_args, decoding_args, training_args, tokenizer)
     num_parameters = model.num_parameters()  # counted before a launch's wrapper (FSDP) may shard the model
     trainer = build_trainer(model, tokenizer, corpus, args, callbacks)
     training = train(trainer, selection_args)
@@ -97,7 +109,7 @@ def run_phases(args: JobArguments, callbacks: list | None = None) -> RunResults 
     if trainer.is_world_process_zero():
         output_dir = Path(training_args.output_dir)
         with naming_a_full_disk(output_dir, selection_args.ema_folder):
-            model_dir = save_model_folder(trainer, tokenizer, data_args, decoding_args, training_args)
+            model_dir = save_model_folder(trainer, tokenizer, generation.saved, data_args, training_args)
             test, samples = evaluate_test_set(trainer.model, tokenizer, corpus["test"], data_args, decoding_args,
                                               output_dir) if "test" in corpus else ({}, [])
         results = collect_results(trainer, num_parameters, training, selection, test, data_args, training_args)
@@ -131,15 +143,10 @@ def load_corpus(data_args: DataArguments, selection_args: SelectionArguments, tr
 # --- tokenizer ----------------------------------------------------------------------------------------------------
 
 
-def tokenizer_arguments(model_args: ModelArguments, data_args: DataArguments) -> dict:
-    """What a trained tokenizer depends on, recorded beside it: a resumed run reuses it only when these match."""
-    return {
-        "tokenizer_type": model_args.tokenizer_type, "vocab_size": model_args.vocab_size,
-        "separate_vocabs": model_args.separate_vocabs, "target_vocab_size": model_args.target_vocab_size,
-        "dataset": data_args.dataset, "dataset_config": data_args.dataset_config,
-        "data_dir": data_args.data_dir, "source_lang": data_args.source_lang,
-        "target_lang": data_args.target_lang, "max_train_samples": data_args.max_train_samples,
-    }
+def tokenizer_source(model_args: ModelArguments) -> str:
+    """Whose tokenizer the run uses, in words."""
+    given = model_args.tokenizer_name_or_path or model_args.model_name_or_path
+    return given or "the run (trained on its training split)"
 
 
 def prepare_tokenizer(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments,
@@ -178,14 +185,21 @@ def build_model(model_args: ModelArguments, tokenizer):
     return model
 
 
-def prepare_model(model_args: ModelArguments, decoding_args: DecodingArguments, tokenizer):
-    """:func:`build_model`, with the length bound flags in its generation config: validation, test decoding and the
-    saved folder decode with them."""
+def prepare_model(model_args: ModelArguments, decoding_args: DecodingArguments, training_args: TrainingArguments,
+                  tokenizer) -> tuple[Any, GenerationSettings]:
+    """:func:`build_model`, and the generation configs the run decodes with and saves, settled before training
+    (:func:`hf_s2s.training.generation_settings.settle_generation_configs`: refused there when they cannot be saved).
+    The model validates with ``training``, the one its checkpoints hold; the saved folder gets ``saved``. What the
+    run changes in a fine-tuned folder's own settings is said in a warning."""
     model = build_model(model_args, tokenizer)
-    for name, value in decoding_args.length_bound().items():
-        setattr(model.generation_config, name, value)
+    source = model_args.model_name_or_path
+    generation = settle_generation_configs(model.generation_config, decoding_args, training_args,
+                                           source=source or "the new model")
+    if source and generation.changes:
+        logger.warning("the generation config of %s is changed for this run: %s", source, "; ".join(generation.changes))
+    model.generation_config = generation.training
     logger.info("model: %s with %s parameters", model.config.model_type, f"{model.num_parameters():,}")
-    return model
+    return model, generation
 
 
 # --- train --------------------------------------------------------------------------------------------------------
@@ -194,13 +208,16 @@ def prepare_model(model_args: ModelArguments, decoding_args: DecodingArguments, 
 def build_trainer(model, tokenizer, corpus, args: JobArguments, callbacks: list | None = None
                   ) -> CountingSeq2SeqTrainer:
     """The tokenized corpus and the trainer around ``model``: early stopping when the best checkpoint is kept, the EMA
-    of the weights when asked for, ``callbacks`` besides, and label smoothing in the model's own loss."""
+    of the weights when asked for, ``callbacks`` besides, and label smoothing and R-Drop in the model's own loss."""
     data_args, selection_args, training_args = args.data, args.selection, args.training
     with training_args.main_process_first(desc="tokenize"):
         tokenized = data_lib.tokenize_corpus(
             corpus, tokenizer, source_lang=data_args.source_lang, target_lang=data_args.target_lang,
             max_source_length=data_args.max_source_length, max_target_length=data_args.max_target_length,
         )
+    poorly_covered = check_tokenizer_covers_corpus(tokenized["train"], tokenizer, tokenizer_source(args.model))
+    if poorly_covered:
+        logger.warning(poorly_covered)
     callbacks = list(callbacks or [])
     if selection_args.early_stopping_patience and training_args.load_best_model_at_end:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=selection_args.early_stopping_patience))
@@ -213,7 +230,7 @@ def build_trainer(model, tokenizer, corpus, args: JobArguments, callbacks: list 
         compute_metrics=build_compute_metrics(tokenizer), callbacks=callbacks,
         max_tokens_per_batch=data_args.max_tokens_per_batch,
     )
-    smooth_labels_in_model(trainer)
+    move_loss_into_model(trainer)
     return trainer
 
 
@@ -243,17 +260,16 @@ def train(trainer: CountingSeq2SeqTrainer, selection_args: SelectionArguments) -
 # --- save ---------------------------------------------------------------------------------------------------------
 
 
-def save_model_folder(trainer, tokenizer, data_args: DataArguments, decoding_args: DecodingArguments,
+def save_model_folder(trainer, tokenizer, generation_config: GenerationConfig, data_args: DataArguments,
                       training_args: TrainingArguments) -> Path:
     """Save the weights the run keeps, with the tokenizer, into ``<output_dir>/model`` and return it. The folder
-    decodes as the test set is decoded: ``--generation_max_length``, the largest test beam as its default, and
-    sources truncated to ``--max_source_length`` as in training; ``averaged/`` and ``ema/`` get the same settings."""
+    decodes as the test set is decoded: with ``generation_config`` (:class:`GenerationSettings`' ``saved``, checked
+    to save before training: ``save_pretrained`` writes it before the weights) and sources truncated to
+    ``--max_source_length`` as in training; ``averaged/`` and ``ema/`` get the same settings."""
     output_dir = Path(training_args.output_dir)
     model_dir = output_dir / "model"
     model = trainer.model
-    if training_args.generation_max_length is not None:
-        model.generation_config.max_length = training_args.generation_max_length
-    model.generation_config.num_beams = max(decoding_args.test_beams(), default=1)
+    model.generation_config = generation_config
     tokenizer.model_max_length = data_args.max_source_length
     trainer.save_model(model_dir)  # best checkpoint when load_best_model_at_end
     tokenizer.save_pretrained(model_dir)
@@ -278,9 +294,15 @@ def evaluate_test_set(model, tokenizer, test_pairs, data_args: DataArguments, de
     sources = [pair[data_args.source_lang] for pair in pairs]
     references = [pair[data_args.target_lang] for pair in pairs]
     scores, samples = {}, []
+    config = model.generation_config
+    # the length limit the folder decodes with: a max_new_tokens (kept only without --generation_max_length) wins
+    length = {"max_new_tokens": config.max_new_tokens} if config.max_new_tokens is not None else \
+        {"max_length": config.max_length}
+    # the folder's length penalty, as hf-s2s translate completes it (a converted Joey NMT folder carries 0)
+    length_penalty = DEFAULT_LENGTH_PENALTY if config.length_penalty is None else config.length_penalty
     for num_beams in decoding_args.test_beams():
-        decoding = {"num_beams": num_beams, "max_length": model.generation_config.max_length,
-                    "length_penalty": DEFAULT_LENGTH_PENALTY, "batch_size": DEFAULT_BATCH_SIZE,
+        decoding = {"num_beams": num_beams, **length,
+                    "length_penalty": length_penalty, "batch_size": DEFAULT_BATCH_SIZE,
                     "max_source_length": data_args.max_source_length,
                     # the source-relative length bound the saved generation config carries (absent in other families)
                     **{name: getattr(model.generation_config, name) for name in LENGTH_BOUND_FIELDS
@@ -302,8 +324,8 @@ def evaluate_test_set(model, tokenizer, test_pairs, data_args: DataArguments, de
 
 # The training arguments results.json (and so the model card) records.
 RECORDED_TRAINING_ARGUMENTS = ("learning_rate", "num_train_epochs", "per_device_train_batch_size",
-                               "label_smoothing_factor", "lr_scheduler_type", "warmup_steps", "seed", "adam_beta2",
-                               "weight_decay")
+                               "label_smoothing_factor", "rdrop_alpha", "lr_scheduler_type", "warmup_steps", "seed",
+                               "adam_beta2", "weight_decay")
 
 
 def collect_results(trainer, num_parameters: int, training: Training, selection: Selection,

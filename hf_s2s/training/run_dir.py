@@ -20,6 +20,7 @@ import fcntl
 import json
 import os
 import re
+import shlex
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +33,7 @@ from .checkpoints import (
     checkpoint_files,
     checkpoint_problem,
     file_problem,
+    latest_intact_checkpoint,
     list_checkpoints,
 )
 
@@ -259,25 +261,48 @@ def check_output_dir(output_dir: str | Path, inputs: dict[str, str], overwrite: 
                              f"choose another --output_dir")
 
 
-def prepare_output_dir(output_dir: str | Path, *, overwrite: bool, resume: bool) -> None:
+def prepare_output_dir(output_dir: str | Path, *, overwrite: bool, resume: bool,
+                       ema_folder: str | None = None, command: list[str] | None = None) -> None:
     """Refuse to start a run in a folder that holds another run, unless it resumes that run (see
     :func:`check_resume`) or ``overwrite`` is set, in which case the earlier run's files are deleted first.
-    Call it holding the folder's :class:`RunLock`."""
+    Call it holding the folder's :class:`RunLock`. The refusal says what to do (:func:`earlier_run_message`):
+    ``command`` is the command line that started this run, printed back with the flag to add."""
     output_dir = Path(output_dir)
     earlier = run_files(output_dir)
     if not earlier or resume:
         return
-    names = ", ".join(p.name for p in earlier[:6]) + (", ..." if len(earlier) > 6 else "")
     if not overwrite:
-        raise ValueError(
-            f"--output_dir {output_dir} already holds a training run ({names}); pass --overwrite_output_dir to "
-            f"delete it and start again, --resume_from_checkpoint to continue it, or choose another --output_dir"
-        )
+        raise ValueError(earlier_run_message(output_dir, earlier, ema_folder, command))
     for path in earlier:
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
         else:
             path.unlink()
+
+
+def earlier_run_message(output_dir: Path, earlier: list[Path], ema_folder: str | None = None,
+                        command: list[str] | None = None) -> str:
+    """Why a run is refused in ``output_dir``, which holds ``earlier`` (:func:`run_files`), and which way on
+    applies: a run that stopped before its end (no ``results.json``: Ctrl-C, a closed laptop, a crash) resumes
+    from its newest intact checkpoint (one with the EMA's weights when ``ema_folder``), or, stopped before its
+    first, starts again; a finished run starts again. Each way is the ``command`` that did not run, with the
+    one flag added (the flag alone when ``command`` is None)."""
+
+    def with_flag(*flag: str) -> str:
+        return shlex.join([*command, *flag]) if command else "pass " + " ".join(flag)
+
+    names = ", ".join(p.name for p in earlier[:6]) + (", ..." if len(earlier) > 6 else "")
+    again = f"start again, deleting it: {with_flag('--overwrite_output_dir')}"
+    elsewhere = "or choose another --output_dir"
+    if (output_dir / "results.json").exists():
+        finished = f"--output_dir {output_dir} already holds a finished training run ({names})"
+        return f"{finished}; to {again}; {elsewhere}"
+    stopped = f"--output_dir {output_dir} holds a training run that stopped before it finished ({names})"
+    newest = latest_intact_checkpoint(output_dir, ema_folder=ema_folder)
+    if newest is None:
+        return f"{stopped} and has no complete checkpoint to resume from; to {again}; {elsewhere}"
+    resume = with_flag("--resume_from_checkpoint", str(newest))
+    return f"{stopped}; to resume it from its newest checkpoint: {resume}; to {again}; {elsewhere}"
 
 
 def tokenizer_arguments_match(tokenizer_dir: str | Path, arguments: dict) -> bool:

@@ -67,7 +67,8 @@ def keep_if_better(trainer: Seq2SeqTrainer, candidate_dir: Path, prefix: str, ba
     ``(bleu, kept)``."""
     model = trainer.model
     kept = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
-    candidate = AutoModelForSeq2SeqLM.from_pretrained(candidate_dir, dtype=next(model.parameters()).dtype)
+    candidate = AutoModelForSeq2SeqLM.from_pretrained(candidate_dir, dtype=next(model.parameters()).dtype,
+                                                      trust_remote_code=False)  # the run's own folder: hf_s2s classes
     model.load_state_dict(candidate.state_dict())
     trainer.remove_callback(EarlyStoppingCallback)  # training is over; this evaluation must not count towards it
     bleu = trainer.evaluate(metric_key_prefix=prefix)[f"{prefix}_bleu"]

@@ -1,0 +1,60 @@
+"""What ``hf-s2s serve`` checks of a model folder before loading it, beyond what every decoding tool checks
+(:func:`hf_s2s.inference.ensemble.read_for_decoding`: a missing folder, config.json or tokenizer, a tokenizer that does
+not fit its model): the folder may have been written by someone else, and a server should refuse at start what would
+otherwise fail, or decode wrongly, on every request.
+
+- A JSON file of the folder that does not parse, or holds something other than an object: transformers' own message
+  names no file (or is a TypeError from deep inside it).
+- No generation_config.json: transformers then builds the generation config from config.json, silently, and decodes
+  with its generic defaults (greedy search, at most 20 tokens per translation) instead of the beam size and lengths
+  the model was saved with. A generation_config.json that names no decoder start token or no end token: every
+  request would fail in ``generate()``.
+
+No optional dependency here, so that the command checks folders before it needs the serve extra's packages.
+"""
+
+import json
+from pathlib import Path
+
+# The JSON files of a saved folder that loading reads.
+JSON_FILES = ("config.json", "generation_config.json", "tokenizer_config.json", "tokenizer.json")
+# The special tokens generate() needs from the generation config, each by the fields that can give it.
+_NEEDED_TOKENS = (("decoder_start_token_id", "bos_token_id"), ("eos_token_id",))
+# The section of docs/serving.md that says how to write a folder's generation config.
+FIX_SECTION = "A folder without its generation config"
+
+
+def check_model_folder(folder: str | Path) -> None:
+    """A ValueError naming the file and what to do where ``folder`` holds a JSON file that is not a JSON object, no
+    generation_config.json beside its config.json, or a generation config without the special tokens decoding
+    needs. A path that is not a local folder is left to the loader, which says what it is."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return
+    files = {name: _read_json_object(folder / name) for name in JSON_FILES if (folder / name).is_file()}
+    if "config.json" not in files:
+        return  # the loader says the folder holds no config.json
+    generation = files.get("generation_config.json")
+    if generation is None:
+        raise ValueError(f"{folder} holds no generation_config.json: transformers would decode with its generic "
+                         "defaults (greedy, at most 20 tokens per translation) instead of the model's; write the "
+                         f"one it was meant to decode with (docs/serving.md, {FIX_SECTION!r}, says how)")
+    missing = [names[0] for names in _NEEDED_TOKENS if all(generation.get(name) is None for name in names)]
+    if missing:
+        raise ValueError(f"{folder / 'generation_config.json'} names no {' and no '.join(missing)}: generate() "
+                         "cannot decode without; write the generation config again from config.json (docs/serving.md, "
+                         f"{FIX_SECTION!r}, says how)")
+
+
+def _read_json_object(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_bytes())
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path} is not valid JSON ({error}): the folder is damaged; copy or save it again") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path} holds a JSON {type(value).__name__}, not an object: it is no saved {path.name}; copy "
+                         "or save the folder again")
+    return value
+
+
+__all__ = ["FIX_SECTION", "JSON_FILES", "check_model_folder"]
