@@ -4,6 +4,7 @@ synthetic reversal task through the real Seq2SeqTrainer, and generation continue
 import gzip
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -36,6 +37,14 @@ def single_thread():
         yield
     finally:
         torch.set_num_threads(threads)
+
+
+
+def default_ctrl_c() -> None:
+    """``preexec_fn`` of a process a test stops with SIGINT: a shell starts its background jobs with SIGINT ignored
+    (a CI script run with ``&``, say), Python then never turns it into KeyboardInterrupt, and the process would run
+    on; the child gets the default a terminal gives."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def multi30k_lines(name: str) -> list[str]:

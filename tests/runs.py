@@ -14,10 +14,17 @@ def tiny_args(output_dir, model_type="transformer_seq2seq", *extra):
     return parse_args(tiny_argv(output_dir, model_type, *extra))
 
 
+def trained_vocabulary(extra) -> list[str]:
+    """``--vocab_size 280`` for a run that trains its tokenizer; none where ``extra`` gives one (the run refuses a
+    --vocab_size that differs from the given tokenizer's)."""
+    given = {"--tokenizer_name_or_path", "--model_name_or_path"} & set(map(str, extra))
+    return [] if given else ["--vocab_size", "280"]
+
+
 def tiny_argv(output_dir, model_type="transformer_seq2seq", *extra) -> list[str]:
     """The command line of :func:`tiny_args`, for ``hf-s2s train``."""
     return [
-        "--dataset", "synthetic:reversal", "--source_lang", "src", "--target_lang", "tgt", "--vocab_size", "280",
+        "--dataset", "synthetic:reversal", "--source_lang", "src", "--target_lang", "tgt", *trained_vocabulary(extra),
         "--model_type", model_type, "--model_config", json.dumps(TINY[model_type]),
         "--max_train_samples", "256", "--max_eval_samples", "32", "--max_test_samples", "16",
         "--output_dir", str(output_dir), "--report_to", "none", "--use_cpu", "true", "--disable_tqdm", "true",
@@ -29,7 +36,7 @@ def tiny_argv(output_dir, model_type="transformer_seq2seq", *extra) -> list[str]
 
 def train_args(output_dir, *extra):
     return [
-        "--dataset", "synthetic:reversal", "--source_lang", "src", "--target_lang", "tgt", "--vocab_size", "280",
+        "--dataset", "synthetic:reversal", "--source_lang", "src", "--target_lang", "tgt", *trained_vocabulary(extra),
         "--model_config", json.dumps(TINY["transformer_seq2seq"]), "--max_train_samples", "16",
         "--max_test_samples", "2", "--max_steps", "1", "--eval_strategy", "no", "--save_strategy", "no",
         "--load_best_model_at_end", "false", "--test_num_beams", "1", "--generation_max_length", "8",

@@ -203,7 +203,7 @@ KEEPS_ITS_TOKENIZER = ("the run uses the tokenizer of --model_name_or_path {fold
     (["--tokenizer_type", "unigram", "--vocab_size", "300"], "transformer_seq2seq",
      "error: --vocab_size 300 (the tokenizer's: 280), --tokenizer_type 'unigram' (the tokenizer's: 'bpe'): "
      + KEEPS_ITS_TOKENIZER),
-    (["--model_type", "transformer_seq2seq", "--tokenizer_type", "bpe"],  # as the folder has them
+    (["--model_type", "transformer_seq2seq", "--tokenizer_type", "bpe", "--vocab_size", "280"],  # as the folder has
      "transformer_seq2seq", None),
     (["--vocab_size", "8000"], None,
      "error: --vocab_size 8000 (the tokenizer's: 280): the run uses the tokenizer of "
@@ -215,8 +215,8 @@ def test_a_model_type_vocab_size_or_tokenizer_type_given_against_the_folder_is_r
     """--model_type, --vocab_size and --tokenizer_type have defaults, and were ignored without a word when
     fine-tuning (and the tokenizer's two with a given tokenizer), whatever was given. Given (on the command
     line, even at their default values, or by a --recipe) against the folder, they are refused before the
-    corpus is read, naming the folder's value and the given one; given as the folder has them, they are fine
-    (train_args gives --vocab_size 280, the tiny tokenizer's size, to every case)."""
+    corpus is read, naming the folder's value and the given one; given as the folder has them (280: the tiny
+    tokenizer's size), they are fine."""
     folder = save_tiny_model_folder(tmp_path / "saved", family or "transformer_seq2seq")
     given = ["--model_name_or_path", str(folder)] if family else ["--tokenizer_name_or_path", str(folder)]
     monkeypatch.setattr(hf_s2s.data.corpus, "load_translation_corpus",

@@ -298,8 +298,8 @@ def test_a_run_on_sentencepiece_models_with_sampling_translates_raw_text_without
     given = ("--tokenizer_name_or_path", str(tmp_path / "src.model"), "--target_tokenizer_name_or_path",
              str(tmp_path / "tgt.model")) if separate else ("--tokenizer_name_or_path", str(tmp_path / "joint.model"))
     output_dir = tmp_path / "run"
-    job.run(*tiny_args(output_dir, "transformer_seq2seq", *REORDERING, *given, "--unigram_alpha", "0.2",
-                       "--test_num_beams", "1"))
+    job.run(*tiny_args(output_dir, "transformer_seq2seq", "--dataset", "synthetic:reordering", *given,
+                       "--unigram_alpha", "0.2", "--test_num_beams", "1"))
     folder = output_dir / "model"
     tokenizer = AutoTokenizer.from_pretrained(folder)
     assert isinstance(tokenizer, PreTrainedTokenizerFast)

@@ -19,6 +19,7 @@ import pytest
 from hf_s2s.cli import run_command
 from hf_s2s.training.run import parse_args, run
 from hf_s2s.training.run_dir import LOCK_NAME, RESUME_WAY, interrupted_run_message
+from tests.helpers import default_ctrl_c
 from tests.runs import train_args
 from tests.saved_folders import save_tiny_model_folder, tiny_tokenizer
 
@@ -210,7 +211,7 @@ def start_and_interrupt(command: list[str], written: Path, log: Path) -> subproc
     """Start ``command`` and press Ctrl-C (SIGINT) as soon as it has written ``written``."""
     with open(log, "w") as stderr:
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr,
-                                   env={**os.environ, "OMP_NUM_THREADS": "1"})
+                                   env={**os.environ, "OMP_NUM_THREADS": "1"}, preexec_fn=default_ctrl_c)
     while not written.exists() and process.poll() is None:
         time.sleep(0.02)
     process.send_signal(signal.SIGINT)
