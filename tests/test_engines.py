@@ -204,6 +204,8 @@ CASES = {
     "a binding length bound": ({"max_len_a": 0.5, "max_len_b": 2}, (), None),
     "suppressed tokens": ({"suppress_tokens": list(range(100, 280)), "max_new_tokens": 6}, (), None),
     "beam search, early stopping": ({"num_beams": 3, "early_stopping": True, "max_new_tokens": 6}, (), None),
+    "n-best lists": ({"num_beams": 3, "num_return_sequences": 2, "early_stopping": True, "max_new_tokens": 6}, (),
+                     None),
     "beam search, early_stopping False": ({"num_beams": 3, "early_stopping": False, "max_new_tokens": 6},
                                           ("ctranslate2",), "early_stopping"),
     "beam search, minimum length": ({"num_beams": 3, "early_stopping": True, "min_new_tokens": 2,
@@ -273,11 +275,13 @@ def opened(engine: str, weights: str, folder: Path, export: Path | None):
 
 
 def engine_translations(engine: str, weights: str, folder: Path, export: Path | None, sentences: list[str]) -> list[str]:
-    """Each sentence's best translation by ``engine``, with the options the folder's generation config completes."""
+    """Each sentence's hypotheses by ``engine`` (the generation config's num_return_sequences of them, best first, one
+    list for all sentences as generate() returns them), with the options the folder's generation config completes."""
     opened_engine = opened(engine, weights, folder, export)
-    options = opened_engine.options()
+    options = opened_engine.options(num_return_sequences=None)
     with single_thread():
-        return [hypotheses[0].text for hypotheses in opened_engine.load().translate(sentences, options)]
+        results = opened_engine.load().translate(sentences, options)
+    return [hypothesis.text for hypotheses in results for hypothesis in hypotheses]
 
 
 def reference_model(folder: Path, weights: str = "float32"):
