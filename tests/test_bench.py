@@ -40,7 +40,8 @@ def test_quick_run_writes_json_and_markdown(tmp_path):
     assert budget["padding_fraction"] < grouped["padding_fraction"] < 1
     assert all(r["tokens_per_s"] > 0 and len(r["times"]) == 2 for r in (grouped, budget))
     pipeline = saved["pipeline"]
-    assert set(pipeline["models"]) == {"hf_s2s (main job)", "MarianMT"} and pipeline["tokens_per_run"] > 0
+    assert set(pipeline["models"]) == {"hf_s2s (main job)", "hf_s2s (main job), R-Drop 5", "MarianMT"}
+    assert pipeline["tokens_per_run"] > 0 and saved["summary"]["pipeline_rdrop_speed_ratio"] > 0
     assert all(m["tokens_per_s"] > 0 and len(m["times"]) == 2 for m in pipeline["models"].values())
     serving = saved["serving"]
     assert {"Transformer | torch float32 | sequential", "Transformer | ctranslate2 int8 | dynamic batching",
@@ -99,7 +100,8 @@ def test_batches_follow_the_length_pairs_and_pad():
 
 def test_pipeline_section_runs_the_training_jobs_path(tmp_path):
     """The pipeline section's runs are the main job's: its recipe's arguments, its trainer, label smoothing 0.1 in
-    the hf_s2s model (Trainer's smoother off, so the labels reach it) and in Trainer for MarianMT."""
+    the hf_s2s model (Trainer's smoother off, so the labels reach it) and in Trainer for MarianMT; R-Drop in the
+    model of its own run only."""
     from hf_s2s.benchmark.pipeline import pipeline_dataset, pipeline_trainer
     from hf_s2s.training.arguments import load_recipe
     from hf_s2s.training.trainer import CountingSeq2SeqTrainer
@@ -108,7 +110,10 @@ def test_pipeline_section_runs_the_training_jobs_path(tmp_path):
     tokenizer, train_dataset = pipeline_dataset(settings)
     ours = pipeline_trainer("hf_s2s (main job)", settings, tokenizer, train_dataset, str(tmp_path))
     marian = pipeline_trainer("MarianMT", settings, tokenizer, train_dataset, str(tmp_path))
+    rdrop = pipeline_trainer("hf_s2s (main job), R-Drop 5", settings, tokenizer, train_dataset, str(tmp_path))
     assert isinstance(ours, CountingSeq2SeqTrainer) and isinstance(marian, CountingSeq2SeqTrainer)
+    assert (ours.model.config.rdrop_alpha, rdrop.model.config.rdrop_alpha) == (0.0, 5.0)
+    assert rdrop.model.config.dropout > 0 and rdrop.model.config.label_smoothing == 0.1
     assert ours.args.label_smoothing_factor == marian.args.label_smoothing_factor == 0.1
     assert ours.model.config.label_smoothing == 0.1 and ours.label_smoother is None
     assert marian.label_smoother is not None

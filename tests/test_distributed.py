@@ -61,23 +61,36 @@ finally:
 """
 
 
+# The loss options a multi-process run is compared under. With COMMON's dropout 0 (so that each process computes
+# what one process computes) R-Drop's two passes are the same and its KL term is 0: what this checks of R-Drop is its
+# repeated batch and the normalisation of its cross-entropy; the KL term's is checked with two different passes in
+# test_modeling_common.
+LOSSES = {"plain": [], "rdrop": ["--rdrop_alpha", "5"]}
+
+
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("strategy", [pytest.param(name, marks=pytest.mark.slow) if name == "fsdp" else name
-                                      for name in STRATEGIES])  # ddp stays in the fast tier
-def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path, strategy):
+@pytest.mark.parametrize(("strategy", "loss"), [
+    ("ddp", "plain"),  # ddp stays in the fast tier
+    pytest.param("fsdp", "plain", marks=pytest.mark.slow),
+    pytest.param("ddp", "rdrop", marks=pytest.mark.slow),
+], ids=["ddp", "fsdp", "ddp-rdrop"])
+def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path, strategy, loss):
     env = launch_env(tmp_path)
     launch = LAUNCH + STRATEGIES[strategy]
+    common = [*COMMON, *LOSSES[loss]]
     (tmp_path / "train_then_report.py").write_text(EXIT_REPORT)
-    two = subprocess.run(launch + [str(tmp_path / "train_then_report.py"), *COMMON, "--per_device_train_batch_size",
+    two = subprocess.run(launch + [str(tmp_path / "train_then_report.py"), *common, "--per_device_train_batch_size",
                                    "8", "--output_dir", str(tmp_path / "two")],
                          capture_output=True, text=True, timeout=400, env=env)
     assert two.returncode == 0, two.stderr[-3000:]
     assert two.stdout.count("process group left up: False") == 2, two.stdout[-3000:]
-    one = subprocess.run([sys.executable, TRAIN, *COMMON, "--per_device_train_batch_size", "16", "--output_dir",
+    one = subprocess.run([sys.executable, TRAIN, *common, "--per_device_train_batch_size", "16", "--output_dir",
                           str(tmp_path / "one")], capture_output=True, text=True, timeout=400, env=env)
     assert one.returncode == 0, one.stderr[-3000:]
 
-    assert json.loads((tmp_path / "two" / "results.json").read_text())["world_size"] == 2
+    results_two = json.loads((tmp_path / "two" / "results.json").read_text())
+    assert results_two["world_size"] == 2
+    assert results_two["training_arguments"]["rdrop_alpha"] == (5.0 if loss == "rdrop" else 0.0)
     losses_two, losses_one = step_losses(two.stdout + two.stderr), step_losses(one.stdout + one.stderr)
     assert len(losses_one) == 4 and losses_two == pytest.approx(losses_one, abs=2e-3)
     weights_two = load_file(tmp_path / "two" / "model" / "model.safetensors")

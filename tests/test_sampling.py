@@ -141,10 +141,14 @@ def test_padded_tokens_counts_each_side_padded_to_its_longest():
 
 
 @pytest.mark.slow
-def test_token_budget_with_accumulation_trains_like_the_summed_budget_in_one_step(tmp_path):
+@pytest.mark.parametrize("loss", [(), ("--rdrop_alpha", "5")], ids=["plain", "rdrop"])
+def test_token_budget_with_accumulation_trains_like_the_summed_budget_in_one_step(tmp_path, loss):
     """2 accumulated micro-batches of 200 tokens are the pieces of the global batch of 400 tokens; with the loss
-    normalised over the whole step (num_items_in_batch) the run ends with the weights of 1 x 400."""
-    common = ("--max_steps", "4", "--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end",
+    normalised over the whole step (num_items_in_batch) the run ends with the weights of 1 x 400. Without dropout
+    (so that the pieces compute what the whole batch computes) R-Drop's two passes are the same and its KL term is
+    0: what this checks of R-Drop is its repeated batch and the normalisation of its cross-entropy; the KL term's
+    is checked with two different passes in test_modeling_common."""
+    common = (*loss, "--max_steps", "4", "--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end",
               "false", "--test_num_beams", "1", "--model_config", json.dumps({**TINY["transformer_seq2seq"],
                                                                               "dropout": 0.0}))
     accumulated = run(*tiny_args(tmp_path / "accumulated", "transformer_seq2seq", *common,

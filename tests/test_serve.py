@@ -20,14 +20,16 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
 
 from hf_s2s.cli import run_command  # noqa: E402
 from hf_s2s.importers import convert  # noqa: E402
+from hf_s2s.inference.attention import eager_attention  # noqa: E402
 from hf_s2s.inference.engines import TorchEngine, load_engine  # noqa: E402
-from hf_s2s.inference.translate import translate  # noqa: E402
+from hf_s2s.inference.translate import alignment, translate  # noqa: E402
 from hf_s2s.serving.app import create_app  # noqa: E402
 from hf_s2s.serving.config import BatchingConfig, RequestLimits  # noqa: E402
 from hf_s2s.serving.server import serve_in_thread  # noqa: E402
@@ -262,11 +264,106 @@ def test_a_converted_folder_serves_the_translations_it_gives_alone(tmp_path):
             assert same(answers(post(url, request)), alone(engine, request)), request
 
 
-def test_an_alignment_from_a_model_without_attention_is_refused(tmp_path):
+@pytest.mark.parametrize("option", ["alignment", "output_attentions"])
+def test_an_alignment_from_a_model_without_attention_is_refused(tmp_path, option):
     folder = save_tiny_model_folder(tmp_path / "plain", "rnn_seq2seq", attention_type="none")
     with serve_in_thread(create_app({"plain": load_engine(folder)})) as url:
-        response = post(url, {"sentences": ["a"], "alignment": True})
-        assert response.status_code == 422 and "attention" in response.json()["error"]
+        response = post(url, {"sentences": ["a"], option: True})
+        assert response.status_code == 422 and "attention over the source, but" in response.json()["error"]
+
+
+def test_answers_without_output_attentions_are_as_before(server, engines):
+    """The answers of requests that do not name output_attentions hold exactly what they held before it existed:
+    the texts of translate() and, with alignment, the three fields of alignment() for each sentence alone."""
+    url, _ = server
+    engine, sentences = engines["tf"], TEXTS[5:8]
+    options = engine.options()
+    texts = [hypotheses[0].text for hypotheses in translate(engine.model, engine.tokenizer, sentences,
+                                                             **options.decoding_kwargs())]
+    assert post(url, {"sentences": sentences}).json() == {"model": "tf", "translations": [{"text": text}
+                                                                                           for text in texts]}
+    answer = post(url, {"sentences": sentences, "alignment": True}).json()
+    assert [set(t) for t in answer["translations"]] == [{"text", "alignment"}] * len(sentences)
+    for sentence, text, translation in zip(sentences, texts, answer["translations"], strict=True):
+        weights, source_tokens, target_tokens = alignment(
+            engine.model, engine.tokenizer, sentence, num_beams=options.num_beams, max_len_a=options.max_len_a,
+            max_len_b=options.max_len_b, length_penalty=options.length_penalty)
+        assert translation["text"] == text
+        assert set(translation["alignment"]) == {"source_tokens", "target_tokens", "weights"}
+        assert (translation["alignment"]["source_tokens"], translation["alignment"]["target_tokens"]) == (
+            source_tokens, target_tokens)
+        torch.testing.assert_close(torch.tensor(translation["alignment"]["weights"]), weights, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("option", ["alignment", "output_attentions"])
+def test_a_blank_sentence_gets_no_alignment_of_a_translation_it_does_not_get(server, option):
+    """A blank sentence is not decoded: its translation is empty, and no alignment of some other output comes
+    with it."""
+    url, _ = server
+    translations = post(url, {"sentences": [" ", "a b c"], option: True}).json()["translations"]
+    assert translations[0] == {"text": ""} and translations[1]["alignment"]["target_tokens"]
+
+
+@pytest.fixture(scope="module")
+def attention_server(tmp_path_factory):
+    """A Transformer of two layers of two heads each (so that a layer or head out of place shows) and the RNN with
+    its Bahdanau attention, served: (base URL, engines)."""
+    base = tmp_path_factory.mktemp("attention")
+    engines = {"tf2": load_engine(save_tiny_model_folder(base / "tf2", "transformer_seq2seq", seed=2, encoder_layers=2,
+                                                         decoder_layers=2), threads=1),
+               "rnn": load_engine(save_tiny_model_folder(base / "rnn", "rnn_seq2seq", seed=1), threads=1)}
+    with serve_in_thread(create_app(engines, BATCHING, LIMITS)) as url:
+        yield url, engines
+
+
+def generated_attentions(engine, sentence: str, num_beams: int):
+    """What ``generate(output_attentions=True)`` gives for ``sentence`` decoded alone with the engine's options:
+    (its best translation's ids, the cross-attention of each of its steps along its beam (layers, heads, T, S), the
+    encoder's self-attention (layers, heads, S, S), None for an RNN)."""
+    options = engine.options(num_beams=num_beams)
+    batch = engine.tokenizer([sentence], return_tensors="pt")
+    with eager_attention([engine.model]), torch.no_grad():
+        output = engine.model.generate(**batch, **options.decoding_kwargs(), output_attentions=True,
+                                       return_dict_in_generate=True)
+    sequence = output.sequences[0]
+    steps = []
+    for step in range(len(sequence) - 1):  # the step that chose token step + 1
+        row = 0 if num_beams == 1 else int(output.beam_indices[0, step])  # the beam the best hypothesis was on
+        steps.append(torch.stack([layer[row, :, -1] for layer in output.cross_attentions[step]]))  # (layers, heads, S)
+    encoder = torch.stack(output.encoder_attentions)[:, 0] if output.encoder_attentions else None
+    return sequence, torch.stack(steps, dim=2), encoder
+
+
+@pytest.mark.parametrize("num_beams", [1, 3])
+@pytest.mark.parametrize("model", ["tf2", "rnn"])
+def test_output_attentions_are_the_weights_generate_gives(attention_server, model, num_beams):
+    """Every layer's and head's cross-attention of each sentence's best translation, and the Transformer's encoder
+    self-attention, equal what generate(output_attentions=True) gives for that sentence alone (along the best beam),
+    and the alignment's weights are the last layer's mean over heads; the tokens are the translation's."""
+    url, engines = attention_server
+    engine, sentences = engines[model], TEXTS[10:14]
+    response = post(url, {"sentences": sentences, "model": model, "num_beams": num_beams, "output_attentions": True})
+    assert response.status_code == 200, response.text
+    config = engine.config
+    for sentence, translation in zip(sentences, response.json()["translations"], strict=True):
+        sequence, cross, encoder = generated_attentions(engine, sentence, num_beams)
+        answer = translation["alignment"]
+        assert translation["text"] == engine.tokenizer.decode(sequence, skip_special_tokens=True)
+        assert answer["target_tokens"] == engine.tokenizer.convert_ids_to_tokens(sequence[1:].tolist())
+        assert answer["source_tokens"] == engine.tokenizer.tokenize(sentence) + ["</s>"]
+        layers, heads = ((config.decoder_layers, config.decoder_attention_heads) if model == "tf2" else
+                         (1, config.attention_heads))
+        got = torch.tensor(answer["cross_attentions"])
+        assert got.shape == (layers, heads, len(sequence) - 1, len(answer["source_tokens"]))
+        torch.testing.assert_close(got, cross, rtol=0, atol=1e-5)
+        torch.testing.assert_close(torch.tensor(answer["weights"]), got[-1].mean(dim=0), rtol=0, atol=1e-6)
+        if model == "tf2":
+            assert torch.tensor(answer["encoder_attentions"]).shape == (config.encoder_layers,
+                                                                        config.encoder_attention_heads,
+                                                                        *encoder.shape[-2:])
+            torch.testing.assert_close(torch.tensor(answer["encoder_attentions"]), encoder, rtol=0, atol=1e-5)
+        else:
+            assert "encoder_attentions" not in answer  # a GRU reads the source in order: no self-attention
 
 
 class GatedEngine(TorchEngine):
@@ -456,8 +553,8 @@ def test_health_models_metrics_and_openapi_docs(server):
     post(url, {"sentences": ["a b c", "d"], "model": "rnn"})
     assert httpx.get(f"{url}/health").json() == {"status": "ok", "models": ["tf", "rnn"], "queued_sentences": 0}
     models = httpx.get(f"{url}/models").json()
-    assert [(m["name"], m["default"], m["model_type"], m["engine"]) for m in models] == [
-        ("tf", True, "transformer_seq2seq", "torch"), ("rnn", False, "rnn_seq2seq", "torch")]
+    assert [(m["name"], m["default"], m["model_type"], m["engine"], m["attention_type"]) for m in models] == [
+        ("tf", True, "transformer_seq2seq", "torch", None), ("rnn", False, "rnn_seq2seq", "torch", "bahdanau")]
     text = httpx.get(f"{url}/metrics").text
     for name in ('hf_s2s_requests_total{model="rnn",status="200"}', 'hf_s2s_sentences_total{model="rnn"}',
                  'hf_s2s_source_tokens_total{model="rnn"}', 'hf_s2s_target_tokens_total{model="rnn"}',
@@ -470,7 +567,8 @@ def test_health_models_metrics_and_openapi_docs(server):
     assert docs.status_code == 200 and "swagger" in docs.text.lower()
     schema = httpx.get(f"{url}/openapi.json").json()
     assert {"/translate", "/health", "/models", "/metrics"} <= set(schema["paths"])
-    assert "num_return_sequences" in schema["components"]["schemas"]["TranslateRequest"]["properties"]
+    request = schema["components"]["schemas"]["TranslateRequest"]["properties"]
+    assert "num_return_sequences" in request and request["output_attentions"]["default"] is False
 
 
 def test_serve_command_refuses_folders_it_cannot_serve_in_one_line(folders, tmp_path):

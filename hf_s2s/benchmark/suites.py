@@ -8,7 +8,7 @@
 6. RNN learning: validation loss after the same steps on the same real batches, hf_s2s vs the textbook RNN;
 7. batching: token-budget batches vs length-grouped batches of sentences, padding fraction and tokens/s;
 8. pipeline: the training job's own path (tokenizer, collator, trainer, the main job's recipe with label smoothing)
-   for hf_s2s and MarianMT, tokens/s and peak memory (:mod:`.pipeline`).
+   for hf_s2s (also with R-Drop) and MarianMT, tokens/s and peak memory (:mod:`.pipeline`).
 9. serving: ``hf-s2s serve`` under a fixed load of concurrent clients, dynamic batching against one request at a
    time and CTranslate2 against torch, throughput and latency (:mod:`.serving`).
 """
@@ -49,7 +49,7 @@ from .measure import (
     set_threads,
     synthetic_length_pairs,
 )
-from .pipeline import bench_pipeline
+from .pipeline import MAIN_JOB, RDROP, bench_pipeline
 from .reference_rnn import TextbookRNNSeq2Seq
 from .serving import ServingLoad, bench_serving, serving_targets
 
@@ -362,7 +362,8 @@ def summarize(report: dict, settings: BenchSettings) -> dict:
                                              / memory["MarianMT"]["peak_rss_growth_mb"])
     if "pipeline" in report:
         models = report["pipeline"]["models"]
-        summary["pipeline_ratio_vs_marian"] = models["hf_s2s (main job)"]["tokens_per_s"] / models["MarianMT"]["tokens_per_s"]
+        summary["pipeline_ratio_vs_marian"] = models[MAIN_JOB]["tokens_per_s"] / models["MarianMT"]["tokens_per_s"]
+        summary["pipeline_rdrop_speed_ratio"] = models[RDROP]["tokens_per_s"] / models[MAIN_JOB]["tokens_per_s"]
     if "generation" in report:
         for search, models in report["generation"].items():
             ours = models[TRANSFORMER_ROW]["tokens_per_s"]

@@ -55,7 +55,7 @@ from .onnx import export_onnx, import_exporter
 from .translate import (
     DEFAULT_BATCH_SIZE,
     Hypothesis,
-    alignment,
+    attentions,
     check_models_support,
     generation_settings,
     model_max_length,
@@ -74,11 +74,14 @@ FAMILIES = {TransformerSeq2SeqConfig.model_type: "Transformer", RNNSeq2SeqConfig
 @dataclass
 class Alignment:
     """The cross-attention that produced each target token of a sentence's best translation: the last decoder
-    layer's, averaged over heads (as ``hf-s2s translate --plot-alignment`` draws it)."""
+    layer's, averaged over heads (as ``hf-s2s translate --plot-alignment`` draws it); with every layer's and head's
+    weights when they were asked for (:meth:`Engine.alignment`)."""
 
     source_tokens: list[str]
     target_tokens: list[str]
     weights: list[list[float]]  # (target tokens, source tokens), each row sums to 1
+    cross_attentions: list | None = None  # (decoder layers, heads, target tokens, source tokens)
+    encoder_attentions: list | None = None  # (encoder layers, heads, source tokens, source tokens); None: an RNN
 
 
 class Engine:
@@ -128,6 +131,12 @@ class Engine:
         if configs is not None:
             position_table = min((rows for rows in map(position_limit, configs) if rows is not None), default=None)
         self.position_table, self.max_position_embeddings = position_table, max_position_embeddings
+
+    @property
+    def config(self):
+        """The (first) model's config, for what a client is told of the model (``GET /models``); None for an export,
+        which has none."""
+        return self.configs[0] if self.configs is not None else None
 
     # -------------------------------------------------------------------------------------------- options
 
@@ -194,8 +203,9 @@ class Engine:
         raise ValueError(f"{self.label} gives no encoder attention; decode with the torch engine (--engine torch) for "
                          "it")
 
-    def alignment(self, sentence: str, options: DecodingOptions) -> Alignment:
-        """The alignment of ``sentence``'s best translation (:meth:`check_alignment` says where there is none)."""
+    def alignment(self, sentence: str, options: DecodingOptions, output_attentions: bool = False) -> Alignment:
+        """The alignment of ``sentence``'s best translation (:meth:`check_alignment` says where there is none), with
+        every layer's and head's weights if ``output_attentions``."""
         self.check_alignment()
         raise NotImplementedError
 
@@ -250,10 +260,15 @@ class TorchEngine(Engine):
             raise ValueError(f"encoder attention is one model's; got {len(self.names)} model folders")
         check_has_encoder_attention(self.configs[0], self.folder)
 
-    def alignment(self, sentence: str, options: DecodingOptions) -> Alignment:
-        best = {**options.generate_kwargs(), "num_return_sequences": 1}  # the translation translate() gives first
-        weights, source_tokens, target_tokens = alignment(self.model, self.tokenizer, sentence, **best)
-        return Alignment(source_tokens, target_tokens, weights.float().tolist())
+    def alignment(self, sentence: str, options: DecodingOptions, output_attentions: bool = False) -> Alignment:
+        best = {**options.generate_kwargs(), "num_return_sequences": 1}  # translate()'s first translation
+        found = attentions(self.model, self.tokenizer, sentence, **best)
+        result = Alignment(found.source_tokens, found.target_tokens, found.alignment().float().tolist())
+        if output_attentions:
+            result.cross_attentions = found.cross_attentions.float().tolist()
+            if found.encoder_attentions is not None:
+                result.encoder_attentions = found.encoder_attentions.float().tolist()
+        return result
 
 
 @dataclass

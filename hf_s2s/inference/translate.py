@@ -296,16 +296,31 @@ def _translate_batch(model, tokenizer, sources: list[list[int]], *, num_return_s
     return [[Hypothesis(texts[j], values[j]) for j in range(row * n, (row + 1) * n)] for row in range(len(sources))]
 
 
+@dataclass
+class Attentions:
+    """The attention weights that produced one sentence's translation, every layer and head, read from a
+    teacher-forced pass over the translation (:func:`attentions`)."""
+
+    source_tokens: list[str]  # S tokens, </s> included
+    target_tokens: list[str]  # T tokens: the translation after the decoder start token, </s> included if generated
+    cross_attentions: torch.Tensor  # (decoder layers, heads, T, S); the RNN family: one "layer" of its attention
+    encoder_attentions: torch.Tensor | None  # (encoder layers, heads, S, S); None where the encoder has none (RNN)
+
+    def alignment(self) -> torch.Tensor:
+        """(T, S): the last decoder layer's cross-attention averaged over heads, what :func:`alignment` returns."""
+        return self.cross_attentions[-1].mean(dim=0)
+
+
 @torch.no_grad()
-def alignment(model, tokenizer, sentence: str, *, num_beams: int | None = 1, max_new_tokens: int | None = None,
-              **generate_kwargs):
-    """Translate one sentence and return ``(weights, source_tokens, target_tokens)``, where ``weights`` is the
-    (target_len, source_len) cross-attention that produced each target token: the last decoder layer's,
-    averaged over heads. Other ``generate`` arguments (the length bound's) pass through. The sentence is read as
-    :func:`translate` reads it (cut to the source limit, with the warning). The weights come from a teacher-forced
-    pass over the generated translation, which gives the same attention as the decoding steps and works for every
-    model family. Only the eager kernel returns weights: a model using another is switched to eager for the pass and
-    switched back afterwards."""
+def attentions(model, tokenizer, sentence: str, *, num_beams: int | None = 1, max_new_tokens: int | None = None,
+               **generate_kwargs) -> Attentions:
+    """Translate one sentence and return every attention weight that produced its translation: the decoder's
+    cross-attention of each layer and head and, for the Transformer, the encoder's self-attention. Other ``generate``
+    arguments (the length bound's) pass through. The sentence is read as :func:`translate` reads it (cut to the source
+    limit, with the warning). The weights come from a teacher-forced pass over the generated translation, which gives
+    the same attention as the decoding steps (``generate(output_attentions=True)``) and works for every model family.
+    Only the eager kernel returns weights: a model using another is switched to eager for the pass and switched back
+    afterwards."""
     check_models_support([model.config], alignment=True)
     if max_new_tokens is not None:
         check_positions(max_new_tokens, position_limit(model.config), f"max_new_tokens {max_new_tokens}")
@@ -319,7 +334,20 @@ def alignment(model, tokenizer, sentence: str, *, num_beams: int | None = 1, max
         outputs = model(**batch, decoder_input_ids=sequences[:, :-1], output_attentions=True)
     if not outputs.cross_attentions:
         raise ValueError(f"{type(model).__name__} returned no cross-attention weights (attention_type 'none'?)")
-    weights = outputs.cross_attentions[-1][0].mean(dim=0)  # (tgt_len, src_len)
-    source_tokens = tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist())
-    target_tokens = target_side(tokenizer).convert_ids_to_tokens(sequences[0, 1:].tolist())
-    return weights, source_tokens, target_tokens
+    encoder = outputs.encoder_attentions
+    return Attentions(
+        source_tokens=tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist()),
+        target_tokens=target_side(tokenizer).convert_ids_to_tokens(sequences[0, 1:].tolist()),
+        cross_attentions=torch.stack(outputs.cross_attentions)[:, 0],  # (layers, heads, T, S)
+        encoder_attentions=torch.stack(encoder)[:, 0] if encoder else None,  # (layers, heads, S, S)
+    )
+
+
+def alignment(model, tokenizer, sentence: str, *, num_beams: int | None = 1, max_new_tokens: int | None = None,
+              **generate_kwargs):
+    """Translate one sentence and return ``(weights, source_tokens, target_tokens)``, where ``weights`` is the
+    (target_len, source_len) cross-attention that produced each target token: the last decoder layer's, averaged
+    over heads (:func:`attentions` has every layer and head)."""
+    found = attentions(model, tokenizer, sentence, num_beams=num_beams, max_new_tokens=max_new_tokens,
+                       **generate_kwargs)
+    return found.alignment(), found.source_tokens, found.target_tokens

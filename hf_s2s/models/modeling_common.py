@@ -1,12 +1,13 @@
 """Pieces shared by the hf_s2s modeling files: the label shift, the padding-free token packing, the output layer
-and its (label-smoothed) token-sum loss, clear errors for bad token ids, and the parts of the pretrained classes
-that both families share.
+and its (label-smoothed, optionally R-Drop-regularised) token-sum loss, clear errors for bad token ids, and the parts
+of the pretrained classes that both families share.
 
 Copied beside the modeling files into every saved model folder (``save_pretrained`` follows single-dot
 relative imports), so it must import nothing from hf_s2s.
 """
 
 import math
+from functools import partial
 from numbers import Real
 
 import torch
@@ -115,11 +116,61 @@ def seq2seq_loss(
     except IndexError:  # read the values only on the failure path: the forward stays free of host reads
         check_token_ids(flat_labels.masked_fill(flat_labels == -100, 0), logits.size(-1), "labels")
         raise
+    return per_label_token(loss, labels, num_items_in_batch)
+
+
+def per_label_token(loss_sum: torch.Tensor, labels: torch.Tensor,
+                    num_items_in_batch: int | torch.Tensor | None) -> torch.Tensor:
+    """A loss summed over label tokens, divided by ``num_items_in_batch`` (Trainer's count of the label tokens in the
+    whole accumulated, all-process batch), or without it by this batch's label tokens (labels != -100)."""
     if num_items_in_batch is None:
         num_items_in_batch = (labels != -100).sum()
     if torch.is_tensor(num_items_in_batch):
-        num_items_in_batch = num_items_in_batch.to(loss.device)
-    return loss / num_items_in_batch
+        num_items_in_batch = num_items_in_batch.to(loss_sum.device)
+    return loss_sum / num_items_in_batch
+
+
+def repeat_batch(encoder_outputs, cache, *tensors: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
+    """R-Drop's two passes as one forward (as the paper's fairseq code does): each of a training forward's batch-major
+    inputs twice, (B, ...) -> (2B, ...), rows B..2B-1 the second copy; None stays None. Dropout draws its masks per
+    element, so the two copies of a sentence go through independently dropped-out sub-models. Encoder outputs or a
+    cache, computed once for one copy, are refused: the encoder must run on both."""
+    if encoder_outputs is not None or cache is not None:
+        given = "encoder_outputs" if encoder_outputs is not None else "a cache"
+        raise ValueError(f"R-Drop (config.rdrop_alpha > 0) runs a training forward with labels twice, encoder "
+                         f"included, but it was given {given}; pass input_ids instead, or set config.rdrop_alpha = 0")
+    return tuple(None if tensor is None else torch.cat([tensor, tensor]) for tensor in tensors)
+
+
+def rdrop_loss(
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    num_items_in_batch: int | torch.Tensor | None,
+    label_smoothing: float,
+    rdrop_alpha: float,
+) -> torch.Tensor:
+    """R-Drop, Liang et al. 2021 (arXiv:2106.14448), on a batch repeated by :func:`repeat_batch`. Per label token,
+    with P1 and P2 the two passes' output distributions:
+
+        L = 1/2 [CE(P1) + CE(P2) + alpha * 1/2 (KL(P1 || P2) + KL(P2 || P1))]
+
+    The paper's training objective (the bracket: L_NLL + alpha L_KL) halved, so that the cross-entropy part is the
+    mean of the two passes (label-smoothed as :func:`seq2seq_loss`), on the scale of an ordinary run's loss (the
+    logged loss, and the gradient that ``max_grad_norm`` clips), while alpha keeps the paper's meaning (the KL
+    term's weight against the cross-entropy). Summed over the label tokens of both copies, divided by twice
+    ``num_items_in_batch`` (which counts one copy), so accumulation and several processes give one big batch's
+    loss, as for :func:`seq2seq_loss`.
+
+    logits: (2N, V) packed or (2B, T, V), the first half the first pass; labels: (2N,) or (2B, T), -100 ignored.
+    """
+    num_items = 2 * num_items_in_batch if num_items_in_batch is not None else None  # both copies' label tokens
+    cross_entropy = seq2seq_loss(logits, labels, num_items, label_smoothing)  # the mean of the two passes' CE
+    log_p1, log_p2 = logits.float().log_softmax(dim=-1).chunk(2)  # (N, V) or (B, T, V) each
+    # the paper's L_KL = 1/2 (KL(P1 || P2) + KL(P2 || P1)) = 1/2 sum_v (p1 - p2)(log p1 - log p2): one product
+    kl = 0.5 * ((log_p1.exp() - log_p2.exp()) * (log_p1 - log_p2)).sum(dim=-1)  # (N,) or (B, T)
+    kl_sum = kl.masked_fill(labels.chunk(2)[0].to(kl.device) == -100, 0.0).sum()  # over one copy's label tokens
+    # divided by both copies' count: the leading 1/2
+    return cross_entropy + rdrop_alpha * per_label_token(kl_sum, labels, num_items)
 
 
 def output_layer_and_loss(
@@ -129,17 +180,21 @@ def output_layer_and_loss(
     packing: TokenPacking | None,
     num_items_in_batch: int | torch.Tensor | None,
     label_smoothing: float,
+    rdrop_alpha: float = 0.0,
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """The output layer and the loss, shared by both families; returns (logits, loss).
 
     hidden_states: (B, T, H). With ``packing`` (``TokenPacking.through_last_label(labels)``: a training forward, the
     padding-free path) the output layer and the loss run on the packed positions only, and no logits are returned
-    (None: nothing else would be ordinary (B, T, V) logits); otherwise logits are (B, T, V)."""
+    (None: nothing else would be ordinary (B, T, V) logits); otherwise logits are (B, T, V). ``rdrop_alpha`` > 0:
+    the batch holds its sentences twice (:func:`repeat_batch`) and the loss is :func:`rdrop_loss`; the packed
+    positions of the two copies then fall in the same order into the two halves of (N, V)."""
+    loss_function = seq2seq_loss if not rdrop_alpha else partial(rdrop_loss, rdrop_alpha=rdrop_alpha)
     if packing is not None:
         logits = lm_head(packing.pack(hidden_states))  # (N, V)
-        return None, seq2seq_loss(logits, packing.pack(labels), num_items_in_batch, label_smoothing)
+        return None, loss_function(logits, packing.pack(labels), num_items_in_batch, label_smoothing)
     logits = lm_head(hidden_states)  # (B, T, V)
-    loss = seq2seq_loss(logits, labels, num_items_in_batch, label_smoothing) if labels is not None else None
+    loss = loss_function(logits, labels, num_items_in_batch, label_smoothing) if labels is not None else None
     return logits, loss
 
 

@@ -33,6 +33,7 @@ from .modeling_common import (
     is_capturing_graph,
     output_flags,
     output_layer_and_loss,
+    repeat_batch,
     shift_tokens_right,
 )
 from .transformers_compat import cache_argument, cache_output, output_cache
@@ -552,10 +553,18 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
         (Trainer passes it) or the token mean, smoothed by ``config.label_smoothing``. A training forward with
         labels runs the output layer on each row's positions up to its last label only (padding-free, see
         ``output_layer_and_loss``) and returns the loss without logits; otherwise logits are (B, T, V). Scheduled
-        sampling reads the output layer too (the decoder's ``scheduled_sampling``). The cache is also accepted as
+        sampling reads the output layer too (the decoder's ``scheduled_sampling``). With ``config.rdrop_alpha`` > 0 a
+        training forward with labels runs the batch twice (R-Drop, ``modeling_common.rdrop_loss``): its outputs
+        other than the loss cover 2B rows, the second copy after the first. The cache is also accepted as
         ``past_key_values``."""
         cache = cache_argument(cache, kwargs)
         packing = None
+        rdrop_alpha = self.config.rdrop_alpha if self.training and labels is not None else 0.0
+        if rdrop_alpha:  # (B, ...) -> (2B, ...): the two passes of R-Drop in one
+            (input_ids, attention_mask, decoder_input_ids, decoder_attention_mask, inputs_embeds,
+             decoder_inputs_embeds, labels) = repeat_batch(
+                encoder_outputs, cache, input_ids, attention_mask, decoder_input_ids, decoder_attention_mask,
+                inputs_embeds, decoder_inputs_embeds, labels)
         if labels is not None:
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
@@ -570,9 +579,8 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
             inputs_embeds=inputs_embeds, decoder_inputs_embeds=decoder_inputs_embeds,
             output_layer=self.lm_head if self.model.decoder.scheduled_sampling else None,
         )
-        logits, loss = output_layer_and_loss(
-            self.lm_head, outputs.last_hidden_state, labels, packing, num_items_in_batch, self.config.label_smoothing
-        )
+        logits, loss = output_layer_and_loss(self.lm_head, outputs.last_hidden_state, labels, packing,
+                                             num_items_in_batch, self.config.label_smoothing, rdrop_alpha)
         return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,

@@ -10,11 +10,14 @@ otherwise fail, or decode wrongly, on every request.
   the model was saved with. A generation_config.json that names no decoder start token or no end token: every
   request would fail in ``generate()``.
 
-No optional dependency here, so that the command checks folders before it needs the serve extra's packages.
+No optional dependency here (the config is read with transformers, as every command reads it), so that the command
+checks folders before it needs the serve extra's packages.
 """
 
 import json
 from pathlib import Path
+
+from ..models.loading import load_config
 
 # The JSON files of a saved folder that loading reads.
 JSON_FILES = ("config.json", "generation_config.json", "tokenizer_config.json", "tokenizer.json")
@@ -34,6 +37,7 @@ def check_model_folder(folder: str | Path) -> None:
     files = {name: _read_json_object(folder / name) for name in JSON_FILES if (folder / name).is_file()}
     if "config.json" not in files:
         return  # the loader says the folder holds no config.json
+    load_config(folder)  # a folder that needs code of its own to load is named as such, whatever else it lacks
     generation = files.get("generation_config.json")
     if generation is None:
         raise ValueError(f"{folder} holds no generation_config.json: transformers would decode with its generic "

@@ -140,11 +140,19 @@ class SelectionArguments:
 
 @dataclass
 class TrainingArguments(Seq2SeqTrainingArguments):
-    """transformers' ``Seq2SeqTrainingArguments``, and what the job adds about the run as a whole."""
+    """transformers' ``Seq2SeqTrainingArguments``, and what the job adds about the run as a whole and its loss."""
 
     recipe: str | None = field(
         default=None,
         metadata={"help": "a named recipe shipped in hf_s2s/training/recipes/ (or a JSON file): defaults for every argument"},
+    )
+    rdrop_alpha: float = field(
+        default=0.0,
+        metadata={"help": "R-Drop (Liang et al. 2021): each training batch runs twice with independent dropout, and "
+                          "the loss adds this weight x the symmetric KL between the two passes' output distributions "
+                          "to the mean of their (label-smoothed) cross-entropies; 0 is off. The paper's weight for "
+                          "IWSLT14 de-en is 5. A step costs more than twice the compute and about twice the "
+                          "activation memory (docs/training.md)"},
     )
     overwrite_output_dir: bool = field(
         default=False,

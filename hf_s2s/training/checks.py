@@ -3,6 +3,7 @@ tokenizer training, training, test decoding), so that a bad flag costs seconds, 
 flag, the value and what is allowed.
 """
 
+import math
 from pathlib import Path
 
 from ..data import corpus as data_lib
@@ -54,6 +55,9 @@ def check_arguments(model_args: ModelArguments, data_args: DataArguments, decodi
                          f"checkpoint is kept besides the newest), got {training_args.save_total_limit}")
     if selection_args.ema_decay is not None:
         check_ema_decay(selection_args.ema_decay)
+    if not 0.0 <= training_args.rdrop_alpha < math.inf:
+        raise ValueError(f"--rdrop_alpha (the weight of R-Drop's KL term) must be a finite number >= 0 (0: off), got "
+                         f"{training_args.rdrop_alpha}")
     for flag, limit in (("--max_train_samples", data_args.max_train_samples),
                         ("--max_eval_samples", data_args.max_eval_samples),
                         ("--max_test_samples", data_args.max_test_samples)):
@@ -75,6 +79,9 @@ def check_arguments(model_args: ModelArguments, data_args: DataArguments, decodi
     if bound and config.model_type not in FAMILIES:
         raise ValueError(f"{' / '.join(LENGTH_BOUND_FLAGS)} set the length bound of the {list(FAMILIES)} families; "
                          f"a {config.model_type} model has none")
+    if training_args.rdrop_alpha and config.model_type not in FAMILIES:
+        raise ValueError(f"--rdrop_alpha is computed by the loss of the {list(FAMILIES)} families; a "
+                         f"{config.model_type} model's loss has no R-Drop term: leave --rdrop_alpha out")
     if getattr(config, "position_embedding_type", None) == "learned":
         for flag, length in (("--generation_max_length", training_args.generation_max_length),
                              ("--max_source_length", data_args.max_source_length),

@@ -60,7 +60,7 @@ from .run_dir import (
     tokenizer_arguments_match,
 )
 from .selection import AVERAGED_FOLDER, Selection, select_weights
-from .trainer import CountingSeq2SeqTrainer, smooth_labels_in_model
+from .trainer import CountingSeq2SeqTrainer, move_loss_into_model
 
 logger = logging.getLogger(__name__)
 
@@ -208,7 +208,7 @@ def prepare_model(model_args: ModelArguments, decoding_args: DecodingArguments, 
 def build_trainer(model, tokenizer, corpus, args: JobArguments, callbacks: list | None = None
                   ) -> CountingSeq2SeqTrainer:
     """The tokenized corpus and the trainer around ``model``: early stopping when the best checkpoint is kept, the EMA
-    of the weights when asked for, ``callbacks`` besides, and label smoothing in the model's own loss."""
+    of the weights when asked for, ``callbacks`` besides, and label smoothing and R-Drop in the model's own loss."""
     data_args, selection_args, training_args = args.data, args.selection, args.training
     with training_args.main_process_first(desc="tokenize"):
         tokenized = data_lib.tokenize_corpus(
@@ -230,7 +230,7 @@ def build_trainer(model, tokenizer, corpus, args: JobArguments, callbacks: list 
         compute_metrics=build_compute_metrics(tokenizer), callbacks=callbacks,
         max_tokens_per_batch=data_args.max_tokens_per_batch,
     )
-    smooth_labels_in_model(trainer)
+    move_loss_into_model(trainer)
     return trainer
 
 
@@ -324,8 +324,8 @@ def evaluate_test_set(model, tokenizer, test_pairs, data_args: DataArguments, de
 
 # The training arguments results.json (and so the model card) records.
 RECORDED_TRAINING_ARGUMENTS = ("learning_rate", "num_train_epochs", "per_device_train_batch_size",
-                               "label_smoothing_factor", "lr_scheduler_type", "warmup_steps", "seed", "adam_beta2",
-                               "weight_decay")
+                               "label_smoothing_factor", "rdrop_alpha", "lr_scheduler_type", "warmup_steps", "seed",
+                               "adam_beta2", "weight_decay")
 
 
 def collect_results(trainer, num_parameters: int, training: Training, selection: Selection,

@@ -3,6 +3,7 @@ batches in an order that a resumed run repeats (length-grouped sentences, or tok
 pipeline suite trains with it too.
 """
 
+import logging
 from functools import partial
 
 import torch
@@ -12,6 +13,8 @@ from transformers.trainer_utils import seed_worker
 
 from ..data.sampling import LengthGroupedEpochSampler, TokenBudgetBatchSampler
 from ..models.families import FAMILIES
+
+logger = logging.getLogger(__name__)
 
 
 def check_token_budget_batching(training_args: Seq2SeqTrainingArguments) -> None:
@@ -23,15 +26,29 @@ def check_token_budget_batching(training_args: Seq2SeqTrainingArguments) -> None
                          f"combined with --accelerator_config {sorted(split)} (process 0 cutting batches up)")
 
 
-def smooth_labels_in_model(trainer: Seq2SeqTrainer) -> None:
-    """Move Trainer's label smoothing into the model (``config.label_smoothing``, the same loss as Trainer's
-    ``LabelSmoother``): with its own smoothing on, Trainer pops the labels before calling the model, which then never
-    runs its padding-free loss path. The training arguments keep the factor, so what is saved and reported says it.
-    Another family's model (fine-tuning a MarianMT, say) has no such field: Trainer keeps smoothing for it."""
+def move_loss_into_model(trainer: Seq2SeqTrainer) -> None:
+    """Move the loss options into the model's config, whose forward computes the loss from the labels:
+
+    - Trainer's label smoothing (``config.label_smoothing``, the same loss as Trainer's ``LabelSmoother``): with its
+      own smoothing on, Trainer pops the labels before calling the model, which then never runs its padding-free loss
+      path. The training arguments keep the factor, so what is saved and reported says it.
+    - R-Drop's weight, ``--rdrop_alpha`` (``config.rdrop_alpha``; 0 leaves the loss as it was): the model repeats the
+      batch itself, so the padding-free path, label smoothing and Trainer's ``num_items_in_batch`` all apply.
+
+    Another family's model (fine-tuning a MarianMT, say) has no such fields: Trainer keeps smoothing for it, and
+    ``check_arguments`` refuses R-Drop for it."""
     if trainer.model.config.model_type not in FAMILIES:
         return
-    trainer.model.config.label_smoothing = trainer.args.label_smoothing_factor
+    config = trainer.model.config
+    config.label_smoothing = trainer.args.label_smoothing_factor
     trainer.label_smoother = None
+    config.rdrop_alpha = getattr(trainer.args, "rdrop_alpha", 0.0)  # transformers' own arguments have no such field
+    dropout = any(value for name, value in config.to_dict().items() if name.endswith("dropout"))
+    scheduled_sampling = getattr(config, "teacher_forcing_ratio", 1.0) < 1.0  # the RNN's: random decoder inputs
+    if config.rdrop_alpha and not (dropout or scheduled_sampling):
+        logger.warning("--rdrop_alpha %s with no dropout in the model: both passes of each batch are the same, the KL "
+                       "term is 0, and each step costs about twice as much for nothing; set a dropout in "
+                       "--model_config", config.rdrop_alpha)
 
 
 class CountingSeq2SeqTrainer(Seq2SeqTrainer):
@@ -119,4 +136,4 @@ class CountingSeq2SeqTrainer(Seq2SeqTrainer):
         super()._issue_warnings_after_load(load_result._replace(missing_keys=missing))
 
 
-__all__ = ["CountingSeq2SeqTrainer", "check_token_budget_batching", "smooth_labels_in_model"]
+__all__ = ["CountingSeq2SeqTrainer", "check_token_budget_batching", "move_loss_into_model"]
