@@ -132,6 +132,17 @@ def check_length_bound(max_len_a, max_len_b, complete: bool = True, names: tuple
                          "set max_len_a or max_len_b above 0, or both to None for no bound")
 
 
+def check_length_bound_flags(max_len_a, max_len_b, flags: tuple[str, str], complete: bool = False) -> None:
+    """:func:`check_length_bound` on a command line's values, each error naming the flags (``flags``): an upper limit
+    by its own flag, the others prefixed with both."""
+    try:
+        check_length_bound(max_len_a, max_len_b, complete=complete, names=flags)
+    except ValueError as error:
+        if str(error).startswith(flags):
+            raise
+        raise ValueError(f"{flags[0]}/{flags[1]}: {error}") from None
+
+
 def check_positions(new_tokens: int, position_limit: int | None, given: str, model: str = "the model") -> None:
     """Refuse more new tokens than a learned position table holds: the decoder embeds the start token and every
     generated token but the last. ``given`` says where ``new_tokens`` comes from, ``model`` names the model."""
@@ -180,8 +191,11 @@ def check_values(values: dict, complete: bool = True) -> None:
     if values.get("early_stopping") not in (None, True, False, "never"):
         raise ValueError(f"early_stopping must be True, False or 'never', got {values['early_stopping']!r}")
     max_len_a, max_len_b = values.get("max_len_a"), values.get("max_len_b")
-    check_length_bound(max_len_a, max_len_b, complete=complete or None not in (max_len_a, max_len_b),
-                       names=BOUND if complete else (FLAGS["max_len_a"], FLAGS["max_len_b"]))
+    if complete:
+        check_length_bound(max_len_a, max_len_b)
+    else:
+        check_length_bound_flags(max_len_a, max_len_b, (FLAGS["max_len_a"], FLAGS["max_len_b"]),
+                                 complete=None not in (max_len_a, max_len_b))
     do_sample = bool(values.get("do_sample"))
     default = 1 if complete else None  # generate()'s beam count and hypotheses per sentence; else not known yet
     num_beams, num_return_sequences = (default if values.get(name) is None else values[name]

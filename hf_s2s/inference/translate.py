@@ -24,7 +24,7 @@ from .decoding import (
     OPTIONS,
     SETTINGS,
     DecodingOptions,
-    check_length_bound,
+    check_length_bound_flags,
     check_positions,
     decode_lines,
     encode_lines,
@@ -57,12 +57,7 @@ def length_bound_arguments(max_len_a: float | None, max_len_b: int | None, no_le
     generation config): the values given (None: not given, the model's generation config keeps its own), or None for
     both when the bound is turned off."""
     call = length_bound_call(max_len_a, max_len_b, no_length_bound, flags)
-    try:
-        check_length_bound(max_len_a, max_len_b, complete=len(call) == 2 and not no_length_bound, names=flags[:2])
-    except ValueError as error:
-        if str(error).startswith(flags[:2]):  # an upper limit, named by its own flag
-            raise
-        raise ValueError(f"{flags[0]}/{flags[1]}: {error}") from None
+    check_length_bound_flags(max_len_a, max_len_b, flags[:2], complete=len(call) == 2 and not no_length_bound)
     return call
 
 
