@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from datasets import Dataset
+from datasets import Dataset, Features, IterableDataset, Sequence, Value
 from safetensors.torch import load_file
 from transformers import GenerationConfig
 
@@ -209,6 +209,19 @@ def test_a_tokenizer_that_does_not_fit_the_corpus_is_named_and_refused_when_most
     else:
         said = check_tokenizer_covers_corpus(tokenized, tokenizer, str(folder))
         assert said is expected or expected in said
+
+
+def test_a_streamed_split_is_not_read_for_the_coverage_check():
+    """Reading a stream's column reads the whole stream (a corpus streamed because it is large): the check leaves
+    streams alone, and this stream fails the test if anything reads it."""
+    def rows():
+        raise AssertionError("the coverage check read the stream")
+        yield  # a generator
+
+    stream = IterableDataset.from_generator(rows, features=Features({"input_ids": Sequence(Value("int64")),
+                                                                      "labels": Sequence(Value("int64"))}))
+    assert stream.column_names == ["input_ids", "labels"]  # what the check once took for an in-memory split
+    assert check_tokenizer_covers_corpus(stream, None, "given") is None  # no tokenizer is read either
 
 
 @pytest.mark.slow

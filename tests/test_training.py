@@ -30,7 +30,7 @@ from hf_s2s.training.checkpoints import average_checkpoints, find_checkpoints
 from hf_s2s.training.run import RECIPES_DIR, load_recipe, parse_args, run
 from hf_s2s.training.run_dir import hypotheses_path
 from tests.helpers import TINY
-from tests.runs import CrashAt, ForceBestMetric, tiny_args, tiny_argv
+from tests.runs import CrashAt, ForceBestMetric, steps_of_one_stream_pass, tiny_args, tiny_argv
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -117,17 +117,24 @@ def step_losses(checkpoint: Path) -> list[float]:
 RDROP = ("--rdrop_alpha", "5")
 
 
+# the first 128 pairs streamed in windows of 100 pairs and batches of 400 tokens
+STREAMED_BUDGET = ("--streaming", "true", "--max_tokens_per_batch", "400", "--streaming_window_pairs", "100",
+                   "--max_train_samples", "128")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("model_type", "flags"), [
     ("transformer_seq2seq", ()), ("transformer_seq2seq", ("--max_tokens_per_batch", "400")),
-    ("transformer_seq2seq", ("--max_tokens_per_batch", "400", *RDROP)), ("rnn_seq2seq", RDROP),
-], ids=["group_by_length", "tokens", "tokens-rdrop", "rnn-rdrop"])
+    ("transformer_seq2seq", STREAMED_BUDGET), ("transformer_seq2seq", ("--max_tokens_per_batch", "400", *RDROP)),
+    ("rnn_seq2seq", RDROP),
+], ids=["group_by_length", "tokens", "streamed tokens", "tokens-rdrop", "rnn-rdrop"])
 def test_resumed_run_ends_with_the_same_weights_as_an_uninterrupted_one(tmp_path, model_type, flags):
     # 256 pairs in batches of 32 (or of 400 tokens): 8 (10) steps an epoch. The run is killed at step 14 and
     # resumed from step 12, in its SECOND epoch: the epoch's shuffle must not depend on the random state that
     # epoch 1 left behind (dropout draws), which a resumed run does not replay. Bit for bit: one process, the
     # same batches in the same order and the same restored random state make the same float operations; with
-    # R-Drop, the dropout masks of both passes of each batch too.
+    # R-Drop, the dropout masks of both passes of each batch too. Streamed, the second pass through the stream:
+    # the resumed run reads the stream again from its start.
     common = (*flags, "--eval_strategy", "no", "--save_strategy", "steps", "--save_steps", "4",
               "--max_steps", "16", "--load_best_model_at_end", "false", "--test_num_beams", "1", "--model_config",
               json.dumps({**TINY[model_type], "dropout": 0.1}))
@@ -135,7 +142,10 @@ def test_resumed_run_ends_with_the_same_weights_as_an_uninterrupted_one(tmp_path
     with pytest.raises(KeyboardInterrupt):
         run(*tiny_args(tmp_path / "killed", model_type, *common), callbacks=[CrashAt(14)])
     assert not (tmp_path / "killed" / "checkpoint-16").exists()
-    assert 1 < json.loads((tmp_path / "killed" / "checkpoint-12" / "trainer_state.json").read_text())["epoch"] < 2
+    if flags == STREAMED_BUDGET:
+        assert steps_of_one_stream_pass(tmp_path / "straight" / "tokenizer", 128, 400, window=100) < 12
+    else:
+        assert 1 < json.loads((tmp_path / "killed" / "checkpoint-12" / "trainer_state.json").read_text())["epoch"] < 2
     run(*tiny_args(tmp_path / "killed", model_type, *common,
                    "--resume_from_checkpoint", str(tmp_path / "killed" / "checkpoint-12")))
     straight = load_file(tmp_path / "straight" / "model" / "model.safetensors")

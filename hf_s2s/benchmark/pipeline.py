@@ -29,7 +29,7 @@ from ..models.modeling_transformer_seq2seq import TransformerSeq2SeqForCondition
 from ..training.arguments import TrainingArguments, default_training_arguments, load_recipe
 from ..training.trainer import CountingSeq2SeqTrainer, move_loss_into_model
 from .builders import build_marian
-from .measure import median, multi30k_dir, set_threads
+from .measure import median, multi30k_dir, set_threads, status_mb
 
 RECIPE = "transformer_small"  # the README's main job
 MAIN_JOB = "hf_s2s (main job)"
@@ -118,15 +118,6 @@ def bench_pipeline(settings, length_pairs=None) -> dict:
             "tokens_per_run": trained, "models": models}
 
 
-def _status_mb(field: str) -> float:
-    """A memory figure of this process from /proc/self/status (VmRSS: now; VmHWM: the peak), in MB."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024  # kB
-    raise RuntimeError(f"/proc/self/status has no {field}")
-
-
 def _pipeline_memory_probe(settings, name: str) -> dict:
     """Runs in a fresh process: the pipeline of one model. Resident memory before training, the peak while
     training (the high-water mark is reset first, so corpus loading and tokenizer training do not count), and the
@@ -135,11 +126,11 @@ def _pipeline_memory_probe(settings, name: str) -> dict:
     tokenizer, train_dataset = pipeline_dataset(settings)
     with tempfile.TemporaryDirectory() as output_dir:
         trainer = pipeline_trainer(name, settings, tokenizer, train_dataset, output_dir)
-        setup_peak, before = _status_mb("VmHWM"), _status_mb("VmRSS")
+        setup_peak, before = status_mb("VmHWM"), status_mb("VmRSS")
         with open("/proc/self/clear_refs", "w") as clear_refs:
             clear_refs.write("5")  # Linux: reset the peak resident set (VmHWM) to the current one
         trainer.train()
-        training_peak = _status_mb("VmHWM")
+        training_peak = status_mb("VmHWM")
     return {"rss_before_training_mb": before, "peak_rss_training_mb": training_peak,
             "peak_rss_growth_mb": training_peak - before,
             "peak_rss_process_mb": max(setup_peak, training_peak)}

@@ -1,5 +1,6 @@
 """The benchmark's markdown tables, built from the JSON report of ``run_benchmark``."""
 
+from .scaling import scaling_table
 from .serving import serving_table
 
 
@@ -125,6 +126,8 @@ def to_markdown(report: dict) -> str:
         lines.append("")
     if "serving" in report:
         lines += serving_table(report)
+    if "scaling" in report:
+        lines += scaling_table(report)
     lines += ["**Targets**", ""]
     lines += _table(["target", "met"], [[k, "yes" if v else "no"] for k, v in summary["targets"].items()])
     return "\n".join(lines) + "\n"

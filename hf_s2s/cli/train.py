@@ -56,7 +56,8 @@ def main(argv=None, prog=None):
     try:  # a refused flag or output folder is one line, before anything is read or trained
         job = parse_args(argv, prog=prog)
         check_arguments(*job)
-    except (OSError, ValueError) as error:  # argument parsing and checks only: every such error is the user's
+    except (ImportError, OSError, ValueError) as error:  # parsing and checks only (a missing optional package too):
+        # every such error is the user's
         sys.exit(f"error: {error}")
     try:
         results = run(*job, arguments_checked=True, command=typed_command(argv, prog))

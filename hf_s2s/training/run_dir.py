@@ -215,6 +215,7 @@ def run_inputs(model_args, data_args, training_args) -> dict[str, str]:
     dataset = data_args.dataset
     named = {"--model_name_or_path": model_args.model_name_or_path,
              "--tokenizer_name_or_path": model_args.tokenizer_name_or_path,
+             "--target_tokenizer_name_or_path": model_args.target_tokenizer_name_or_path,
              "--recipe": training_args.recipe, "--data_dir": data_args.data_dir,
              "--deepspeed": training_args.deepspeed if isinstance(training_args.deepspeed, str) else None}
     if dataset == "multi30k" and data_args.data_dir is None:
@@ -319,8 +320,9 @@ def tokenizer_arguments_match(tokenizer_dir: str | Path, arguments: dict) -> boo
             f"trained with {arguments}; to use it as it is, pass --tokenizer_name_or_path {tokenizer_dir}"
         )
     recorded = json.loads(record.read_text())
-    differences = [f"{key}: {recorded.get(key)!r} there, {value!r} now" for key, value in arguments.items()
-                   if recorded.get(key) != value]
+    differences = [f"{key}: {recorded.get(key)!r} there, {arguments.get(key)!r} now"
+                   for key in [*arguments, *(key for key in recorded if key not in arguments)]
+                   if recorded.get(key) != arguments.get(key)]
     if differences:
         raise ValueError(
             f"the tokenizer in {tokenizer_dir} was trained with other arguments than this run asks for "
