@@ -114,8 +114,9 @@ def main(argv=None, prog=None):
         # command line alone shows, then what the folders' files show (the engine opened, its options completed)
         check_call(**call, max_len_a=args.max_len_a, max_len_b=args.max_len_b)
         check_count("batch_size", args.batch_size)
-        bound = length_bound_call(args.max_len_a, args.max_len_b, args.no_length_bound,
-                                  (FLAGS["max_len_a"], FLAGS["max_len_b"], FLAGS["no_length_bound"]))
+        # --no-length-bound beside a bound value, named by the flags (engine.options takes the three as they are)
+        length_bound_call(args.max_len_a, args.max_len_b, args.no_length_bound,
+                          (FLAGS["max_len_a"], FLAGS["max_len_b"], FLAGS["no_length_bound"]))
         if (args.layer is not None or args.head is not None) and not args.plot_encoder_attention:
             raise ValueError("--layer and --head choose what --plot-encoder-attention draws; give it a PNG path")
         if plotting and len(args.model) > 1:
@@ -137,7 +138,8 @@ def main(argv=None, prog=None):
             engine.check_encoder_attention()
             config = engine.configs[0]
             check_layer_and_head(config.encoder_layers, config.encoder_attention_heads, args.layer, args.head)
-        options = engine.options(**call, **bound)
+        options = engine.options(**call, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
+                                 no_length_bound=args.no_length_bound)
         engine.load()
     except (ImportError, OSError, ValueError) as error:
         sys.exit(f"error: {error}")
