@@ -53,7 +53,7 @@ LENGTHS = {
     "config max_new_tokens over the call's max_length": ({"max_new_tokens": 4}, {"max_length": 9}),
     "call max_new_tokens over config max_new_tokens": ({"max_new_tokens": 4}, {"max_new_tokens": 7}),
     "call max_new_tokens over config max_length": ({"max_length": 6}, {"max_new_tokens": 9}),
-    "neither: generate()'s 20": ({"max_length": None}, {}),
+    "neither: the family's max_length 128": ({"max_length": None}, {}),
     "config min_length": ({"min_length": 5, "max_new_tokens": 9}, {}),
     "config min_new_tokens over its min_length": ({"min_length": 7, "min_new_tokens": 2, "max_new_tokens": 9}, {}),
     "config min_new_tokens over the call's min_length": ({"min_new_tokens": 2, "max_new_tokens": 9}, {"min_length": 7}),
@@ -75,8 +75,9 @@ def test_lengths_resolve_as_generate_decodes_them(case):
 
 
 def test_generates_default_length_is_cut_to_the_position_table():
-    """Without max_length or max_new_tokens, generate() decodes 20 new tokens, or up to max_position_embeddings
-    decoder positions when that is fewer (here a learned table of 8)."""
+    """Without max_length or max_new_tokens, generate() decodes the family's 127 new tokens (max_length
+    128), or up to max_position_embeddings decoder positions when that is fewer (here a learned table of
+    8)."""
     model = random_tiny_model("transformer_seq2seq", 30, seed=1, position_embedding_type="learned",
                               max_position_embeddings=8)
     model.generation_config.update(max_length=None, max_len_a=None, max_len_b=None)

@@ -198,7 +198,8 @@ CASES = {
     "as saved": ({}, (), None),
     "max_new_tokens over max_length": ({"max_new_tokens": 3}, (), None),
     "max_length": ({"max_length": 5}, (), None),
-    "no length and no bound: generate()'s 20": ({"max_length": None, "max_len_a": None, "max_len_b": None}, (), None),
+    "no length and no bound: the family's 128": (
+        {"max_length": None, "max_len_a": None, "max_len_b": None}, (), None),
     "min_length": ({"min_length": 4, "max_new_tokens": 6}, (), None),
     "min_new_tokens over min_length": ({"min_length": 6, "min_new_tokens": 2, "max_new_tokens": 7}, (), None),
     "a binding length bound": ({"max_len_a": 0.5, "max_len_b": 2}, (), None),

@@ -17,7 +17,7 @@ import hf_s2s.data.corpus
 from hf_s2s.cli import run_command
 from hf_s2s.importers import convert
 from hf_s2s.models.loading import load_tokenizer
-from hf_s2s.training.checks import check_tokenizer_covers_corpus
+from hf_s2s.training.checks import check_arguments, check_tokenizer_covers_corpus
 from hf_s2s.training.generation_settings import settle_generation_configs
 from hf_s2s.training.run import parse_args
 from hf_s2s.training.run_dir import hypotheses_path
@@ -183,6 +183,52 @@ def test_what_fine_tuning_would_ignore_or_cannot_use_is_one_error_line_before_th
         run_command("train", train_args(out, "--model_name_or_path", str(folder), *flags))
     assert str(refused.value.code).startswith(message.format(folder=folder)), refused.value.code
     assert not out.exists()
+
+
+# How the refusal of given tokenizer arguments ends when fine-tuning.
+KEEPS_ITS_TOKENIZER = ("the run uses the tokenizer of --model_name_or_path {folder} as it is and trains "
+                       "none; a fine-tuned model keeps the tokenizer it was trained with: leave them out (a "
+                       "--recipe's count too)")
+
+
+@pytest.mark.parametrize(("flags", "family", "message"), [
+    (["--model_type", "transformer_seq2seq"], "rnn_seq2seq",  # the default, given
+     "error: --model_type 'transformer_seq2seq', but --model_name_or_path {folder} is a 'rnn_seq2seq' model, "
+     "and a fine-tuned model keeps its folder's config: leave out --model_type (a --recipe's counts too), or "
+     "train a new model without --model_name_or_path"),
+    (["--recipe", "transformer_small"], "rnn_seq2seq",
+     "error: --model_type 'transformer_seq2seq', but --model_name_or_path {folder} is a 'rnn_seq2seq' model"),
+    (["--vocab_size", "8000"], "transformer_seq2seq",  # the default, given
+     "error: --vocab_size 8000 (the tokenizer's: 280): " + KEEPS_ITS_TOKENIZER),
+    (["--tokenizer_type", "unigram", "--vocab_size", "300"], "transformer_seq2seq",
+     "error: --vocab_size 300 (the tokenizer's: 280), --tokenizer_type 'unigram' (the tokenizer's: 'bpe'): "
+     + KEEPS_ITS_TOKENIZER),
+    (["--model_type", "transformer_seq2seq", "--tokenizer_type", "bpe"],  # as the folder has them
+     "transformer_seq2seq", None),
+    (["--vocab_size", "8000"], None,
+     "error: --vocab_size 8000 (the tokenizer's: 280): the run uses the tokenizer of "
+     "--tokenizer_name_or_path {folder} as it is and trains none; leave them out, or leave out "
+     "--tokenizer_name_or_path to train a tokenizer with them (a --recipe's count too)"),
+], ids=["model_type", "recipe", "vocab_size", "both", "agreeing", "tokenizer_name_or_path"])
+def test_a_model_type_vocab_size_or_tokenizer_type_given_against_the_folder_is_refused_naming_both(
+        tmp_path, monkeypatch, flags, family, message):
+    """--model_type, --vocab_size and --tokenizer_type have defaults, and were ignored without a word when
+    fine-tuning (and the tokenizer's two with a given tokenizer), whatever was given. Given (on the command
+    line, even at their default values, or by a --recipe) against the folder, they are refused before the
+    corpus is read, naming the folder's value and the given one; given as the folder has them, they are fine
+    (train_args gives --vocab_size 280, the tiny tokenizer's size, to every case)."""
+    folder = save_tiny_model_folder(tmp_path / "saved", family or "transformer_seq2seq")
+    given = ["--model_name_or_path", str(folder)] if family else ["--tokenizer_name_or_path", str(folder)]
+    monkeypatch.setattr(hf_s2s.data.corpus, "load_translation_corpus",
+                        lambda *a, **k: pytest.fail("corpus read"))
+    argv = train_args(tmp_path / "run", *given, *flags)
+    if message is None:
+        check_arguments(*parse_args(argv))
+        return
+    with pytest.raises(SystemExit) as refused:
+        run_command("train", argv)
+    assert str(refused.value.code).startswith(message.format(folder=folder)), refused.value.code
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize(("written", "expected"), [

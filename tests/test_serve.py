@@ -13,6 +13,7 @@ import collections
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import threading
@@ -32,6 +33,7 @@ from hf_s2s.inference.engines import TorchEngine, load_engine  # noqa: E402
 from hf_s2s.inference.translate import alignment, translate  # noqa: E402
 from hf_s2s.serving.app import create_app  # noqa: E402
 from hf_s2s.serving.config import BatchingConfig, RequestLimits  # noqa: E402
+from hf_s2s.serving.folders import check_model_folder  # noqa: E402
 from hf_s2s.serving.server import serve_in_thread  # noqa: E402
 from tests.saved_folders import TEXTS, save_tiny_model_folder  # noqa: E402
 from tests.server_process import start_server_process  # noqa: E402
@@ -571,13 +573,29 @@ def test_health_models_metrics_and_openapi_docs(server):
     assert "num_return_sequences" in request and request["output_attentions"]["default"] is False
 
 
+def without_generation_config(folder: Path, copy: Path) -> Path:
+    """A copy of ``folder`` without generation_config.json, as written by hand with save_pretrained of the
+    config and weights alone."""
+    shutil.copytree(folder, copy)
+    (copy / "generation_config.json").unlink()
+    return copy
+
+
+def drop_end_token(folder: Path) -> None:
+    """No generation_config.json and a config.json without eos_token_id: the generation config transformers
+    builds from it names no end token."""
+    (folder / "generation_config.json").unlink()
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "eos_token_id": None}))
+
+
 def test_serve_command_refuses_folders_it_cannot_serve_in_one_line(folders, tmp_path):
-    """Folders written by someone else: a damaged JSON file, no generation config (transformers would decode with
-    20 tokens at most), one without the tokens generate() needs, a default beam count over --max-beams. Each is one
-    error line naming the file or option; the host cannot be listened on, so a folder that is not refused fails the
-    test at once instead of serving."""
+    """Folders written by someone else: a damaged JSON file, a generation config (or, without one, the
+    config.json transformers builds it from) without the tokens generate() needs, a default beam count over
+    --max-beams. Each is one error line naming the file or option; the host cannot be listened on, so a folder
+    that is not refused fails the test at once instead of serving."""
     broken = {}
-    for name, change in [("no_generation_config", lambda f: (f / "generation_config.json").unlink()),
+    for name, change in [("no_end_token_in_config", drop_end_token),
                          ("damaged_generation_config", lambda f: (f / "generation_config.json").write_text('{"a": ')),
                          ("config_a_list", lambda f: (f / "config.json").write_text("[]")),
                          ("damaged_tokenizer", lambda f: (f / "tokenizer.json").write_text("xx")),
@@ -586,7 +604,7 @@ def test_serve_command_refuses_folders_it_cannot_serve_in_one_line(folders, tmp_
                              {**json.loads((f / "generation_config.json").read_text()), "num_beams": 3})))]:
         broken[name] = save_tiny_model_folder(tmp_path / name, "transformer_seq2seq")
         change(broken[name])
-    for arguments, named in [([str(broken["no_generation_config"])], "holds no generation_config.json"),
+    for arguments, named in [([str(broken["no_end_token_in_config"])], "config.json names no eos_token_id"),
                              ([str(broken["damaged_generation_config"])], "generation_config.json is not valid JSON"),
                              ([str(broken["config_a_list"])], "config.json holds a JSON list, not an object"),
                              ([str(broken["damaged_tokenizer"])], "tokenizer.json is not valid JSON"),
@@ -595,6 +613,21 @@ def test_serve_command_refuses_folders_it_cannot_serve_in_one_line(folders, tmp_
         with pytest.raises(SystemExit) as exit_info:
             run_command("serve", [*arguments, "--host", "256.0.0.1", "--port", "0"])
         assert str(exit_info.value.code).startswith("error: ") and named in str(exit_info.value.code), arguments
+
+
+def test_a_folder_without_generation_config_is_served_as_with_the_default_one(folders, engines, tmp_path):
+    """serve decodes a folder without generation_config.json as hf-s2s translate does, with the family's
+    defaults (it refused such folders; transformers' generic max_length would cut every translation at 19
+    tokens): what the command checks lets it pass, and each request gets the translations of the folder with
+    its generation config."""
+    folder = without_generation_config(folders["tf"], tmp_path / "tf")
+    check_model_folder(folder)  # what the command checks before loading
+    sentences = [" ".join("abcdefghij"[(i * k) % 10] for k in range(30)) for i in (1, 3)]  # 30 words each
+    with serve_in_thread(create_app({"tf": load_engine(folder, threads=1)}, BATCHING, LIMITS)) as url:
+        served = answers(post(url, {"sentences": sentences, "scores": True}))
+    assert served == alone(engines["tf"], {"sentences": sentences, "scores": True})
+    tokenizer = engines["tf"].tokenizer
+    assert max(len(tokenizer(hypotheses[0][0]).input_ids) for hypotheses in served) > 20
 
 
 def test_serve_command_refuses_bad_options_in_one_line(folders, tmp_path):

@@ -26,6 +26,7 @@ from hf_s2s.hub.results import RunResults, results_table
 from hf_s2s.inference.translate import alignment, translate
 from hf_s2s.metrics import compute_translation_metrics
 from hf_s2s.models.modeling_common import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
+from hf_s2s.models.output_record import RECORD_FILE
 from hf_s2s.training.checkpoints import average_checkpoints, find_checkpoints
 from hf_s2s.training.run import RECIPES_DIR, load_recipe, parse_args, run
 from hf_s2s.training.run_dir import hypotheses_path
@@ -418,6 +419,42 @@ def test_run_keeps_the_checkpoint_average_only_when_it_validates_better(tmp_path
     card = (tmp_path / "model" / "README.md").read_text()
     assert "| checkpoint averaging | last 2 checkpoints: validation BLEU" in card
     assert ("the average is this model" in card) is averaging["used"]
+
+
+def folder_bytes(folder: Path) -> dict[str, bytes]:
+    return {path.relative_to(folder).as_posix(): path.read_bytes() for path in sorted(folder.rglob("*"))
+            if path.is_file()}
+
+
+@pytest.mark.slow
+def test_a_resumed_run_replaces_its_own_average_and_refuses_another_before_training(tmp_path):
+    """A resumed run that averages replaces averaged/ after training, and only an average hf-s2s wrote there,
+    unchanged. The run's own is one: the decoding settings the run writes into it are recorded with it (they
+    read as changed files, refused after training). One written before 0.3.0, which kept no record, is refused
+    before anything is read or trained (it was refused after training), naming it; nothing is deleted."""
+    averaging = ("--average_last_checkpoints", "2", "--test_num_beams", "1")
+    run(*tiny_args(tmp_path, "transformer_seq2seq", *averaging))
+    record = tmp_path / "averaged" / RECORD_FILE
+    recorded = record.read_bytes()
+    record.unlink()  # as a run before 0.3.0 left it
+    resumed = tiny_argv(tmp_path, "transformer_seq2seq", *averaging, "--num_train_epochs", "3",
+                        "--resume_from_checkpoint", str(tmp_path / "checkpoint-16"))
+    before = folder_bytes(tmp_path)
+    with pytest.raises(SystemExit) as refused:
+        run_command("train", resumed)
+    assert str(refused.value.code) == (
+        f"error: --average_last_checkpoints 2 writes the checkpoint average into {tmp_path / 'averaged'} "
+        f"after training, replacing only an average written there by hf-s2s, unchanged, and it holds no "
+        f"{RECORD_FILE} (the record hf-s2s average-checkpoints writes of its output); nothing was deleted: "
+        f"move {tmp_path / 'averaged'} out of {tmp_path} to resume with averaging, or leave out "
+        "--average_last_checkpoints")
+    assert folder_bytes(tmp_path) == before  # nothing trained, written or deleted
+
+    record.write_bytes(recorded)
+    assert run_command("train", resumed) == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["epochs"] == 3 and results["checkpoint_averaging"]["checkpoints"] == ["checkpoint-16",
+                                                                                         "checkpoint-24"]
 
 
 @pytest.mark.parametrize(("config", "label"), [

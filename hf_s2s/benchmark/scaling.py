@@ -178,7 +178,7 @@ def _scaling_probe(folder: str, output_dir: str, load: ScalingLoad, streaming: b
     clock.phase("load")
     tokenizer = job.prepare_tokenizer(args.model, args.data, args.training, corpus["train"])
     clock.phase("tokenizer")
-    model = job.prepare_model(args.model, args.decoding, tokenizer)
+    model, _ = job.prepare_model(args.model, args.decoding, args.training, tokenizer)
     steps = _StepTimes(clock)
     trainer = job.build_trainer(model, tokenizer, corpus, args, [steps], corpus_filter)
     steps.trainer = trainer

@@ -386,6 +386,14 @@ def unknown_token_share(sequences: Iterable[list[int]], unk_token_id: int | None
 _SHOWN_TOKENS = 3  # tokens named per differing vocabulary; the count says how many differ
 
 
+def subword_model_type(tokenizer: PreTrainedTokenizerBase) -> str | None:
+    """The kind of subword model ``tokenizer`` (its source side) splits words with, as ``MODEL_TYPES``
+    names the ones a run trains ("bpe", "unigram"; a converted toolkit's word-level vocabulary:
+    "wordlevel"); None for a tokenizer without a tokenizers backend."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    return type(backend.model).__name__.lower() if backend is not None else None
+
+
 def vocabulary_differences(tokenizer: PreTrainedTokenizerBase, other: PreTrainedTokenizerBase) -> list[str]:
     """How ``tokenizer`` and ``other`` would map text to ids differently, side by side (source, target): tokens
     at other ids or missing, and special token ids. Empty when a model trained with one can use the other."""
@@ -507,6 +515,7 @@ __all__ = [
     "load_given_tokenizer",
     "normalize_text",
     "special_token_ids",
+    "subword_model_type",
     "target_side",
     "train_tokenizer",
     "train_tokenizer_from_texts",

@@ -246,6 +246,10 @@ def render_conversion_card(model_dir: str | Path, repo_id: str | None = None, li
     rows = "\n".join(f"| `{field}` | {full_config.get(field)} |" for field in family.card_fields)
     repo = repo_id or PLACEHOLDER_REPO_ID
     citations = "\n".join(f"```bibtex\n{citation}\n```" for citation in (family.citation,))
+    steps = conversion.get("not_carried_over") or []
+    not_carried_over = "".join(
+        [f"\n{toolkit} did these around the model, and this folder does not: do them yourself.\n\n"]
+        + [f"- {step}\n" for step in steps]) if steps else ""
     content = f"""---
 {data.to_yaml()}
 ---
@@ -272,7 +276,7 @@ that decided the conversion are in `conversion.json`.
 
 The tokenizer splits on whitespace and maps each token to the id {toolkit} gave it: feed text tokenized (and
 segmented into subwords) exactly as the toolkit's input was. Tokens outside the vocabulary become the unknown token.
-
+{not_carried_over}
 ## How to use
 
 ```python

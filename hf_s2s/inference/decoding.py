@@ -4,10 +4,10 @@
 :class:`hf_s2s.inference.onnx_runtime.OnnxSeq2Seq`).
 
 - :meth:`DecodingOptions.resolve`: a call's options completed from a folder's generation config as ``generate()``
-  completes them (the call's value, else the config's, else transformers' default), checked (:func:`check_values`,
-  the one place each option's check lives), and every other setting of the config that changes the tokens refused by
-  name where the engine does not implement it. :func:`check_call` runs the same checks on a command line's values
-  alone, before any folder is read.
+  completes them (the call's value, else the config's, else transformers' default, but for the families'
+  own max_length), checked (:func:`check_values`, the one place each option's check lives), and every other setting
+  of the config that changes the tokens refused by name where the engine does not implement it. :func:`check_call`
+  runs the same checks on a command line's values alone, before any folder is read.
 - :func:`decode_lines`: a blank line is not decoded (its hypotheses are blank), a source longer than the limit
   (:func:`source_limit`) is cut to it and named in one warning, and the rest is decoded in batches of similar length.
 
@@ -25,10 +25,12 @@ from numbers import Real
 # One logger for the warning about cut sources, whichever path decodes (and in an ONNX export's copy of this file).
 logger = logging.getLogger("hf_s2s.inference.decoding")
 
-# generate()'s length where neither the call nor the generation config sets one (transformers 5's
-# GenerationConfig._get_default_generation_params: max_length 20, counted after the decoder's start token), cut to the
-# model's max_position_embeddings decoder positions.
-GENERATE_DEFAULT_NEW_TOKENS = 20
+# The max_length generate() decodes an hf_s2s model with where neither the call nor the generation config sets
+# a length (a folder without generation_config.json), counting the decoder's start token: the families' own
+# (hf_s2s.models.modeling_common.DEFAULT_GENERATION_MAX_LENGTH), not transformers' generic 20; cut to the
+# model's max_position_embeddings decoder positions. A copy, as the limits below are (tests/test_decoding.py
+# proves it against generate()).
+DEFAULT_MAX_LENGTH = 128
 DEFAULT_LENGTH_PENALTY = 1.0
 # Beam search divides a score by length ** penalty: GNMT's alpha and fairseq's --lenpen sit in [0, 2] (negative
 # favours short outputs); within +-5, length ** penalty stays finite in float32 for any output of < 40,000 tokens.
@@ -235,7 +237,7 @@ def length_bound_call(max_len_a: float | None, max_len_b: int | None, no_length_
 def _new_tokens(config: dict, given: Collection[str], max_position_embeddings: int | None) -> tuple[int, str]:
     """The most tokens generate() generates with ``config`` (the call's values over the generation config's), and
     where that comes from, for the errors: ``max_new_tokens``, else ``max_length`` (which counts the decoder's start
-    token), else transformers' default, cut to ``max_position_embeddings`` decoder positions."""
+    token), else :data:`DEFAULT_MAX_LENGTH`, cut to ``max_position_embeddings`` decoder positions."""
     if config.get("max_new_tokens") is not None:
         where = "max_new_tokens (--max-new-tokens)" if "max_new_tokens" in given else \
             "the generation config's max_new_tokens"
@@ -244,8 +246,8 @@ def _new_tokens(config: dict, given: Collection[str], max_position_embeddings: i
         where = "max_length" if "max_length" in given else "the generation config's max_length"
         new_tokens = config["max_length"] - 1
         return new_tokens, f"{where} {config['max_length']} ({new_tokens} new tokens)"
-    new_tokens = min(GENERATE_DEFAULT_NEW_TOKENS + 1, max_position_embeddings or math.inf) - 1
-    return new_tokens, f"generate()'s default of {new_tokens} new tokens"
+    new_tokens = min(DEFAULT_MAX_LENGTH, max_position_embeddings or math.inf) - 1
+    return new_tokens, f"the default of {new_tokens} new tokens"
 
 
 @dataclass(frozen=True)
@@ -274,7 +276,8 @@ class DecodingOptions:
         unset, with the length bound a folder saved without it decodes with. call: ``OPTIONS`` and ``SETTINGS`` in
         generate()'s names; a value None is not given (the config decides), but ``max_len_a``/``max_len_b`` None are
         given: no bound. As generate(): ``max_new_tokens`` wins over ``max_length`` (which counts the start token),
-        wherever each is set; without either, 20 new tokens, at most ``max_position_embeddings`` positions; and
+        wherever each is set; without either, ``DEFAULT_MAX_LENGTH`` - 1 new tokens, at most
+        ``max_position_embeddings`` positions; and
         ``min_new_tokens`` over ``min_length`` alike.
 
         implements: the ``SETTINGS`` and ``OWN_OPTIONS`` the engine decodes (None: all, generate() itself); another one

@@ -417,9 +417,12 @@ class SourceLengthBoundLogitsProcessor(LogitsProcessor):
 class GenerationLengthDefault(GenerationHooks):
     """Mixed into both generation models (before ``GenerationMixin``): the lengths a new model decodes with.
 
-    - ``max_length=DEFAULT_GENERATION_MAX_LENGTH`` in a new model's generation config; a length the user passes
-      replaces it without a warning. transformers treats a ``max_length`` in the model's generation config as set by
-      the user, so ``generate(max_new_tokens=n)`` would warn on every call that both are set; here the shipped
+    - ``max_length=DEFAULT_GENERATION_MAX_LENGTH`` in a new model's generation config, and in a call
+      where neither the call nor the model's generation config sets a length (a folder without
+      generation_config.json, which transformers rebuilds from config.json without one; said in one warning
+      line when it loads), instead of generate()'s generic 20 tokens; a length the user passes replaces it
+      without a warning. transformers treats a ``max_length`` in the model's generation config as set by the
+      user, so ``generate(max_new_tokens=n)`` would warn on every call that both are set; here the shipped
       ``max_length`` is dropped when the call gives ``max_new_tokens`` and no ``max_length`` of its own.
     - the source-relative bound (``SourceLengthBoundLogitsProcessor``) from the generation config's ``max_len_a`` and
       ``max_len_b``: a new model's config carries the defaults; a generation config without the fields (a folder
@@ -441,6 +444,23 @@ class GenerationLengthDefault(GenerationHooks):
         # as Seq2SeqTrainer also does: a config marked as copied from the model config would save without the bound
         mark_generation_config_own(config)
 
+    def on_generation_config_loaded(self, name_or_path) -> None:
+        """One warning line when the generation config loaded from ``name_or_path`` sets no length (the folder
+        has no generation_config.json, so transformers built one from config.json; or its file sets neither
+        max_length nor max_new_tokens): the model decodes it with the family's lengths
+        (:meth:`finish_generation_config`), where transformers' generic 20 tokens cut longer translations
+        without a word."""
+        config = self.generation_config
+        if config.max_length is None and config.max_new_tokens is None:
+            max_len_a, max_len_b = (getattr(config, name, default) for name, default in zip(
+                LENGTH_BOUND_FIELDS, (DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B), strict=True))
+            bound = "no source-relative bound" if max_len_a is None and max_len_b is None else \
+                f"at most {max_len_a or 0} x source tokens + {max_len_b or 0}"
+            logger.warning(f"{name_or_path} has no generation_config.json with a length limit: decoding "
+                           f"with the {self.config.model_type} defaults, max_length "
+                           f"{DEFAULT_GENERATION_MAX_LENGTH} and {bound}, not transformers' generic 20 "
+                           "tokens; save a generation config in the folder to decode otherwise")
+
     def generation_options(self, generation_config, kwargs: dict) -> dict:
         """The call's length bound, popped (a generation config without the fields would hand them to forward), and
         whether the call (or the generation config it passed) set max_length itself."""
@@ -452,8 +472,14 @@ class GenerationLengthDefault(GenerationHooks):
         return options
 
     def finish_generation_config(self, generation_config, options: dict) -> None:
-        if generation_config.max_new_tokens is not None and options["user_max_length"] is None:
-            generation_config.max_length = None  # the call's max_new_tokens decides the length
+        if options["user_max_length"] is None:  # the call sets no max_length
+            if generation_config.max_new_tokens is not None:  # the call's or the config's decides the length
+                generation_config.max_length = None
+            elif self.generation_config.max_length is None:  # nor does the model's generation config
+                # the family's max_length, not generate()'s generic 20, as the new tokens after the start token:
+                # generate() would add the prompt to a max_length it treats as its default, and warn on every call
+                positions = getattr(self.config, "max_position_embeddings", None) or math.inf
+                generation_config.max_new_tokens = min(DEFAULT_GENERATION_MAX_LENGTH, positions) - 1
         # the call's values, else the generation config's, else (a config saved without the fields) the defaults
         generation_config.max_len_a = options.get("max_len_a", getattr(generation_config, "max_len_a", DEFAULT_MAX_LEN_A))
         generation_config.max_len_b = options.get("max_len_b", getattr(generation_config, "max_len_b", DEFAULT_MAX_LEN_B))

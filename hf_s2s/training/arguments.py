@@ -6,6 +6,7 @@ parsing (:func:`parse_args`, into :class:`JobArguments`). What can be checked be
 :mod:`hf_s2s.training.checks`.
 """
 
+import argparse
 import json
 import sys
 from dataclasses import dataclass, field, fields
@@ -62,6 +63,13 @@ class ModelArguments:
     target_vocab_size: int | None = field(
         default=None, metadata={"help": "with --separate_vocabs: the target vocabulary's size (default --vocab_size)"}
     )
+    # The fields given (on the command line or by a --recipe, or set to another value than their default), as
+    # opposed to left at their defaults: a value equal to the default tells neither. Not a flag (init=False);
+    # set here and by parse_args, read by the checks of a fine-tuned folder.
+    given: frozenset[str] = field(default=frozenset(), init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        self.given = frozenset(f.name for f in fields(self) if f.init and getattr(self, f.name) != f.default)
 
 
 @dataclass
@@ -303,15 +311,30 @@ def parse_args(argv: list[str] | None = None, prog: str | None = None) -> JobArg
     defaults = default_training_arguments()
     # A first pass finds --recipe; --help is left out of it, so that the help shows the recipe's defaults.
     first_pass, _ = parser.parse_known_args([arg for arg in argv if arg not in ("-h", "--help")])
-    if first_pass.recipe:
-        recipe = load_recipe(first_pass.recipe)
-        known = {f.name for group in ARGUMENT_GROUPS for f in fields(group)}
-        unknown = sorted(set(recipe) - known)
-        if unknown:
-            raise ValueError(f"recipe {first_pass.recipe!r} sets unknown argument(s) {unknown}")
-        defaults.update(recipe)
+    recipe = load_recipe(first_pass.recipe) if first_pass.recipe else {}
+    unknown = sorted(set(recipe) - argument_names())
+    if unknown:
+        raise ValueError(f"recipe {first_pass.recipe!r} sets unknown argument(s) {unknown}")
+    defaults.update(recipe)
     parser.set_defaults(**defaults)
-    return JobArguments(*parser.parse_args_into_dataclasses(args=argv))
+    job = JobArguments(*parser.parse_args_into_dataclasses(args=argv))
+    job.model.given |= given_arguments(parser, argv) | set(recipe)
+    return job
+
+
+def argument_names() -> set[str]:
+    """Every argument of the job (the fields of :data:`ARGUMENT_GROUPS` that are flags)."""
+    return {f.name for group in ARGUMENT_GROUPS for f in fields(group) if f.init}
+
+
+def given_arguments(parser: HfArgumentParser, argv: list[str]) -> set[str]:
+    """The arguments ``argv`` names, whatever their values (a value equal to the default included): argparse
+    sets an argument the command line leaves out only where the namespace lacks it, so a namespace holding a
+    marker for every argument keeps the marker for those."""
+    names = argument_names()
+    marker = object()
+    parsed, _ = parser.parse_known_args(argv, namespace=argparse.Namespace(**dict.fromkeys(names, marker)))
+    return {name for name in names if getattr(parsed, name) is not marker}
 
 
 def build_config(model_args: ModelArguments, tokenizer=None):
@@ -399,5 +422,5 @@ def load_model_config(name_or_path: str):
 
 __all__ = ["ARGUMENT_GROUPS", "FILTER_FLAGS", "DataArguments", "DecodingArguments", "JobArguments",
            "ModelArguments", "SelectionArguments", "TrainingArguments", "build_config", "default_training_arguments",
-           "given_tokenizer", "load_recipe", "model_config_overrides", "parse_args", "subword_samplers",
-           "tokenizer_arguments"]
+           "given_arguments", "given_tokenizer", "load_recipe", "model_config_overrides", "parse_args",
+           "subword_samplers", "tokenizer_arguments"]

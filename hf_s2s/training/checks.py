@@ -31,6 +31,7 @@ from .arguments import (
 from .checkpoints import model_config_differences
 from .ema import EMA_FOLDER, check_ema_decay, check_ema_resume
 from .run_dir import check_output_dir, check_resume, run_inputs, tokenizer_arguments_match
+from .selection import check_average_replaceable
 from .trainer import check_token_budget_batching
 
 
@@ -80,6 +81,7 @@ def check_arguments(model_args: ModelArguments, data_args: DataArguments, decodi
                  EMA_FOLDER)
     if training_args.resume_from_checkpoint is not None:
         check_ema_resume(training_args.resume_from_checkpoint, selection_args.ema_decay)
+        check_average_replaceable(training_args.output_dir, selection_args.average_last_checkpoints)
     check_evaluation(training_args)
     if training_args.generation_config is not None:
         raise ValueError("--generation_config would replace the model's generation config for validation only, and "
@@ -103,6 +105,8 @@ def check_arguments(model_args: ModelArguments, data_args: DataArguments, decodi
     if model_args.model_name_or_path:
         check_fine_tuning_config(model_args, config)
         check_fine_tuning_tokenizer(model_args)
+    if model_args.model_name_or_path or model_args.tokenizer_name_or_path:
+        check_given_tokenizer_arguments(model_args)
     if training_args.resume_from_checkpoint is not None:
         check_resumed_model(model_args, data_args, training_args)
 
@@ -200,9 +204,14 @@ def check_fine_tuning_tokenizer(model_args: ModelArguments) -> None:
 
 
 def check_fine_tuning_config(model_args: ModelArguments, config) -> None:
-    """A fine-tuned model keeps its folder's ``config``: a ``--model_config`` (given, or a ``--recipe``'s) that sets
-    a field to another value than the folder has would be ignored without a word, so it is refused, naming the
-    fields."""
+    """A fine-tuned model keeps its folder's ``config``: a ``--model_type`` or ``--model_config`` (given, or a
+    ``--recipe``'s) that sets a field to another value than the folder has would be ignored without a word, so
+    it is refused, naming the fields."""
+    if "model_type" in model_args.given and model_args.model_type != config.model_type:
+        raise ValueError(f"--model_type {model_args.model_type!r}, but --model_name_or_path "
+                         f"{model_args.model_name_or_path} is a {config.model_type!r} model, and a "
+                         f"fine-tuned model keeps its folder's config: leave out --model_type (a --recipe's "
+                         f"counts too), or train a new model without --model_name_or_path")
     if not model_args.model_config:
         return
     overrides = model_config_overrides(model_args.model_config)
@@ -214,6 +223,30 @@ def check_fine_tuning_config(model_args: ModelArguments, config) -> None:
                          f"--model_name_or_path {model_args.model_name_or_path}: leave these fields out of "
                          f"--model_config (a --recipe's model_config counts too), or train a new model without "
                          f"--model_name_or_path")
+
+
+def check_given_tokenizer_arguments(model_args: ModelArguments) -> None:
+    """With a given tokenizer (``--tokenizer_name_or_path``, else the fine-tuned folder's) the run trains
+    none: ``--vocab_size`` and ``--tokenizer_type`` (given, or a ``--recipe``'s) with another value than that
+    tokenizer has would be ignored without a word, so they are refused, naming the tokenizer's value and the
+    given one."""
+    asked = {name: getattr(model_args, name) for name in ("vocab_size", "tokenizer_type")
+             if name in model_args.given}
+    if not asked:
+        return
+    flag = "--tokenizer_name_or_path" if model_args.tokenizer_name_or_path else "--model_name_or_path"
+    source = model_args.tokenizer_name_or_path or model_args.model_name_or_path
+    tokenizer = given_tokenizer(model_args) if model_args.tokenizer_name_or_path else load_tokenizer(source)
+    has = {"vocab_size": len(tokenizer), "tokenizer_type": tokenization.subword_model_type(tokenizer)}
+    differing = [f"--{name} {value!r} (the tokenizer's: {has[name]!r})" for name, value in asked.items()
+                 if has[name] is not None and value != has[name]]
+    if not differing:
+        return
+    instead = ("a fine-tuned model keeps the tokenizer it was trained with: leave them out"
+               if model_args.model_name_or_path else
+               "leave them out, or leave out --tokenizer_name_or_path to train a tokenizer with them")
+    raise ValueError(f"{', '.join(differing)}: the run uses the tokenizer of {flag} {source} as it is and "
+                     f"trains none; {instead} (a --recipe's count too)")
 
 
 # Shares of <unk> among the tokens of one side of the training split above which the tokenizer is said not to fit the

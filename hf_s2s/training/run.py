@@ -36,6 +36,7 @@ from ..inference.translate import DEFAULT_BATCH_SIZE, alignment, translate
 from ..metrics import build_compute_metrics, compute_translation_metrics
 from ..models.loading import load_model, load_tokenizer
 from ..models.modeling_common import LENGTH_BOUND_FIELDS
+from ..models.output_record import output_problem, record_output
 from .arguments import (
     RECIPES_DIR,
     DataArguments,
@@ -52,6 +53,7 @@ from .arguments import (
     subword_samplers,
     tokenizer_arguments,
 )
+from .checkpoints import AVERAGE_COMMAND
 from .checks import check_arguments, check_tokenizer_covers_corpus, needed_splits
 from .ema import EMA_FOLDER, EMACallback
 from .generation_settings import GenerationSettings, settle_generation_configs
@@ -317,8 +319,13 @@ def save_model_folder(trainer, tokenizer, generation_config: GenerationConfig, d
     tokenizer.save_pretrained(model_dir)
     for candidate in (output_dir / AVERAGED_FOLDER, output_dir / EMA_FOLDER):  # the other weights decode alike
         if candidate.is_dir():
+            # an average as its averaging recorded it is recorded again with these settings, so that a
+            # resumed run may replace it (selection.check_average_replaceable)
+            recorded = candidate.name == AVERAGED_FOLDER and not output_problem(candidate, AVERAGE_COMMAND)
             model.generation_config.save_pretrained(candidate)
             tokenizer.save_pretrained(candidate)
+            if recorded:
+                record_output(candidate, AVERAGE_COMMAND)
     return model_dir
 
 
