@@ -293,9 +293,13 @@ def load_for_decoding(folders: Sequence[str | Path], read: DecodingFolders | Non
     """``(model, tokenizer)`` to decode with: one folder's model, or the :class:`Seq2SeqEnsemble` of several (the
     tokenizer, and so the generation config, of the first). The folders are checked by :func:`read_for_decoding`
     (``read``: its result, when the caller already has it) before any weights are loaded, and every folder is then
-    loaded strictly (:func:`hf_s2s.models.loading.load_model`), the first with the generation config ``read`` holds."""
+    loaded strictly (:func:`hf_s2s.models.loading.load_model`), the first with the generation config ``read`` holds
+    (built again from config.json where the folder has no generation_config.json, as ``read`` built it)."""
     read = read if read is not None else read_for_decoding(folders)
-    models = [load_model(folders[0], generation_config=read.generation_config), *map(load_model, folders[1:])]
+    # Without a generation_config.json, from_pretrained builds the same config from config.json as read did, and
+    # the family then says in one warning line that it decodes with its own lengths: given one, it would not.
+    given = read.generation_config if (Path(folders[0]) / "generation_config.json").is_file() else None
+    models = [load_model(folders[0], generation_config=given), *map(load_model, folders[1:])]
     if len(models) == 1:
         return models[0], read.tokenizer
     return Seq2SeqEnsemble(models), read.tokenizer
