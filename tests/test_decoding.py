@@ -129,6 +129,32 @@ def test_impossible_options_are_refused_naming_them(call, message):
         resolve_options(model, **call)
 
 
+@pytest.mark.parametrize(("call", "message"), [
+    ({"num_beams": 0}, r"num_beams \(--beams\) must be a whole number >= 1, got 0"),
+    ({"num_beams": 2, "num_return_sequences": 0}, r"num_return_sequences \(--nbest\) must be a whole number >= 1"),
+    ({"num_beams": 2, "num_return_sequences": 3}, r"num_return_sequences \(3, --nbest\) must be <= num_beams"),
+    ({"num_beams": 2, "max_new_tokens": 0}, r"max_new_tokens \(--max-new-tokens\) must be a whole number >= 1"),
+    ({"max_len_a": 1e18}, r"--max-len-a must be <= 100 \(output tokens per source token\)"),
+    ({"max_len_a": 0.0, "max_len_b": 0}, "bounds every output to 0 tokens"),
+    ({"num_beams": 1, "coverage_penalty": 0.2}, r"it needs num_beams \(--beams\) > 1"),
+    ({"beams": 2}, "unknown decoding option.*beams"),
+])
+def test_a_command_lines_values_are_refused_alone_naming_the_flag(call, message):
+    """What a command line gives is checked before any folder is read, by the checks the resolved options pass."""
+    with pytest.raises(ValueError, match=message):
+        decoding.check_call(**call)
+
+
+def test_a_command_line_value_the_generation_config_completes_is_not_refused_alone():
+    """--nbest 3 without --beams: the folder's beam count decides, so only resolve() can refuse it."""
+    decoding.check_call(num_return_sequences=3, max_len_b=0, coverage_penalty=0.2)
+    config = generation_settings(random_tiny_model("transformer_seq2seq", 30).generation_config)
+    assert DecodingOptions.resolve({**config, "num_beams": 4}, num_return_sequences=3,
+                                   coverage_penalty=0.2).coverage_penalty == 0.2
+    with pytest.raises(ValueError, match="num_return_sequences"):
+        DecodingOptions.resolve({**config, "num_beams": 1}, num_return_sequences=3)
+
+
 @pytest.mark.parametrize(("max_len_a", "max_len_b"), [
     (-1.0, 5), ("1.3", 5), (float("nan"), 5), (True, 5), (1.3, -2), (1.3, 2.5), (0, 0), (None, 0), (1e18, 5),
     (1.3, 10**20), (0, None)])

@@ -1,8 +1,8 @@
 """`hf-s2s serve` as a client sees it: the real server (uvicorn, on a free localhost port, in a thread or as the
 command's own process) called over HTTP with httpx.
 
-Under concurrency, every request gets the translations it gets alone from ``translate()`` (or the CTranslate2
-engine), greedy and beam, with n-best lists and scores, while requests of one set of options share batches. Every
+Under concurrency, every request gets the translations it gets alone from ``translate()`` (or the CTranslate2 or
+ONNX engine), greedy and beam, with n-best lists and scores, while requests of one set of options share batches. Every
 kind of bad input is a 4xx with a JSON message and leaves the server answering; a full queue is a 503; a failed batch
 a 500 for its requests only; SIGTERM lets the request in flight finish, and what it cannot finish in time is answered
 503 in JSON; a request whose client hung up is never decoded; /metrics counts every answer by the status the client
@@ -75,6 +75,16 @@ def ct2_server(folders):
     pytest.importorskip("ctranslate2")
     engine = load_engine(folders["tf"], "ctranslate2", threads=1)
     with serve_in_thread(create_app({"tf": engine}, BATCHING, LIMITS)) as url:
+        yield url, engine
+
+
+@pytest.fixture(scope="module")
+def onnx_server(folders):
+    """The onnx engine, as ``hf-s2s serve --engine onnx`` opens it: the RNN folder exported to ONNX on start."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    engine = load_engine(folders["rnn"], "onnx", threads=1)
+    with serve_in_thread(create_app({"rnn": engine}, BATCHING, LIMITS)) as url:
         yield url, engine
 
 
@@ -173,12 +183,15 @@ def test_concurrent_requests_get_the_translations_they_get_alone(server, engines
     assert calls < len(requests)  # requests shared engine calls: batching happened
 
 
-def test_ctranslate2_engine_serves_concurrent_requests_as_it_translates_each_alone(ct2_server):
-    url, engine = ct2_server
-    requests, responses = concurrent_requests(url, None, count=16, seed=3)
-    for request, response in zip(requests, responses, strict=True):
-        assert same(answers(response), alone(engine, request)), request
-    assert httpx.get(f"{url}/models").json()[0]["engine"] == "ctranslate2"
+@pytest.mark.parametrize(("fixture", "seed"), [("ct2_server", 3), ("onnx_server", 4)])
+def test_other_engines_serve_concurrent_requests_as_they_translate_each_alone(fixture, seed, request):
+    url, engine = request.getfixturevalue(fixture)
+    requests, responses = concurrent_requests(url, None, count=16, seed=seed)
+    for sent, response in zip(requests, responses, strict=True):
+        assert same(answers(response), alone(engine, sent)), sent
+    assert httpx.get(f"{url}/models").json()[0]["engine"] == engine.name
+    response = post(url, {"sentences": ["a"], "alignment": True})
+    assert response.status_code == 422 and f"{engine.label} gives no alignments" in response.json()["error"]
 
 
 def test_answer_shape_scores_nbest_and_alignment(server):
@@ -381,7 +394,7 @@ class GatedEngine(TorchEngine):
 
 def test_a_full_queue_is_503_and_a_failed_batch_500_for_its_requests_only(folders):
     """While the engine holds one request, a second fills the queue (4 sentences), and a third is refused."""
-    engine = GatedEngine(folders["tf"])
+    engine = GatedEngine(folders["tf"]).load()
     app = create_app({"tf": engine}, BatchingConfig(max_queue_sentences=4), RequestLimits(max_sentences=4))
     with serve_in_thread(app) as url:
         answered = {}
@@ -414,7 +427,7 @@ def test_metrics_count_every_answer_by_the_status_the_client_received(folders):
     """A known mix of answers, each from another layer (the body size limit, FastAPI's parsing and validation, the
     handler's checks, the tokenizer, a failed batch, a bug): /metrics counts each status as often as the clients got
     it, and every answer is JSON."""
-    engine = GatedEngine(folders["tf"])
+    engine = GatedEngine(folders["tf"]).load()
     engine.gate.set()
     app = create_app({"tf": engine}, BATCHING, LIMITS)
     with serve_in_thread(app) as url:
@@ -454,7 +467,7 @@ def test_a_request_whose_client_hung_up_is_not_decoded_and_does_not_delay_the_ne
     B leaves the queue at once, while the engine is still busy; once the gate opens, the engine's next call is C's,
     as if B had never come (oldest first, B would have had a call of its own before C). /metrics counts B under
     status 499 and its sentence nowhere among the decoded ones."""
-    engine = GatedEngine(folders["tf"])
+    engine = GatedEngine(folders["tf"]).load()
     app = create_app({"tf": engine}, BATCHING, LIMITS)
     with serve_in_thread(app) as url:
         answered = {}
@@ -488,7 +501,7 @@ def test_a_request_whose_client_hung_up_is_not_decoded_and_does_not_delay_the_ne
 def test_requests_cut_off_at_shutdown_are_answered_503_in_json_and_counted(folders):
     """With a graceful timeout of 0, A (held on the engine at its gate) and B, C (queued) are answered 503 in JSON as
     the server stops; B and C are never decoded, and the metrics count the three 503s."""
-    engine = GatedEngine(folders["tf"])
+    engine = GatedEngine(folders["tf"]).load()
     app = create_app({"tf": engine}, BATCHING, LIMITS)
     answered, clients = {}, []
 
