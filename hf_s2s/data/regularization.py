@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerFast
 
-from .corpus import _truncate
+from .corpus import _truncate, sequence_lengths
 from .tokenization import PROBE_TEXT
 
 logger = logging.getLogger(__name__)
@@ -297,7 +297,7 @@ class RegularizedTrainSet(torch.utils.data.Dataset):
 
     def lengths(self) -> tuple[list[int], list[int]]:
         """Source and target lengths of the deterministic segmentation, which the batch samplers plan with."""
-        return [len(ids) for ids in self.tokenized["input_ids"]], [len(ids) for ids in self.tokenized["labels"]]
+        return sequence_lengths(self.tokenized, "input_ids"), sequence_lengths(self.tokenized, "labels")
 
 
 __all__ = ["RegularizedTrainSet", "SubwordSampler", "check_regularization", "example_generator"]
