@@ -7,9 +7,10 @@
 
 The folder loads with from_pretrained (and with trust_remote_code=True where hf_s2s is not installed), translates
 with `hf-s2s translate`, fine-tunes with `hf-s2s train --model_name_or_path` and shares with `hf-s2s push-to-hub`.
-Its tokenizer maps each token to the toolkit's id. Where OpenNMT-py segmented raw text itself
-(-transforms sentencepiece), the tokenizer does that segmentation and takes raw text; otherwise it splits on
-whitespace: feed it text tokenized (and subword-segmented) as the toolkit's input was. The checkpoint is read without running any of its code (docs/importers.md).
+Its tokenizer maps each token to the toolkit's id. Where the toolkit segmented raw text with a SentencePiece model
+(OpenNMT-py -transforms sentencepiece, Joey NMT tokenizer_type sentencepiece, fairseq --bpe sentencepiece), the
+tokenizer does that segmentation and takes raw text; otherwise it splits on whitespace: feed it text tokenized (and
+subword-segmented) as the toolkit's input was. The checkpoint is read without running any of its code (docs/importers.md).
 """
 
 import argparse
@@ -35,11 +36,13 @@ def main(argv=None, prog=None):
                              "toolkit writes it)")
     parser.add_argument("--target-vocab", default=None, help="the target vocabulary file (as --source-vocab)")
     parser.add_argument("--source-subword-model", default=None,
-                        help="the SentencePiece .model the toolkit segmented sources with, where the path its "
-                             "options recorded does not exist here (OpenNMT-py: -src_subword_model)")
+                        help="the SentencePiece .model the toolkit segmented sources with, where the path it "
+                             "recorded does not exist here (OpenNMT-py: -src_subword_model; Joey NMT: "
+                             "data.src.tokenizer_cfg.model_file; fairseq: the --sentencepiece-model of --bpe "
+                             "sentencepiece, one model for both sides, needed where the checkpoint does not name it)")
     parser.add_argument("--target-subword-model", default=None,
-                        help="the target side's SentencePiece .model (as --source-subword-model; OpenNMT-py: "
-                             "-tgt_subword_model, the source's under -share_vocab)")
+                        help="the target side's SentencePiece .model, where it is another file than the source's "
+                             "(OpenNMT-py: -tgt_subword_model; Joey NMT: data.trg.tokenizer_cfg.model_file)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an earlier conversion in output_dir, whole: its files are deleted while they "
                              "are byte for byte what hf-s2s convert wrote (recorded in hf_s2s_output.json); a folder "
