@@ -181,40 +181,60 @@ def convert_command(toolkit: str, checkpoint: Path, out: Path, capsys) -> list[s
 
 @pytest.mark.slow
 def test_a_subword_model_or_lowercasing_the_folder_does_not_apply_is_stated(tmp_path, capsys):
-    """Joey NMT's sentencepiece segmentation (source and target), Moses tokenization and lowercasing,
-    OpenNMT-py's sentencepiece transform, fairseq's --bpe: the folder applies none of them, and the command
+    """Joey NMT's subword-nmt segmentation (source and target), Moses tokenization and lowercasing,
+    OpenNMT-py's bpe transform, fairseq's --bpe subword_nmt: the folder applies none of them, and the command
     and conversion.json say so, naming each option and the model file (training-only transforms need nothing
-    and are not listed)."""
+    and are not listed). SentencePiece models are carried over instead (tests/test_importers_subwords.py)."""
     joey = copy_fixture("joeynmt", tmp_path / "joey")
 
     def subwords(config):
         for side in ("src", "trg"):
-            tokenizer = {"model_file": f"spm.{side}.model", "pretokenizer": "moses"}
-            config["data"][side].update(level="bpe", tokenizer_type="sentencepiece", tokenizer_cfg=tokenizer)
+            tokenizer = {"codes": f"codes.{side}", "pretokenizer": "moses"}
+            config["data"][side].update(level="bpe", tokenizer_type="subword-nmt", tokenizer_cfg=tokenizer)
         config["data"]["src"]["lowercase"] = True
 
     edit_config(joey, subwords)
     notes = convert_command("joeynmt", joey, tmp_path / "joey_out", capsys)
     assert [note.split(":")[0] for note in notes] == [
         "data.src.lowercase", "data.src.tokenizer_cfg.pretokenizer moses",
-        "data.src.tokenizer_type sentencepiece (spm.src.model)", "data.trg.tokenizer_cfg.pretokenizer moses",
-        "data.trg.tokenizer_type sentencepiece (spm.trg.model)"]
+        "data.src.tokenizer_type subword-nmt (codes.src)", "data.trg.tokenizer_cfg.pretokenizer moses",
+        "data.trg.tokenizer_type subword-nmt (codes.trg)"]
 
     onmt = copy_fixture("opennmt-py", tmp_path / "onmt")
     data = torch.load(onmt, map_location="cpu", weights_only=False)
-    data["opt"].transforms, data["opt"].src_subword_model = ["sentencepiece", "filtertoolong"], "source.model"
+    data["opt"].transforms, data["opt"].src_subword_model = ["bpe", "filtertoolong"], "source.codes"
     torch.save(data, onmt)
     notes = convert_command("opennmt-py", onmt, tmp_path / "onmt_out", capsys)
     assert len(notes) == 1
-    assert notes[0].startswith("-transforms sentencepiece -src_subword_model source.model:")
+    assert notes[0].startswith("-transforms bpe -src_subword_model source.codes:")
 
     fairseq = copy_fixture("fairseq", tmp_path / "fairseq")
     data = torch.load(fairseq, map_location="cpu", weights_only=False)
-    data["cfg"]["bpe"] = {"_name": "sentencepiece", "sentencepiece_model": "spm.model"}
+    data["cfg"]["bpe"] = {"_name": "subword_nmt", "bpe_codes": "codes"}
     torch.save(data, fairseq)
     notes = convert_command("fairseq", fairseq, tmp_path / "fairseq_out", capsys)
-    assert notes == ["--bpe sentencepiece (sentencepiece_model=spm.model): the converted tokenizer only "
+    assert notes == ["--bpe subword_nmt (bpe_codes=codes): the converted tokenizer only "
                      "splits on spaces, so apply it to the input (and undo it on the output) yourself"]
+
+
+@pytest.mark.parametrize("change, expected", [
+    ({"normalize": True}, "data.src.normalize: True is not supported: Joey NMT applies NFKC"),
+    ({"tokenizer_cfg": {"model_file": "spm.model", "pretokenizer": "moses"}},
+     "data.src.tokenizer_cfg.pretokenizer: 'moses' is not supported: Joey NMT Moses-tokenizes before segmenting"),
+])
+def test_what_joey_does_around_a_sentencepiece_model_that_the_tokenizer_cannot_is_refused(change, expected,
+                                                                                            tmp_path):
+    """A Joey NMT side segmented with a SentencePiece model is carried over; Unicode normalization or Moses
+    tokenization before it would not be, so the conversion stops naming the option (before reading the model)."""
+    joey = copy_fixture("joeynmt", tmp_path)
+
+    def sentencepiece(config):
+        config["data"]["src"].update(level="bpe", tokenizer_type="sentencepiece",
+                                     tokenizer_cfg={"model_file": "spm.model"})
+        config["data"]["src"].update(change)
+
+    edit_config(joey, sentencepiece)
+    assert expected in cli_error("joeynmt", joey, tmp_path / "out")
 
 
 @pytest.mark.slow

@@ -25,7 +25,8 @@ from tests.helpers import (
 )
 
 FIXTURES = Path(__file__).parent / "fixtures" / "toolkits"
-OPENNMT = sorted(path for path in FIXTURES.glob("opennmt_*") if (path / "model.pt").is_file())
+# the tokenized fixtures (opennmt_transformer_spm takes raw text: tests/test_importers_subwords.py)
+OPENNMT = sorted(path for path in FIXTURES.glob("opennmt_*") if (path / "test.de").is_file())
 RNN = [path for path in OPENNMT if "_rnn_" in path.name]
 MODEL_CLASSES = {"rnn": RNNSeq2SeqForConditionalGeneration, "transformer": TransformerSeq2SeqForConditionalGeneration}
 pytestmark = pytest.mark.skipif(not OPENNMT, reason="no OpenNMT-py fixture")

@@ -7,8 +7,10 @@
 
 The folder loads with from_pretrained (and with trust_remote_code=True where hf_s2s is not installed), translates
 with `hf-s2s translate`, fine-tunes with `hf-s2s train --model_name_or_path` and shares with `hf-s2s push-to-hub`.
-Its tokenizer splits on whitespace and maps each token to the toolkit's id: feed it text tokenized (and subword-
-segmented) as the toolkit's input was. The checkpoint is read without running any of its code (docs/importers.md).
+Its tokenizer maps each token to the toolkit's id. Where the toolkit segmented raw text with a SentencePiece model
+(OpenNMT-py -transforms sentencepiece, Joey NMT tokenizer_type sentencepiece, fairseq --bpe sentencepiece), the
+tokenizer does that segmentation and takes raw text; otherwise it splits on whitespace: feed it text tokenized (and
+subword-segmented) as the toolkit's input was. The checkpoint is read without running any of its code (docs/importers.md).
 """
 
 import argparse
@@ -33,6 +35,14 @@ def main(argv=None, prog=None):
                         help="the source vocabulary file, where the checkpoint does not hold it (default: where the "
                              "toolkit writes it)")
     parser.add_argument("--target-vocab", default=None, help="the target vocabulary file (as --source-vocab)")
+    parser.add_argument("--source-subword-model", default=None,
+                        help="the SentencePiece .model the toolkit segmented sources with, where the path it "
+                             "recorded does not exist here (OpenNMT-py: -src_subword_model; Joey NMT: "
+                             "data.src.tokenizer_cfg.model_file; fairseq: the --sentencepiece-model of --bpe "
+                             "sentencepiece, one model for both sides, needed where the checkpoint does not name it)")
+    parser.add_argument("--target-subword-model", default=None,
+                        help="the target side's SentencePiece .model, where it is another file than the source's "
+                             "(OpenNMT-py: -tgt_subword_model; Joey NMT: data.trg.tokenizer_cfg.model_file)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an earlier conversion in output_dir, whole: its files are deleted while they "
                              "are byte for byte what hf-s2s convert wrote (recorded in hf_s2s_output.json); a folder "
@@ -41,7 +51,9 @@ def main(argv=None, prog=None):
     args = parser.parse_args(argv)
     try:
         folder = convert(args.toolkit, args.checkpoint, args.output_dir, overwrite=args.overwrite,
-                         config=args.config, source_vocab=args.source_vocab, target_vocab=args.target_vocab)
+                         config=args.config, source_vocab=args.source_vocab, target_vocab=args.target_vocab,
+                         source_subword_model=args.source_subword_model,
+                         target_subword_model=args.target_subword_model)
     except (OSError, ValueError) as error:
         sys.exit(f"error: {error}")
     print(f"converted {args.checkpoint} ({args.toolkit}) -> {folder}")

@@ -164,16 +164,12 @@ def read_model(path: str | Path, flag: str = "the SentencePiece model") -> Sente
 # --------------------------------------------------------------------------------------------- the fast tokenizer
 
 
-def model_problems(model: SentencePieceModel) -> list[str]:
-    """What keeps ``model`` from becoming a tokenizer of a translation model here, each naming the setting."""
+def segmentation_problems(model: SentencePieceModel) -> list[str]:
+    """What keeps the fast tokenizer from segmenting and joining text exactly as ``model`` does, each naming the
+    setting."""
     problems = []
     if model.model_type not in (1, 2):
         problems.append(f"it is a {model.type_name} model; unigram and bpe models are supported")
-    if not 0 <= model.eos_id < len(model.pieces):
-        problems.append(f"it has no end-of-sentence piece (eos_id={model.eos_id}); the models learn to stop from the "
-                        "</s> that ends every sentence: train it with --eos_id (sentencepiece's default is 2)")
-    if not 0 <= model.unk_id < len(model.pieces):
-        problems.append(f"its unk_id {model.unk_id} is not a piece")
     if model.treat_whitespace_as_suffix:
         problems.append("it marks word ends (treat_whitespace_as_suffix=true); word starts are supported")
     if not model.escape_whitespaces:
@@ -184,12 +180,23 @@ def model_problems(model: SentencePieceModel) -> list[str]:
     if user_defined:
         problems.append(f"it has {len(user_defined)} user-defined symbol(s) ({', '.join(user_defined[:3])}), which "
                         "sentencepiece matches before segmenting; retrain without --user_defined_symbols")
+    return problems
+
+
+def model_problems(model: SentencePieceModel) -> list[str]:
+    """What keeps ``model`` from becoming a tokenizer of a translation model here, each naming the setting."""
+    problems = segmentation_problems(model)
+    if not 0 <= model.eos_id < len(model.pieces):
+        problems.append(f"it has no end-of-sentence piece (eos_id={model.eos_id}); the models learn to stop from the "
+                        "</s> that ends every sentence: train it with --eos_id (sentencepiece's default is 2)")
+    if not 0 <= model.unk_id < len(model.pieces):
+        problems.append(f"its unk_id {model.unk_id} is not a piece")
     if model.pad_id < 0 and any(piece == model.pad_piece for piece, _, _ in model.pieces):
         problems.append(f"it has no padding id (pad_id=-1) but a piece named {model.pad_piece}")
     return problems
 
 
-def _normalizer(model: SentencePieceModel) -> normalizers.Normalizer:
+def sentencepiece_normalizer(model: SentencePieceModel) -> normalizers.Normalizer:
     """SentencePiece's normalization, in its order: the precompiled character map (nmt_nfkc, ...), spaces stripped
     at both ends and runs of spaces made one, the dummy prefix space, spaces to ``▁``."""
     steps = [normalizers.Precompiled(model.precompiled_charsmap)] if model.precompiled_charsmap else []
@@ -201,7 +208,7 @@ def _normalizer(model: SentencePieceModel) -> normalizers.Normalizer:
     return normalizers.Sequence(steps)
 
 
-def _decoder(model: SentencePieceModel) -> decoders.Decoder:
+def sentencepiece_decoder(model: SentencePieceModel) -> decoders.Decoder:
     """``▁`` back to spaces, byte pieces back to characters, the dummy prefix space dropped."""
     steps = [decoders.Replace(METASPACE, " ")]
     if model.byte_fallback:
@@ -212,7 +219,7 @@ def _decoder(model: SentencePieceModel) -> decoders.Decoder:
     return decoders.Sequence(steps)
 
 
-def _bpe_merges(pieces: list[tuple[str, float, int]]) -> list[tuple[str, str]]:
+def bpe_merges(pieces: list[tuple[str, float, int]]) -> list[tuple[str, str]]:
     """Merge rules that reproduce sentencepiece's BPE encoding: it merges, again and again, the adjacent pair whose
     concatenation is the normal piece of highest score (ties: the leftmost pair). Each way of cutting a normal piece
     into two normal pieces is a rule, ranked by the whole piece's score, then its id."""
@@ -247,10 +254,10 @@ def sentencepiece_tokenizer(model: SentencePieceModel | str | Path, flag: str = 
                                            byte_fallback=model.byte_fallback))
     else:
         vocab = {piece: index for index, (piece, _, _) in enumerate(pieces)}
-        backend = Tokenizer(models.BPE(vocab=vocab, merges=_bpe_merges(pieces), unk_token=model.unk_piece,
+        backend = Tokenizer(models.BPE(vocab=vocab, merges=bpe_merges(pieces), unk_token=model.unk_piece,
                                        fuse_unk=True, byte_fallback=model.byte_fallback))
-    backend.normalizer = _normalizer(model)
-    backend.decoder = _decoder(model)
+    backend.normalizer = sentencepiece_normalizer(model)
+    backend.decoder = sentencepiece_decoder(model)
     backend.post_processor = processors.TemplateProcessing(
         single=f"$A {model.eos_piece}", pair=f"$A {model.eos_piece} $B {model.eos_piece}",
         special_tokens=[(model.eos_piece, model.eos_id)])
@@ -325,5 +332,6 @@ def sentencepiece_differences(tokenizer: PreTrainedTokenizerFast, model: Sentenc
     return differences
 
 
-__all__ = ["SentencePieceModel", "import_sentencepiece", "model_problems", "parse_model", "read_model",
-           "sentencepiece_differences", "sentencepiece_tokenizer", "train_sentencepiece_model"]
+__all__ = ["SentencePieceModel", "bpe_merges", "import_sentencepiece", "model_problems", "parse_model", "read_model",
+           "segmentation_problems", "sentencepiece_decoder", "sentencepiece_differences", "sentencepiece_normalizer",
+           "sentencepiece_tokenizer", "train_sentencepiece_model"]

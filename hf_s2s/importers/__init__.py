@@ -5,7 +5,8 @@ object is unpickled), maps its weights onto the hf_s2s family whose math it matc
 every token the toolkit's id (:mod:`.vocabulary`) and writes an ordinary model folder: ``from_pretrained``,
 ``hf-s2s translate``, the training job (fine-tuning) and ``hf-s2s push-to-hub`` take it as they take a trained one.
 ``conversion.json`` records where it came from. What a converter cannot express exactly is refused, naming the
-option; nothing is approximated. What the toolkit did to the text around the model (subword segmentation,
+option; nothing is approximated. A SentencePiece model the toolkit segmented raw text with is carried into the
+tokenizer (:mod:`.subwords`); what else the toolkit did to the text around the model (other subword segmentation,
 lowercasing, ...) is the user's step: ``conversion.json`` lists it under ``not_carried_over``.
 """
 

@@ -33,8 +33,11 @@ And ``--arch transformer`` (and its named variants) -> ``transformer_seq2seq``:
 - the output projection (no bias) tied to the decoder embedding (``--share-decoder-input-output-embed``), or
   not; ``--share-all-embeddings`` -> ``share_encoder_decoder_embeddings``.
 
-The ``--bpe`` and ``--tokenizer`` a checkpoint's configuration names are not carried over: they are returned
-as notes.
+``--bpe sentencepiece`` is carried over (:mod:`.subwords`): the tokenizer segments raw text with the model
+fairseq-interactive's ``--sentencepiece-model`` names and joins the output pieces back. The checkpoint records that
+model only where fairseq-train was given ``--bpe`` (and only as a path): ``--source-subword-model`` names it (one model
+for both sides, as fairseq's ``SentencepieceBPE``). Any other ``--bpe`` and the ``--tokenizer`` are not carried over:
+they are returned as notes.
 
 Every checkpoint tensor is mapped or the conversion fails naming it; options the converter cannot express
 exactly are refused, naming the option.
@@ -53,6 +56,14 @@ from ..models.modeling_rnn_seq2seq import RNNSeq2SeqForConditionalGeneration
 from ..models.modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
 from .base import APPLY_YOURSELF, RNN_TABLES_COPIED, Converted, register
 from .checkpoints import CheckpointError, load_checkpoint, options, read_text_file
+from .subwords import (
+    Subwords,
+    absent_pieces,
+    alias_unknown_pieces,
+    read_subwords,
+    subword_model_path,
+    target_note,
+)
 from .vocabulary import SpecialTokens, check_vocabulary_sizes, translation_tokenizer
 from .weights import LayerMapping, Tensors, check_same, load_converted, map_layers
 
@@ -382,15 +393,41 @@ def vocabularies(checkpoint: Path, files: dict, opt: dict,
     return source, target, source_path, target_path
 
 
-def not_carried_over(data: dict, opt: dict) -> list[str]:
+def text_option(data: dict, opt: dict, name: str) -> dict:
+    """The checkpoint's ``--bpe`` or ``--tokenizer`` settings (``_name`` and its options; empty when unset)."""
+    value = (data.get("cfg") or {}).get(name) or opt.get(name)
+    if not value:
+        return {}
+    return options(value) if isinstance(value, argparse.Namespace | dict) else {"_name": value}
+
+
+def subword_model(data: dict, opt: dict, given: Path | None, target: Path | None) -> Subwords | None:
+    """The SentencePiece model fairseq-interactive's ``--bpe sentencepiece`` segments and joins with: ``given``
+    (--source-subword-model) or the path the checkpoint recorded; None when neither says sentencepiece."""
+    if target is not None:
+        raise ValueError("fairseq's --bpe sentencepiece has one model for both sides: pass it with "
+                         "--source-subword-model (--target-subword-model is for OpenNMT-py and Joey NMT)")
+    bpe = text_option(data, opt, "bpe")
+    if bpe.get("_name") not in (None, "sentencepiece"):
+        if given is not None:
+            raise refuse("bpe", bpe["_name"], "--source-subword-model carries a --bpe sentencepiece model over; "
+                         "this checkpoint was trained with another --bpe")
+        return None
+    if given is None and not bpe:
+        return None
+    path = subword_model_path(bpe.get("sentencepiece_model"), given, "--sentencepiece-model",
+                              "--source-subword-model")
+    return read_subwords(path, "--source-subword-model" if given is not None else "--sentencepiece-model")
+
+
+def not_carried_over(data: dict, opt: dict, carried: bool = False) -> list[str]:
     """What fairseq's training configuration applied to the text that the converted folder does not: the --bpe
-    and --tokenizer it names (fairseq-interactive applies them; fairseq-generate reads text already
-    processed)."""
+    (unless ``carried``) and --tokenizer it names (fairseq-interactive applies them; fairseq-generate reads text
+    already processed)."""
     notes = []
     for name, flag in (("bpe", "--bpe"), ("tokenizer", "--tokenizer")):
-        value = (data.get("cfg") or {}).get(name) or opt.get(name)
-        if value:
-            settings = options(value) if isinstance(value, argparse.Namespace | dict) else {"_name": value}
+        settings = text_option(data, opt, name)
+        if settings and not (name == "bpe" and carried):
             shown = ", ".join(f"{k}={v}" for k, v in settings.items() if k != "_name" and v not in (None, ""))
             named = f"{flag} {settings.get('_name')}" + (f" ({shown})" if shown else "")
             notes.append(f"{named}: {APPLY_YOURSELF}")
@@ -401,8 +438,10 @@ def not_carried_over(data: dict, opt: dict) -> list[str]:
 
 @register(TOOLKIT)
 def convert(checkpoint: Path, source_vocab: Path | None = None, target_vocab: Path | None = None,
+            source_subword_model: Path | None = None, target_subword_model: Path | None = None,
             **files) -> Converted:
-    """A fairseq checkpoint and its dictionaries as an hf_s2s model and tokenizer."""
+    """A fairseq checkpoint and its dictionaries as an hf_s2s model and tokenizer; ``source_subword_model``: the
+    ``--sentencepiece-model`` fairseq-interactive segments with (``--bpe sentencepiece``)."""
     unused = sorted(name for name, value in files.items() if value is not None)
     if unused:
         raise ValueError(f"a fairseq conversion reads the checkpoint and its dictionaries; {unused} is not used")
@@ -413,6 +452,7 @@ def convert(checkpoint: Path, source_vocab: Path | None = None, target_vocab: Pa
     arch = opt.get("arch") or opt.get("_name")
     if arch not in LSTM_ARCHS + TRANSFORMER_ARCHS:
         raise refuse("arch", arch, f"the converter handles {list(LSTM_ARCHS + TRANSFORMER_ARCHS)}")
+    subwords = subword_model(data, opt, source_subword_model, target_subword_model)
     sources, targets, source_path, target_path = vocabularies(
         checkpoint, {"source_vocab": source_vocab, "target_vocab": target_vocab}, opt, data["model"])
     if opt.get("share_all_embeddings") and sources != targets:
@@ -438,15 +478,25 @@ def convert(checkpoint: Path, source_vocab: Path | None = None, target_vocab: Pa
     details.update({"share_decoder_input_output_embed": config.tie_word_embeddings,
                     "share_all_embeddings": bool(opt.get("share_all_embeddings"))})
     check_vocabulary_sizes(state, len(sources), len(targets), str(source_path), str(target_path))
+    # the pieces the toolkit reads as <unk> on the source side: tokenizer ids after its vocabulary, encoder rows
+    # that copy <unk>'s
+    aliases = absent_pieces(subwords, sources)
+    alias_unknown_pieces(state, config, aliases, sources.index(SPECIALS.unk),
+                         subwords.where if subwords else "")
     model = (RNNSeq2SeqForConditionalGeneration if architecture == "lstm"
              else TransformerSeq2SeqForConditionalGeneration)(config)
     load_converted(model, state)
     model.eval()
     model.generation_config = generation_config(config, int(opt.get("max_target_positions") or 1024))
     model._set_default_generation_length()
-    tokenizer = translation_tokenizer(sources, targets, SPECIALS, source_eos=True)
+    tokenizer = translation_tokenizer(sources + aliases, targets, SPECIALS, source_eos=True, source_subwords=subwords,
+                                      target_subwords=subwords)
+    if subwords is not None:
+        details["subword_models"] = {"source": subwords.record(), "target": subwords.record(),
+                                     "source_pieces_read_as_unk": len(aliases)}
+    notes = not_carried_over(data, opt, carried=subwords is not None) + target_note(subwords, targets, "fairseq")
     return Converted(model=model, tokenizer=tokenizer, toolkit=TOOLKIT, architecture=architecture,
-                     details=details, not_carried_over=not_carried_over(data, opt))
+                     details=details, not_carried_over=notes)
 
 
 __all__ = ["convert", "read_dictionary"]

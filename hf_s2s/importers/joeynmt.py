@@ -25,9 +25,13 @@ first step (``min_output_length`` 1). ``tied_embeddings`` (one vocabulary, one t
 ``share_encoder_decoder_embeddings`` on the Transformer; ``tied_softmax`` onto ``tie_word_embeddings``.
 
 The config is read field by field with Joey NMT 2.3's defaults; a field of the wrong type (or null) is refused
-naming it. Options the converter cannot reproduce exactly are refused, naming the option; what Joey did to the
-text that the folder does not (subword segmentation, lowercasing, Moses tokenization, ...) is returned as
-notes.
+naming it. Options the converter cannot reproduce exactly are refused, naming the option. A side Joey segmented
+with ``level: bpe``, ``tokenizer_type: sentencepiece`` is carried over (:mod:`.subwords`): the tokenizer lowercases
+when ``lowercase`` is set, segments with ``tokenizer_cfg.model_file`` (or ``--source-subword-model`` /
+``--target-subword-model``) restricted to Joey's vocabulary as ``SentencePieceTokenizer.set_vocab`` restricts it, and
+joins the output pieces back; ``normalize`` or a Moses ``pretokenizer`` before it is refused. What Joey did to the
+text of the other sides that the folder does not (subword-nmt segmentation, lowercasing, Moses tokenization, ...)
+is returned as notes.
 """
 
 from pathlib import Path
@@ -43,6 +47,13 @@ from ..models.modeling_rnn_seq2seq import RNNSeq2SeqForConditionalGeneration
 from ..models.modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
 from .base import RNN_TABLES_COPIED, Converted, register
 from .checkpoints import CheckpointError, load_checkpoint, read_text_file
+from .subwords import (
+    Subwords,
+    absent_pieces,
+    alias_unknown_pieces,
+    read_subwords,
+    subword_model_path,
+)
 from .vocabulary import SpecialTokens, check_vocabulary_sizes, translation_tokenizer
 from .weights import LayerMapping, Tensors, check_same, load_converted, map_layers
 
@@ -152,9 +163,52 @@ def read_vocab(path: Path, side: str, flag: str) -> list[str]:
     return tokens
 
 
-def text_steps(data: Section) -> list[str]:
+def segments_with_sentencepiece(options: Section) -> bool:
+    """Whether Joey NMT segments this side (``data.src`` / ``data.trg``) with a SentencePiece model."""
+    level = options.choice("level", "word", ("word", "bpe", "char"), "the converted tokenizer reads "
+                           "space-separated tokens: 'char' is not that")
+    return level == "bpe" and options.text("tokenizer_type", options.text("bpe_type", "sentencepiece")) == \
+        "sentencepiece"
+
+
+def subword_models(data: Section, source: Path | None, target: Path | None
+                   ) -> tuple[Subwords | None, Subwords | None]:
+    """The SentencePiece model of each side Joey NMT segmented with one (None for the others): the convert flag's
+    file, else ``tokenizer_cfg.model_file``. What Joey does around it that the tokenizer would not reproduce
+    (``normalize``, a Moses ``pretokenizer``) is refused, naming the option."""
+    models, source_file = {}, None
+    for side, given, flag in (("src", source, "--source-subword-model"), ("trg", target, "--target-subword-model")):
+        options = data.section(side)
+        if not segments_with_sentencepiece(options):
+            if given is not None:
+                raise ValueError(f"{flag} is for a side Joey NMT segmented with a SentencePiece model (level bpe, "
+                                 f"tokenizer_type sentencepiece); data.{side} is level "
+                                 f"{options.values.get('level', 'word')}")
+            models[side] = None
+            continue
+        if options.flag("normalize", False):
+            raise refuse(f"data.{side}.normalize", True, "Joey NMT applies NFKC and removes extra spaces before "
+                         "segmenting, which the converted tokenizer does not reproduce")
+        tokenizer = options.section("tokenizer_cfg")
+        if tokenizer.text("pretokenizer", "none") != "none":
+            raise refuse(f"data.{side}.tokenizer_cfg.pretokenizer", tokenizer.values["pretokenizer"],
+                         "Joey NMT Moses-tokenizes before segmenting, which the converted tokenizer does not "
+                         "reproduce")
+        option = f"data.{side}.tokenizer_cfg.model_file"
+        recorded = tokenizer.values.get("model_file")
+        if side == "trg" and given is None and models["src"] is not None and recorded == source_file:
+            given, flag = source, "--source-subword-model"  # one file named for both sides: one flag replaces it
+        path = subword_model_path(recorded, given, option, flag)
+        models[side] = read_subwords(path, flag if given is not None else option,
+                                     lowercase=options.flag("lowercase", False), restricted=True)
+        source_file = recorded
+    return models["src"], models["trg"]
+
+
+def text_steps(data: Section, carried: set[str] = frozenset()) -> list[str]:
     """What ``joeynmt translate`` did to the text around the model that the converted folder does not: one
-    note a step, naming the option. Refuses what the whitespace tokenizer cannot stand in for (characters,
+    note a step, naming the option; the sides in ``carried`` ("src", "trg") are segmented by the converted
+    tokenizer (:func:`subword_models`). Refuses what the whitespace tokenizer cannot stand in for (characters,
     other symbols)."""
     if data.values.get("special_symbols"):
         raise refuse("data.special_symbols", data.values["special_symbols"], "the converter knows Joey's "
@@ -162,6 +216,8 @@ def text_steps(data: Section) -> list[str]:
     notes = []
     for side, text, undo in (("src", "the input", False), ("trg", "the output", True)):
         options = data.section(side)
+        if side in carried:
+            continue
         level = options.choice("level", "word", ("word", "bpe", "char"), "the converted tokenizer reads "
                                "space-separated tokens: 'char' is not that")
         tokenizer = options.section("tokenizer_cfg")
@@ -441,9 +497,15 @@ def generation_config(config, testing: Section) -> GenerationConfig:
 
 @register(TOOLKIT)
 def convert(checkpoint: Path, config: Path | None = None, source_vocab: Path | None = None,
-            target_vocab: Path | None = None) -> Converted:
+            target_vocab: Path | None = None, source_subword_model: Path | None = None,
+            target_subword_model: Path | None = None, **files) -> Converted:
     """A Joey NMT 2.x checkpoint, with the config.yaml and vocabularies beside it (or those given), as an
-    hf_s2s model and tokenizer."""
+    hf_s2s model and tokenizer; ``source_subword_model`` / ``target_subword_model`` replace the SentencePiece
+    models its config names."""
+    unused = sorted(name for name, value in files.items() if value is not None)
+    if unused:
+        raise ValueError(f"a Joey NMT conversion reads the checkpoint, its config and vocabularies; {unused} is "
+                         "not used")
     data = load_checkpoint(checkpoint, TOOLKIT)  # first: a file that is no checkpoint is named as such
     if not isinstance(data.get("model_state"), dict):
         raise CheckpointError(f"{checkpoint} lacks 'model_state': not a Joey NMT 2.x checkpoint")
@@ -453,7 +515,10 @@ def convert(checkpoint: Path, config: Path | None = None, source_vocab: Path | N
     options = read_config(config or folder / "config.yaml")
     sources = read_vocab(source_path, "source", "--source-vocab")
     targets = read_vocab(target_path, "target", "--target-vocab")
-    notes = text_steps(options.section("data"))
+    source_subwords, target_subwords = subword_models(options.section("data"), source_subword_model,
+                                                      target_subword_model)
+    carried = {side for side, model in (("src", source_subwords), ("trg", target_subwords)) if model is not None}
+    notes = text_steps(options.section("data"), carried)
     model_options = options.section("model", required=True)
     kind = model_options.section("encoder", required=True).choice(
         "type", "recurrent", ("recurrent", "transformer"), "the converter handles")
@@ -476,6 +541,11 @@ def convert(checkpoint: Path, config: Path | None = None, source_vocab: Path | N
     if sources.index(SPECIALS.pad) != hf_config.pad_token_id:
         raise CheckpointError(f"{source_path} and {target_path} put <pad> at different ids")
     check_vocabulary_sizes(state, len(sources), len(targets), str(source_path), str(target_path))
+    # the pieces the toolkit reads as <unk> on the source side: tokenizer ids after its vocabulary, encoder rows
+    # that copy <unk>'s
+    aliases = absent_pieces(source_subwords, sources)
+    alias_unknown_pieces(state, hf_config, aliases, sources.index(SPECIALS.unk),
+                         source_subwords.where if source_subwords else "")
     testing = options.section("testing")
     generation = generation_config(hf_config, testing)
     notes += decoding_steps(testing)
@@ -486,10 +556,14 @@ def convert(checkpoint: Path, config: Path | None = None, source_vocab: Path | N
     model._set_default_generation_length()
     if generation.max_new_tokens is not None:  # max_output_length is Joey's only cap then
         generation.max_length = None
-    tokenizer = translation_tokenizer(sources, targets, SPECIALS, source_eos=True)
+    tokenizer = translation_tokenizer(sources + aliases, targets, SPECIALS, source_eos=True, source_subwords=source_subwords,
+                                      target_subwords=target_subwords)
     shown = ("beam_size", "beam_alpha", "min_output_length", "max_output_length")
     details = {"encoder_type": kind, "model": model_options.values,
                "testing": {k: testing.values[k] for k in shown if k in testing.values}}
+    if carried:
+        details["subword_models"] = {name: model.record() for name, model in
+                                     (("source", source_subwords), ("target", target_subwords)) if model is not None}
     architecture = "rnn" if kind == "recurrent" else "transformer"
     return Converted(model=model, tokenizer=tokenizer, toolkit=TOOLKIT, architecture=architecture,
                      details=details, not_carried_over=notes)

@@ -25,8 +25,11 @@ token table saved under both sides' names) maps onto ``share_encoder_decoder_emb
 ``-share_decoder_embeddings`` onto ``tie_word_embeddings``.
 
 The generation config is ``onmt_translate``'s defaults for a batch of one line (beam 5, at most
-``int(1.25 x source + 5)`` tokens). The -transforms that change the text at translation time (subword models,
-prefixes, ...) are not carried over: they are returned as notes.
+``int(1.25 x source + 5)`` tokens). ``-transforms sentencepiece`` is carried over: the tokenizer segments raw text
+with ``-src_subword_model`` (``-tgt_subword_model`` for the target, the source's under ``-share_vocab``) and joins
+the output pieces back, as ``onmt_translate -transforms sentencepiece`` does (:mod:`.subwords`); a recorded path
+that does not exist here is replaced by ``--source-subword-model`` / ``--target-subword-model``. The other -transforms
+that change the text at translation time (``bpe``, prefixes, ...) are not carried over: they are returned as notes.
 
 Every checkpoint tensor is mapped or the conversion fails naming it; options the converter cannot express
 exactly (copy or coverage attention, context gates, source features, sparsemax, relative or rotary positions,
@@ -45,6 +48,14 @@ from ..models.modeling_rnn_seq2seq import RNNSeq2SeqForConditionalGeneration
 from ..models.modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
 from .base import APPLY_YOURSELF, RNN_TABLES_COPIED, Converted, register
 from .checkpoints import CheckpointError, load_checkpoint, options
+from .subwords import (
+    Subwords,
+    absent_pieces,
+    alias_unknown_pieces,
+    read_subwords,
+    subword_model_path,
+    target_note,
+)
 from .vocabulary import SpecialTokens, check_vocabulary_sizes, translation_tokenizer
 from .weights import LayerMapping, Tensors, check_same, load_converted, map_layers
 
@@ -85,6 +96,10 @@ TRANSFORM_FILES = {
     "prefix": ("src_prefix", "tgt_prefix"),
     "suffix": ("src_suffix", "tgt_suffix"),
 }
+# -transforms the converted tokenizer applies itself
+CARRIED_TRANSFORMS = {"sentencepiece"}
+# the convert flags that name each side's SentencePiece model where the recorded path does not exist here
+SUBWORD_FLAGS = {"src": "--source-subword-model", "tgt": "--target-subword-model"}
 # -position_encoding_type -> position_embedding_layout: the same sinusoids, both from position 0
 POSITION_LAYOUTS = {"SinusoidalInterleaved": "interleaved", "SinusoidalConcat": "tensor2tensor"}
 # and, for the Transformer, these (relative/rotary/ALiBi positions, grouped-query attention, parallel
@@ -367,7 +382,7 @@ def not_carried_over(opt: dict) -> list[str]:
     of the training options that change a sentence at translation time (segmentation, normalization,
     prefixes...). The training-only ones (filters, noise, augmentation) need nothing."""
     notes = []
-    for name in sorted(set(opt.get("transforms") or []) - TRAINING_ONLY_TRANSFORMS):
+    for name in sorted(set(opt.get("transforms") or []) - TRAINING_ONLY_TRANSFORMS - CARRIED_TRANSFORMS):
         files = {key: opt[key] for key in TRANSFORM_FILES.get(name, ()) if opt.get(key)}
         shown = "".join(f" -{key} {value}" for key, value in files.items())
         notes.append(f"-transforms {name}{shown}: OpenNMT-py applied it to the text; {APPLY_YOURSELF}")
@@ -376,9 +391,43 @@ def not_carried_over(opt: dict) -> list[str]:
     return notes
 
 
+def subword_models(opt: dict, source: Path | None, target: Path | None) -> tuple[Subwords | None, Subwords | None]:
+    """The SentencePiece models ``onmt_translate -transforms sentencepiece`` segments each side with (None, None
+    without that transform): ``source`` / ``target`` (the convert flags) or the paths the options recorded. Under
+    ``-share_vocab`` with the same subword vocabulary options the target side uses the source's model, as
+    OpenNMT-py's transform does."""
+    if "sentencepiece" not in (opt.get("transforms") or []):
+        for name, path in (("source", source), ("target", target)):
+            if path is not None:
+                raise ValueError(f"--{name}-subword-model is for a checkpoint trained with -transforms "
+                                 f"sentencepiece; this one's -transforms are {sorted(opt.get('transforms') or [])}")
+        return None, None
+    for side in ("src", "tgt"):
+        if opt.get(f"{side}_subword_vocab") and (opt.get(f"{side}_vocab_threshold") or 0) > 0:
+            raise refuse(f"{side}_subword_vocab", opt[f"{side}_subword_vocab"],
+                         f"with -{side}_vocab_threshold the transform restricts the SentencePiece model to that "
+                         "vocabulary (LoadVocabulary), which the converted tokenizer does not reproduce")
+    shared = opt.get("share_vocab") and all(opt.get(f"src_{name}") == opt.get(f"tgt_{name}")
+                                            for name in ("subword_vocab", "vocab_threshold"))
+    models = {}
+    for side, given in (("src", source), ("tgt", target)):
+        # one file named for both sides: the source's flag replaces it for both
+        same_file = opt.get("tgt_subword_model") == opt.get("src_subword_model")
+        if side == "tgt" and (shared or same_file) and given is None:
+            models[side] = models["src"]
+            continue
+        path = subword_model_path(opt.get(f"{side}_subword_model"), given, f"-{side}_subword_model",
+                                  SUBWORD_FLAGS[side])
+        models[side] = read_subwords(path, SUBWORD_FLAGS[side] if given is not None else f"-{side}_subword_model")
+    return models["src"], models["tgt"]
+
+
 @register(TOOLKIT)
-def convert(checkpoint: Path, **files) -> Converted:
-    """An OpenNMT-py 3.x checkpoint (vocabularies and options inside it) as an hf_s2s model and tokenizer."""
+def convert(checkpoint: Path, source_subword_model: Path | None = None, target_subword_model: Path | None = None,
+            **files) -> Converted:
+    """An OpenNMT-py 3.x checkpoint (vocabularies and options inside it) as an hf_s2s model and tokenizer;
+    ``source_subword_model`` / ``target_subword_model`` replace the SentencePiece model paths its options
+    recorded."""
     unused = sorted(name for name, value in files.items() if value is not None)
     if unused:
         raise ValueError(f"an OpenNMT-py checkpoint holds its vocabularies and options; {unused} is not used")
@@ -395,6 +444,7 @@ def convert(checkpoint: Path, **files) -> Converted:
     transformer = opt.get("encoder_type") == "transformer"
     (check_transformer_options if transformer else check_options)(opt)
     source_vocab, target_vocab = vocabularies(data)
+    source_subwords, target_subwords = subword_models(opt, source_subword_model, target_subword_model)
     config = (transformer_config if transformer else rnn_config)(opt, source_vocab, target_vocab)
     if source_vocab.index(SPECIALS.pad) != config.pad_token_id:
         raise CheckpointError("the source and target vocabularies put <blank> at different ids")
@@ -404,6 +454,11 @@ def convert(checkpoint: Path, **files) -> Converted:
         state = rnn_state_dict(data["model"], data["generator"], config, opt)
     check_vocabulary_sizes(state, len(source_vocab), len(target_vocab), f"{checkpoint}'s vocab['src']",
                            f"{checkpoint}'s vocab['tgt']")
+    # the pieces the toolkit reads as <unk> on the source side: tokenizer ids after its vocabulary, encoder rows
+    # that copy <unk>'s
+    aliases = absent_pieces(source_subwords, source_vocab)
+    alias_unknown_pieces(state, config, aliases, source_vocab.index(SPECIALS.unk),
+                         source_subwords.where if source_subwords else "")
     model = (TransformerSeq2SeqForConditionalGeneration if transformer
              else RNNSeq2SeqForConditionalGeneration)(config)
     load_converted(model, state)
@@ -420,7 +475,8 @@ def convert(checkpoint: Path, **files) -> Converted:
     model.generation_config.max_len_a = TRANSLATE_DEFAULTS["max_length_ratio"]
     model.generation_config.max_len_b = 5 + 1
     model._set_default_generation_length()
-    tokenizer = translation_tokenizer(source_vocab, target_vocab, SPECIALS, source_eos=False)
+    tokenizer = translation_tokenizer(source_vocab + aliases, target_vocab, SPECIALS, source_eos=False,
+                                      source_subwords=source_subwords, target_subwords=target_subwords)
     if transformer:
         details = {"encoder_type": "transformer", "layers": [opt["enc_layers"], opt["dec_layers"]],
                    "hidden_size": opt["enc_hid_size"], "heads": opt["heads"], "transformer_ff": opt["transformer_ff"],
@@ -433,9 +489,13 @@ def convert(checkpoint: Path, **files) -> Converted:
     details.update({name: bool(opt.get(name)) for name in ("share_vocab", "share_embeddings",
                                                             "share_decoder_embeddings")})
     details["transforms"] = sorted(opt.get("transforms") or [])
+    if source_subwords is not None:
+        details["subword_models"] = {"source": source_subwords.record(), "target": target_subwords.record(),
+                                     "source_pieces_read_as_unk": len(aliases)}
     architecture = "transformer" if transformer else "rnn"
+    notes = not_carried_over(opt) + target_note(target_subwords, target_vocab, "OpenNMT-py")
     return Converted(model=model, tokenizer=tokenizer, toolkit=TOOLKIT, architecture=architecture,
-                     details=details, not_carried_over=not_carried_over(opt))
+                     details=details, not_carried_over=notes)
 
 
 __all__ = ["convert", "opennmt_max_lengths"]

@@ -3,18 +3,19 @@
 The old toolkits read text already split into tokens (words, or subwords from an external BPE / SentencePiece
 step that the user ran before training and runs before translating): a line is its tokens separated by spaces.
 The tokenizer here does exactly that, a whitespace split and a word-level lookup in the toolkit's own order,
-so a converted folder sees the same ids the toolkit saw. Segmenting raw text into subwords stays the user's
-step, as it was with the toolkit.
+so a converted folder sees the same ids the toolkit saw. Where the toolkit segmented raw text with a SentencePiece
+model itself, the tokenizer does that segmentation instead (:mod:`.subwords`), still with the toolkit's ids.
 """
 
 from dataclasses import dataclass
 
 import torch
-from tokenizers import Tokenizer, models, pre_tokenizers, processors
+from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from ..data.tokenization import TranslationTokenizers
 from .checkpoints import CheckpointError
+from .subwords import Subwords, end_of_sentence, subword_backend
 
 
 @dataclass(frozen=True)
@@ -27,25 +28,28 @@ class SpecialTokens:
     eos: str
 
 
-def word_level_tokenizer(tokens: list[str], specials: SpecialTokens, append_eos: bool) -> PreTrainedTokenizerFast:
-    """A tokenizer over ``tokens`` (token i gets id i, the toolkit's order) that splits on whitespace and,
-    when ``append_eos``, ends every encoded sequence with the end token (the toolkits that give the encoder an
-    end token do so; the decoder's labels always end with it)."""
+def word_level_tokenizer(tokens: list[str], specials: SpecialTokens, append_eos: bool,
+                         subwords: Subwords | None = None, leave_out_absent: bool = False) -> PreTrainedTokenizerFast:
+    """A tokenizer over ``tokens`` (token i gets id i, the toolkit's order) that splits on whitespace or, given
+    the toolkit's ``subwords`` model, segments raw text as it does; when ``append_eos``, it ends every encoded
+    sequence with the end token (the toolkits that give the encoder an end token do so; the decoder's labels
+    always end with it)."""
     duplicates = sorted({token for token in tokens if tokens.count(token) > 1}) if len(set(tokens)) < len(tokens) else []
     if duplicates:
         raise ValueError(f"the vocabulary lists {', '.join(map(repr, duplicates[:5]))} more than once: ids would be "
                          "ambiguous")
-    missing = [token for token in (specials.unk, specials.pad, specials.eos, specials.bos) if token is not None
-               and token not in tokens]
+    named_specials = [token for token in (specials.unk, specials.pad, specials.eos, specials.bos) if token is not None]
+    missing = [token for token in named_specials if token not in tokens]
     if missing:
         raise ValueError(f"the vocabulary lacks the special token(s) {missing}")
     vocab = {token: index for index, token in enumerate(tokens)}
-    backend = Tokenizer(models.WordLevel(vocab, unk_token=specials.unk))
-    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    if subwords is None:
+        backend = Tokenizer(models.WordLevel(vocab, unk_token=specials.unk))
+        backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    else:
+        backend = subword_backend(subwords, tokens, specials.unk, set(named_specials), leave_out_absent)
     if append_eos:
-        backend.post_processor = processors.TemplateProcessing(
-            single=f"$A {specials.eos}", pair=f"$A {specials.eos} $B {specials.eos}",
-            special_tokens=[(specials.eos, vocab[specials.eos])])
+        end_of_sentence(backend, specials.eos, vocab[specials.eos])
     named = {"unk_token": specials.unk, "pad_token": specials.pad, "eos_token": specials.eos}
     if specials.bos is not None:
         named["bos_token"] = specials.bos
@@ -53,18 +57,24 @@ def word_level_tokenizer(tokens: list[str], specials: SpecialTokens, append_eos:
 
 
 def translation_tokenizer(source_tokens: list[str], target_tokens: list[str], specials: SpecialTokens,
-                          source_eos: bool) -> PreTrainedTokenizerBase:
-    """One tokenizer for the converted folder: joint when both sides list the same tokens, else the
-    separate-vocabulary tokenizer (sources encode with the source vocabulary, ``text_target=`` and ``decode``
-    use the target one). Labels always end with the end token; sources do when ``source_eos``."""
+                          source_eos: bool, source_subwords: Subwords | None = None,
+                          target_subwords: Subwords | None = None) -> PreTrainedTokenizerBase:
+    """One tokenizer for the converted folder: joint when both sides list the same tokens (and segment alike),
+    else the separate-vocabulary tokenizer (sources encode with the source vocabulary, ``text_target=`` and
+    ``decode`` use the target one). Labels always end with the end token; sources do when ``source_eos``.
+    ``source_subwords`` / ``target_subwords``: the toolkit's SentencePiece model of each side, if it segmented
+    raw text itself. ``source_tokens`` may end with the pieces the toolkit reads as <unk> (``alias_unknown_pieces``);
+    the target side segments without the pieces its vocabulary lacks (``target_note``)."""
     for side, tokens in (("source", source_tokens), ("target", target_tokens)):
         ids = [tokens.index(token) if token in tokens else None for token in (specials.unk, specials.pad, specials.eos)]
         if None in ids:
             raise ValueError(f"the {side} vocabulary lacks a special token ({specials})")
-    source = word_level_tokenizer(source_tokens, specials, append_eos=source_eos)
-    if source_tokens == target_tokens and source_eos:
+    source = word_level_tokenizer(source_tokens, specials, append_eos=source_eos, subwords=source_subwords)
+    same_subwords = (source_subwords and source_subwords.key) == (target_subwords and target_subwords.key)
+    if source_tokens == target_tokens and source_eos and same_subwords:
         return source
-    target = word_level_tokenizer(target_tokens, specials, append_eos=True)
+    target = word_level_tokenizer(target_tokens, specials, append_eos=True, subwords=target_subwords,
+                                  leave_out_absent=True)
     special_ids = [source.convert_tokens_to_ids(t) == target.convert_tokens_to_ids(t)
                    for t in (specials.unk, specials.pad, specials.eos, specials.bos) if t is not None]
     if not all(special_ids):

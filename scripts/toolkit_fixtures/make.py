@@ -23,6 +23,7 @@ import collections
 import dataclasses
 import datetime
 import gzip
+import itertools
 import json
 import os
 import re
@@ -80,12 +81,17 @@ INSTALL = {
         ["--no-deps", "opennmt-py==3.5.1"],
         ["configargparse", "pyyaml", "sacrebleu", "six", "pyonmttok<2,>=1.37", "tensorboard>=2.3",
          "ctranslate2<5,>=4", "flask", "waitress", "rapidfuzz", "pyahocorasick", "fasttext-wheel", "spacy"],
+        # the sentencepiece transform (onmt/transforms/tokenize.py) imports it; opennmt-py does not declare it
+        ["sentencepiece==0.2.1"],
     ],
     "joeynmt": [
         [TORCH],
         ["joeynmt==2.3.0"],
         # joeynmt/helpers.py imports importlib_metadata, which joeynmt 2.3.0 does not declare
         ["importlib_metadata"],
+        # joeynmt 2.3.0 declares sentencepiece unpinned, and 0.2.3 dropped SentencePieceProcessor.SetVocabulary, which
+        # its SentencePieceTokenizer.set_vocab calls ("has no attribute 'SetVocabulary'"); 0.2.1 has it
+        ["sentencepiece==0.2.1"],
     ],
     "fairseq": [
         [TORCH],
@@ -95,6 +101,8 @@ INSTALL = {
         # defaults). fairseq-fixed 0.12.3.1 is 0.12.2 with that fixed and hydra-core 1.3.2 /
         # omegaconf 2.3.0; it imports as `fairseq` and reports __version__ 0.12.3.1.
         ["fairseq-fixed==0.12.3.1"],
+        # --bpe sentencepiece (fairseq/data/encoders/sentencepiece_bpe.py) imports it; fairseq does not declare it
+        ["sentencepiece==0.2.1"],
     ],
 }
 
@@ -228,10 +236,11 @@ def write_fixture(name: str, work: Path, files: dict[str, Path], provenance: dic
         "fixture": name,
         **provenance,
         "seed": SEED,
-        "slice": {"data": "multi30k de->en (read from $MULTI30K)", "train_lines": TRAIN_LINES,
-                  "train_filter": f"pairs whose English tokens are all among the {TGT_VOCAB_SIZE} most frequent",
-                  "valid_lines": VALID_LINES, "test": f"first {TEST_LINES} lines of test_2016_flickr",
-                  "tokenization": "lowercase; tokens = re.findall(r'\\w+|[^\\w\\s]') (make.py tokenize)"},
+        "slice": provenance.pop("slice", None) or {
+            "data": "multi30k de->en (read from $MULTI30K)", "train_lines": TRAIN_LINES,
+            "train_filter": f"pairs whose English tokens are all among the {TGT_VOCAB_SIZE} most frequent",
+            "valid_lines": VALID_LINES, "test": f"first {TEST_LINES} lines of test_2016_flickr",
+            "tokenization": "lowercase; tokens = re.findall(r'\\w+|[^\\w\\s]') (make.py tokenize)"},
         "beam_size": BEAM,
         "max_length": MAX_LENGTH,
         "date": datetime.date.today().isoformat(),
@@ -300,10 +309,14 @@ def make_opennmt(name: str, work: Path, data: dict[str, Path]) -> None:
 
 
 def single_opennmt(fixture: Path, work: Path) -> list[str]:
-    """onmt_translate greedy, -batch_size 1 and its default -max_length / -max_length_ratio, into work/SINGLE."""
+    """onmt_translate greedy, -batch_size 1 and its default -max_length / -max_length_ratio, into work/SINGLE; a
+    SentencePiece fixture's raw sources through -transforms sentencepiece with its model."""
+    spm = fixture / SPM_MODEL
+    transform = ["-transforms", "sentencepiece", "-src_subword_model", str(spm), "-tgt_subword_model",
+                 str(spm)] if spm.is_file() else []
     return run([venv_bin("opennmt", "onmt_translate"), "-model", str(fixture / "model.pt"), "-src",
-                str(fixture / "test.de"), "-output", str(work / SINGLE), "-beam_size", "1", "-batch_size", "1",
-                "-seed", str(SEED)], work, work / "log.txt")
+                str(test_source(fixture)), "-output", str(work / SINGLE), "-beam_size", "1", "-batch_size", "1",
+                "-seed", str(SEED), *transform], work, work / "log.txt")
 
 
 def run_opennmt(work: Path, data: dict[str, Path], options: dict, scale: Scale) -> tuple[dict[str, Path], dict]:
@@ -435,14 +448,17 @@ def single_joeynmt(fixture: Path, work: Path) -> list[str]:
     (work / "model").mkdir(exist_ok=True)
     config["data"]["src"]["voc_file"] = str(fixture / "src_vocab.txt")
     config["data"]["trg"]["voc_file"] = str(fixture / "trg_vocab.txt")
+    for side in ("src", "trg"):  # a SentencePiece fixture's model, where the config named it in $WORK
+        if "model_file" in config["data"][side].get("tokenizer_cfg", {}):
+            config["data"][side]["tokenizer_cfg"]["model_file"] = str(fixture / SPM_MODEL)
     testing = {k: v for k, v in config["testing"].items() if k != "max_output_length"}
     config["testing"] = {**testing, "beam_size": 1, "batch_size": 1, "batch_type": "sentence",
                          "load_model": str(fixture / "model.ckpt")}
     path = work / SINGLE_CONFIG
     path.write_text(_yaml(config))
     cmd = [str(venv_python("joeynmt")), "-m", "joeynmt", "translate", str(path)]
-    translate_stdin(cmd, fixture / "test.de", work / SINGLE, work, work / "log.txt")
-    return cmd + ["<", str(fixture / "test.de"), ">", SINGLE]
+    translate_stdin(cmd, test_source(fixture), work / SINGLE, work, work / "log.txt")
+    return cmd + ["<", str(test_source(fixture)), ">", SINGLE]
 
 
 def yaml_config(path: Path) -> dict:
@@ -463,9 +479,9 @@ def translate_stdin(cmd: list[str], source: Path, output: Path, cwd: Path, log: 
 
 
 def run_joeynmt(name: str, work: Path, data: dict[str, Path], model: dict, training: dict,
-                scale: Scale) -> tuple[dict[str, Path], dict]:
-    """Train with Joey NMT (``training`` overrides the fixtures' training options), release, translate greedy and
-    beam: (the files to keep, their provenance)."""
+                scale: Scale, text: dict | None = None) -> tuple[dict[str, Path], dict]:
+    """Train with Joey NMT (``training`` overrides the fixtures' training options; ``text`` the data options of
+    both sides, e.g. a tokenizer), release, translate greedy and beam: (the files to keep, their provenance)."""
     ensure_venv("joeynmt")
     log = work / "log.txt"
     model_dir = work / "model"
@@ -481,7 +497,7 @@ def run_joeynmt(name: str, work: Path, data: dict[str, Path], model: dict, train
 
     def side(lang: str, limit: int) -> dict:
         return {"lang": lang, "level": "word", "lowercase": False, "normalize": False, "max_length": 60,
-                "min_length": 1, "voc_limit": limit, "voc_min_freq": 1, "tokenizer_type": "none"}
+                "min_length": 1, "voc_limit": limit, "voc_min_freq": 1, "tokenizer_type": "none", **(text or {})}
 
     sides = {"src": side("de", scale.src_vocab), "trg": side("en", scale.tgt_vocab)}
     if model.get("tied_embeddings"):  # one vocabulary file for both sides
@@ -490,8 +506,8 @@ def run_joeynmt(name: str, work: Path, data: dict[str, Path], model: dict, train
     config = {
         "name": name, "joeynmt_version": "2.3.0", "model_dir": str(model_dir), "use_cuda": False,
         "fp16": False, "random_seed": SEED,
-        "data": {"train": str(work.parent / "data" / "train"), "dev": str(work.parent / "data" / "valid"),
-                 "test": str(work.parent / "data" / "test"), "dataset_type": "plain",
+        "data": {"train": str(data["train.de"].parent / "train"), "dev": str(data["train.de"].parent / "valid"),
+                 "test": str(data["train.de"].parent / "test"), "dataset_type": "plain",
                  **sides},
         "training": training,
         "testing": {"beam_size": 1, "beam_alpha": -1, "batch_size": 16, "batch_type": "sentence",
@@ -587,15 +603,18 @@ def single_fairseq(fixture: Path, work: Path) -> list[str]:
     """fairseq-interactive greedy on the raw test.de, one sentence a batch, its default --max-len-a 0
     --max-len-b 200 (the fixture's folder holds the dictionaries it reads), into work/SINGLE."""
     raw = work / "interactive_single.txt"
+    spm = fixture / SPM_MODEL
+    bpe = ["--bpe", "sentencepiece", "--sentencepiece-model", str(spm)] if spm.is_file() else []
     cmd = [venv_bin("fairseq", "fairseq-interactive"), str(fixture), "--path", str(fixture / "checkpoint.pt"),
            "--source-lang", "de", "--target-lang", "en", "--beam", "1", "--nbest", "1", "--batch-size", "1",
-           "--buffer-size", "1", "--cpu", "--seed", str(SEED)]
-    translate_stdin(cmd, fixture / "test.de", raw, work, work / "log.txt")
-    # H-<id>\tscore\ttokens, in input order
+           "--buffer-size", "1", "--cpu", "--seed", str(SEED), *bpe]
+    translate_stdin(cmd, test_source(fixture), raw, work, work / "log.txt")
+    # H-<id>\tscore\ttokens, in input order; D- the same after --bpe's decoding (the raw-text output)
+    kind = "D-" if bpe else "H-"
     hyps = [line.split("\t")[2] if line.count("\t") == 2 else "" for line in raw.read_text(encoding="utf-8").splitlines()
-            if line.startswith("H-")]
+            if line.startswith(kind)]
     (work / SINGLE).write_text("".join(hyp + "\n" for hyp in hyps), encoding="utf-8")
-    return cmd + ["<", str(fixture / "test.de"), "|", "grep ^H- | cut -f3", ">", SINGLE]
+    return cmd + ["<", str(test_source(fixture)), "|", f"grep ^{kind} | cut -f3", ">", SINGLE]
 
 
 def run_fairseq(work: Path, data: dict[str, Path], options: list[str], scale: Scale) -> tuple[dict[str, Path], dict]:
@@ -604,7 +623,7 @@ def run_fairseq(work: Path, data: dict[str, Path], options: list[str], scale: Sc
     ensure_venv("fairseq")
     log = work / "log.txt"
     bin_dir = work / "data-bin"
-    prefix = str(work.parent / "data")
+    prefix = str(data["train.de"].parent)
     commands = {"preprocess": run([
         venv_bin("fairseq", "fairseq-preprocess"), "--source-lang", "de", "--target-lang", "en",
         "--trainpref", f"{prefix}/train", "--validpref", f"{prefix}/valid", "--testpref", f"{prefix}/test",
@@ -656,12 +675,142 @@ def run_fairseq(work: Path, data: dict[str, Path], options: list[str], scale: Sc
     })
 
 
+# ---------------------------------------------------------------- SentencePiece fixtures (issue 34)
+# Raw text (cased, untokenized) segmented by the toolkit's own SentencePiece step, with the toolkit's raw-text
+# translations recorded: what a converted folder must reproduce from raw input. One joint unigram model
+# (nmt_nfkc normalization, sentencepiece's defaults otherwise) trained on both sides of the raw slice, with
+# character_coverage 1.0: with the default 0.9995 the rarest characters of the slice become unknown pieces that the
+# toolkits' vocabularies then list as tokens, which the converter refuses (docs/importers.md).
+
+SPM_MODEL = "spm.model"
+SPM_VOCAB_SIZE = 1000  # pieces, <unk> <s> </s> included
+SPM_TRAIN_LINES = 10000  # the first raw training pairs (no vocabulary filter: pieces cover every word)
+SPM_SOURCE = "test.raw.de"  # the raw test sources a fixture keeps
+
+
+def read_raw(name: str, count: int) -> list[str]:
+    with gzip.open(DATA / name, "rt", encoding="utf-8") as f:
+        return [line.strip() for line in itertools.islice(f, count)]
+
+
+def test_source(fixture: Path) -> Path:
+    """The test sources a fixture's toolkit translated: tokenized (test.de) or raw (SPM_SOURCE)."""
+    return fixture / "test.de" if (fixture / "test.de").is_file() else fixture / SPM_SOURCE
+
+
+def make_spm_data(folder: Path, segmented: bool = False) -> dict[str, Path]:
+    """The raw slice ({train,valid,test}.{de,en} in ``folder``) and the joint SentencePiece model, trained with the
+    sentencepiece package of the OpenNMT-py environment. ``segmented``: also the slice as sentencepiece segments
+    it (pieces joined by spaces, in ``folder``/seg), for a toolkit that reads segmented text (fairseq)."""
+    folder.mkdir()
+    paths = {}
+    for split, stem, count in (("train", "train", SPM_TRAIN_LINES), ("valid", "val", VALID_LINES),
+                               ("test", "test_2016_flickr", TEST_LINES)):
+        for lang in ("de", "en"):
+            path = folder / f"{split}.{lang}"
+            path.write_text("\n".join(read_raw(f"{stem}.{lang}.gz", count)) + "\n", encoding="utf-8")
+            paths[f"{split}.{lang}"] = path
+    ensure_venv("opennmt")
+    code = ("import sys, sentencepiece as spm\n"
+            "spm.SentencePieceTrainer.train(input=sys.argv[1:3], model_prefix=sys.argv[3], vocab_size=int(sys.argv[4]),"
+            " model_type='unigram', character_coverage=1.0, num_threads=1, minloglevel=2)")
+    subprocess.run([str(venv_python("opennmt")), "-c", code, str(paths["train.de"]), str(paths["train.en"]),
+                    str(folder / "spm"), str(SPM_VOCAB_SIZE)], check=True, env=_env())
+    paths["model"] = folder / SPM_MODEL
+    if segmented:
+        (folder / "seg").mkdir()
+        code = ("import sys, sentencepiece as spm\n"
+                "sp = spm.SentencePieceProcessor(model_file=sys.argv[1])\n"
+                "for name in sys.argv[2:]:\n"
+                "    lines = open(name, encoding='utf-8').read().splitlines()\n"
+                "    out = name.replace('/raw/', '/raw/seg/')\n"
+                "    open(out, 'w', encoding='utf-8').write(''.join(' '.join(sp.encode(l, out_type=str)) + '\\n'"
+                " for l in lines))")
+        names = [str(paths[f"{split}.{lang}"]) for split in ("train", "valid", "test") for lang in ("de", "en")]
+        subprocess.run([str(venv_python("opennmt")), "-c", code, str(paths["model"]), *names], check=True, env=_env())
+    return paths
+
+
+def spm_fixture(name: str, work: Path, files: dict[str, Path], provenance: dict, spm: dict[str, Path],
+                keep: tuple[str, ...], toolkit: str, packages: list[str]) -> None:
+    """Write the SentencePiece fixture ``name``: ``keep`` of the toolkit run's ``files``, the model, the raw test
+    sources; then record the toolkit's raw-text greedy output (record_single)."""
+    kept = {key: files[key] for key in keep}
+    kept.update({SPM_MODEL: spm["model"], SPM_SOURCE: spm["test.de"]})
+    provenance["commands"] = {key: value for key, value in provenance["commands"].items()
+                              if key not in ("greedy", "beam")}  # runs on text that is not the fixture's
+    provenance["commands"].update(spm_commands(toolkit))
+    provenance["versions"] = package_versions(toolkit, packages)
+    provenance["slice"] = {"data": "multi30k de->en raw text (read from $MULTI30K)", "train_lines": SPM_TRAIN_LINES,
+                           "valid_lines": VALID_LINES, "test": f"first {TEST_LINES} lines of test_2016_flickr, raw",
+                           "subwords": f"{SPM_MODEL}: joint unigram SentencePiece model of {SPM_VOCAB_SIZE} pieces "
+                                       "trained on both sides of the raw training slice (nmt_nfkc, "
+                                       "character_coverage 1.0)"}
+    provenance["notes"] = ("the toolkit's raw-text route: greedy_single.txt is its own SentencePiece segmentation of "
+                           f"{SPM_SOURCE}, greedy, one sentence a batch, its default length rule, its detokenized "
+                           "output. The toolkit's files name the SentencePiece model by its path in $WORK (gone).")
+    write_fixture(name, work, kept, provenance)
+    record_single(name, work)
+
+
+def spm_commands(toolkit: str) -> dict[str, str]:
+    """How make_spm_data made the model (and, for fairseq, the segmented slice), as provenance.json records it."""
+    commands = {"sentencepiece": f"SentencePieceTrainer.train(input=[train.de, train.en], vocab_size={SPM_VOCAB_SIZE}, "
+                                 "model_type='unigram', character_coverage=1.0, num_threads=1) on the raw slice "
+                                 "(make.py make_spm_data, the OpenNMT-py environment's sentencepiece)"}
+    if toolkit == "fairseq":
+        commands["segment"] = ("SentencePieceProcessor.encode(line, out_type=str) of every raw line, pieces joined by "
+                               "spaces, as fairseq-preprocess's input (make.py make_spm_data)")
+    return commands
+
+
+def make_opennmt_spm(name: str, work: Path, data: dict[str, Path]) -> None:
+    """OpenNMT-py's Transformer with -transforms sentencepiece: onmt_build_vocab and onmt_train segment the raw
+    slice on the fly; onmt_translate segments the raw test sources and joins the output pieces back."""
+    spm = make_spm_data(work / "raw")
+    options = {**ONMT_COMMON, **ONMT_MODELS["opennmt_transformer"], "transforms": ["sentencepiece"],
+               "src_subword_model": str(spm["model"]), "tgt_subword_model": str(spm["model"])}
+    files, provenance = run_opennmt(work, spm, options, TINY)
+    spm_fixture(name, work, files, provenance, spm, ("model.pt", "vocab.src", "vocab.tgt", "config.yaml"),
+                "opennmt", ["opennmt-py", "torch", "sentencepiece"])
+
+
+def make_joeynmt_spm(name: str, work: Path, data: dict[str, Path]) -> None:
+    """Joey NMT's Transformer with level bpe, tokenizer_type sentencepiece: Joey segments the raw slice itself,
+    builds its vocabularies from the pieces, and segments and joins at translation time."""
+    spm = make_spm_data(work / "raw")
+    text = {"level": "bpe", "tokenizer_type": "sentencepiece", "tokenizer_cfg": {"model_file": str(spm["model"])},
+            "max_length": 100}
+    files, provenance = run_joeynmt(name, work, spm, JOEY_MODELS["joeynmt_transformer"], {}, TINY, text)
+    spm_fixture(name, work, files, provenance, spm, ("model.ckpt", "src_vocab.txt", "trg_vocab.txt", "config.yaml",
+                                                     "translate_beam1.yaml"),
+                "joeynmt", ["joeynmt", "torch", "sentencepiece"])
+
+
+def make_fairseq_spm(name: str, work: Path, data: dict[str, Path]) -> None:
+    """fairseq's Transformer on text segmented by sentencepiece beforehand (fairseq-preprocess reads pieces),
+    trained with --bpe sentencepiece recorded; fairseq-interactive --bpe sentencepiece segments the raw test
+    sources and joins the output pieces back."""
+    spm = make_spm_data(work / "raw", segmented=True)
+    segmented = {key: path.parent / "seg" / path.name for key, path in spm.items() if key != "model"}
+    options = [*FAIRSEQ_MODELS["fairseq_transformer"], "--bpe", "sentencepiece", "--sentencepiece-model",
+               str(spm["model"])]
+    files, provenance = run_fairseq(work, segmented, options, TINY)
+    spm_fixture(name, work, files, provenance, spm, ("checkpoint.pt", "dict.de.txt", "dict.en.txt"),
+                "fairseq", ["fairseq-fixed", "torch", "sentencepiece"])
+
+
+SPM_FIXTURES = {"opennmt_transformer_spm": make_opennmt_spm, "joeynmt_transformer_spm": make_joeynmt_spm,
+                "fairseq_transformer_spm": make_fairseq_spm}
+
+
 # ---------------------------------------------------------------- registry
 
 FIXTURES = {
     **{name: make_opennmt for name in ONMT_MODELS},
     **{name: make_joeynmt for name in JOEY_MODELS},
     **{name: make_fairseq for name in FAIRSEQ_MODELS},
+    **SPM_FIXTURES,
 }
 SINGLE_RUNNERS = {"opennmt": single_opennmt, "joeynmt": single_joeynmt, "fairseq": single_fairseq}
 
