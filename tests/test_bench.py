@@ -170,6 +170,8 @@ def test_scaled_corpus_holds_each_training_pair_factor_times_aligned_and_links_t
 @pytest.mark.parametrize(("flags", "message"), [
     (["--scaling-factors", "1", "0"], r"error: --scaling-factors must be positive numbers of copies, got \[1, 0\]"),
     (["--scaling-dir", "{tmp}"], r"error: --scaling-dir .* exists; the scaling section writes a new folder"),
+    (["--serving-max-wait-ms", "-5"], r"error: --serving-max-wait-ms must be a number of milliseconds >= 0, got -5"),
+    (["--serving-max-wait-ms", "nan"], r"error: --serving-max-wait-ms must be a number of milliseconds >= 0, got nan"),
 ])
 def test_the_scaling_section_refuses_bad_flags_before_it_writes_anything(tmp_path, flags, message):
     with pytest.raises(SystemExit, match=message):

@@ -423,6 +423,37 @@ def test_a_full_queue_is_503_and_a_failed_batch_500_for_its_requests_only(folder
         assert 'hf_s2s_requests_total{model="tf",status="503"} 1.0' in httpx.get(f"{url}/metrics").text
 
 
+def test_a_client_answered_by_a_batch_joins_the_requests_that_waited_during_it(folders):
+    """While the engine holds request A, request B waits longer than max_wait_ms. A's client sends C as soon as A is
+    answered: B and C are decoded in one engine call, because the wait counts from the end of A's batch too (counted
+    from B's arrival alone, B would leave at once and C make a call of its own: the closed loop's two alternating
+    half-batches)."""
+    engine = GatedEngine(folders["tf"]).load()
+    wait_ms = 1500
+    app = create_app({"tf": engine}, BatchingConfig(max_wait_ms=wait_ms), LIMITS)
+    with serve_in_thread(app) as url:
+        answered = {}
+
+        def client_a():
+            answered["a"] = post(url, {"sentences": ["Ein Hund."], "num_beams": 1})
+            answered["c"] = post(url, {"sentences": ["Zwei Katzen."], "num_beams": 1})
+
+        def client_b():
+            answered["b"] = post(url, {"sentences": ["Ein Mann."], "num_beams": 1})
+
+        threads = [threading.Thread(target=client_a), threading.Thread(target=client_b)]
+        threads[0].start()
+        assert engine.entered.wait(timeout=30)  # A is on the engine
+        threads[1].start()
+        assert wait_until(lambda: queued(url) == 1)
+        time.sleep(wait_ms / 1000 + 0.3)  # B has waited longer than max_wait_ms since its arrival
+        engine.gate.set()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert all(answered[name].status_code == 200 for name in "abc")
+        assert [sorted(call) for call in engine.calls] == [["Ein Hund."], ["Ein Mann.", "Zwei Katzen."]]
+
+
 def test_metrics_count_every_answer_by_the_status_the_client_received(folders):
     """A known mix of answers, each from another layer (the body size limit, FastAPI's parsing and validation, the
     handler's checks, the tokenizer, a failed batch, a bug): /metrics counts each status as often as the clients got

@@ -54,7 +54,7 @@ class ServingLoad:
     max_sentences: int = 4  # sentences per request, drawn uniformly from 1..max_sentences
     num_beams: int = 1
     repeats: int = 3  # timed runs per configuration (round-robin), after one untimed warm-up run
-    max_wait_ms: float = 5.0  # the server's batching wait (its default)
+    max_wait_ms: float = BatchingConfig.max_wait_ms  # the server's batching wait
     model: str | None = None  # a trained Transformer or RNN folder; None: random models of the benchmark's sizes
     vocab_size: int | None = None  # the random models' BPE vocabulary; None: the benchmark's (dims.vocab_size)
     seed: int = 0

@@ -47,6 +47,8 @@ def main(argv=None, prog=None):
     parser.add_argument("--serving-model", metavar="FOLDER", default=None,
                         help="a trained model folder the serving section serves (default: random models of the "
                              "benchmark's sizes)")
+    parser.add_argument("--serving-max-wait-ms", type=float, metavar="MS", default=None,
+                        help="the served models' batching wait (serve's --max-wait-ms; default: serve's default)")
     args = parser.parse_args(argv)
     logging.set_verbosity_error()  # generate() warns on every call that max_new_tokens overrides max_length
 
@@ -57,6 +59,8 @@ def main(argv=None, prog=None):
     if args.scaling_dir is not None and Path(args.scaling_dir).exists():
         sys.exit(f"error: --scaling-dir {args.scaling_dir} exists; the scaling section writes a new folder (and "
                  "deletes what it wrote there): name one that does not exist")
+    if args.serving_max_wait_ms is not None and not args.serving_max_wait_ms >= 0:
+        sys.exit(f"error: --serving-max-wait-ms must be a number of milliseconds >= 0, got {args.serving_max_wait_ms}")
     if "serving" in args.sections:
         try:  # before any section runs, not after the others' minutes
             require_serve_extra(also=("httpx",))
@@ -68,6 +72,8 @@ def main(argv=None, prog=None):
             args.sections.remove("serving")
     settings = BenchSettings.quick() if args.quick else BenchSettings()
     settings.serving.model = args.serving_model
+    if args.serving_max_wait_ms is not None:
+        settings.serving.max_wait_ms = args.serving_max_wait_ms
     if args.threads is not None:
         settings.threads = args.threads
     if args.repeats is not None:

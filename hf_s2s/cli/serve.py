@@ -67,7 +67,8 @@ def main(argv=None, prog=None):
                              "onnxruntime's intra-op threads); default: the engine's")
     batching = parser.add_argument_group("dynamic batching")
     batching.add_argument("--max-wait-ms", type=float, default=BatchingConfig.max_wait_ms,
-                          help="how long the oldest waiting request waits for others to join its batch")
+                          help="how long a batch waits for requests to join it, from the later of its oldest request's "
+                               "arrival and the end of the previous batch (ms)")
     batching.add_argument("--max-batch-tokens", type=int, default=BatchingConfig.max_batch_tokens,
                           help="source tokens per batch (padded: sentences x the longest)")
     batching.add_argument("--max-queue-sentences", type=int, default=BatchingConfig.max_queue_sentences,

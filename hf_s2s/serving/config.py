@@ -21,7 +21,10 @@ def _check_numbers(settings, names: tuple[str, ...], low: float, whole: bool) ->
 class BatchingConfig:
     """How requests are gathered into batches (:mod:`.batching`), and how many may wait."""
 
-    max_wait_ms: float = 5.0  # how long the oldest waiting request waits for others to join its batch (ms)
+    # How long a batch waits for requests to join it (ms), from the later of its oldest request's arrival and the end
+    # of the previous batch. 20 ms: enough for the clients the previous batch answered to send again on a loaded
+    # 2-core machine (5 ms was not; docs/serving.md), small beside the hundreds of ms an engine call takes.
+    max_wait_ms: float = 20.0
     max_batch_tokens: int = 2048  # source tokens gathered per batch, and padded tokens (sentences x longest) per call
     max_queue_sentences: int = 1024  # sentences waiting per model; a request that would exceed it is refused (503)
     batching: bool = True  # False: each request decoded alone, one after the other (the benchmark's baseline)
