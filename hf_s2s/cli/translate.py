@@ -8,6 +8,8 @@
     hf-s2s translate runs/x/model --plot-encoder-attention enc.png --layer 2 --sentence "Ein Hund läuft."
     hf-s2s translate runs/x/checkpoint-908 runs/x/checkpoint-1362 --input test.de  # an ensemble of two
     hf-s2s translate runs/x/model --input test.de --reference test.en > test.hyp.en  # BLEU and chrF on stderr
+    hf-s2s translate runs/x/model --shortlist --input test.de  # decode over the folder's vocabulary shortlist
+    hf-s2s translate runs/x/model --glossary terms.tsv --input test.de  # each source term's target term appears
 
 Each output is bounded by its source, at max_len_a x source tokens + max_len_b tokens (</s> included), as in fairseq:
 by default the values in the model's generation config (1.3 and 5 for models trained here, and for folders saved
@@ -25,6 +27,7 @@ from hf_s2s.inference.analysis import check_has_encoder_attention, encoder_atten
 from hf_s2s.inference.engines import ENGINES, load_engine
 from hf_s2s.inference.ensemble import Seq2SeqEnsemble, load_for_decoding, read_for_decoding
 from hf_s2s.inference.int8 import quantize_int8
+from hf_s2s.inference.lexical import check_lexical_options, folder_shortlist, read_glossary
 from hf_s2s.inference.plots import check_layer_and_head, plot_alignment, plot_encoder_attention
 from hf_s2s.inference.translate import (
     DEFAULT_BATCH_SIZE,
@@ -102,6 +105,13 @@ def main(argv=None, prog=None):
                         help="reference translations, one per input line: after translating, print sacreBLEU BLEU "
                              "(cased and lowercased, 13a) and chrF of the output against them to stderr, computed as "
                              "the training job computes the scores in results.json")
+    parser.add_argument("--shortlist", action="store_true",
+                        help="decode each batch over the vocabulary shortlist saved in the (first) model folder "
+                             "(hf-s2s build-shortlist): the output layer computes only the target tokens its "
+                             "sources can need")
+    parser.add_argument("--glossary", metavar="TSV",
+                        help="terminology: lines 'source term<TAB>target term'; wherever a source term occurs in a "
+                             "sentence (whole words, any case), its target term appears in the translation")
     parser.add_argument("--plot-alignment", metavar="PNG", help="save an attention heatmap for --sentence")
     parser.add_argument("--plot-encoder-attention", metavar="PNG",
                         help="save heatmaps of the encoder's self-attention over --sentence (Transformer only)")
@@ -140,7 +150,14 @@ def main(argv=None, prog=None):
         if references is not None and (plotting or args.nbest > 1):
             raise ValueError("--reference scores one translation per input line: it cannot be combined with "
                              + ("--nbest > 1" if args.nbest > 1 else "a plot"))
+        check_lexical_options(shortlist=args.shortlist, glossary=bool(args.glossary), engine=args.engine,
+                              int8=args.int8, coverage_penalty=args.coverage_penalty, plotting=bool(plotting))
         folders = read_for_decoding(args.model)  # tokenizers and configs, checked; no weights yet
+        lexical = {}
+        if args.shortlist:
+            lexical["shortlist"] = folder_shortlist(args.model[0], folders.configs[0])
+        if args.glossary:
+            lexical["glossary"] = read_glossary(args.glossary, folders.tokenizer)
         check_models_support(folders.configs, folders.names, coverage_penalty=args.coverage_penalty,
                              alignment=bool(args.plot_alignment), max_new_tokens=args.max_new_tokens)
         if args.engine != "torch":  # the engine loads (and exports) the folder and completes the options itself
@@ -184,7 +201,7 @@ def main(argv=None, prog=None):
     results = translate(model, tokenizer, sentences, batch_size=args.batch_size, num_beams=args.beams,
                         num_return_sequences=args.nbest, max_new_tokens=args.max_new_tokens,
                         length_penalty=args.length_penalty, scores=args.scores, coverage_penalty=args.coverage_penalty,
-                        **bound)
+                        **bound, **lexical)
     return print_translations(results, args, references)
 
 

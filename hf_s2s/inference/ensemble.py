@@ -41,7 +41,8 @@ from transformers.utils import can_return_tuple
 from ..data.tokenization import check_tokenizer_fits_model, target_side
 from ..data.vocabulary import VOCABULARY_FIELDS, check_same_vocabulary
 from ..models.loading import load_config, load_model, load_tokenizer
-from ..models.modeling_common import GenerationLengthDefault
+from ..models.modeling_common import Seq2SeqGeneration
+from ..models.shortlist import OutputVocabulary
 from ..models.transformers_compat import cache_argument, cache_output, output_cache
 from .attention import eager_attention
 
@@ -134,7 +135,7 @@ class EnsembleEncoder(nn.Module):
                                      source_mask=attention_mask)
 
 
-class Seq2SeqEnsemble(GenerationLengthDefault, PreTrainedModel, GenerationMixin):
+class Seq2SeqEnsemble(Seq2SeqGeneration, PreTrainedModel, GenerationMixin):
     """Several hf_s2s generation models of one vocabulary, decoded as one model by ``generate()``: each step's
     logits are the log of the mean of the members' next-token probabilities (fairseq's rule; see the module
     docstring). Its cache (:class:`EnsembleCache`) holds each member's. The generation config is the first
@@ -196,11 +197,13 @@ class Seq2SeqEnsemble(GenerationLengthDefault, PreTrainedModel, GenerationMixin)
         encoder_outputs: EnsembleEncoderOutput | None = None,
         cache: EnsembleCache | None = None,
         use_cache: bool | None = None,
+        output_vocabulary: OutputVocabulary | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
         """input_ids, attention_mask (B, S); decoder_input_ids (B, T) (the new tokens only once the cache holds the
         earlier ones). Returns logits (B, T, V): log of the mean of the members' probabilities, in float32 (one
-        member's own logits for an ensemble of one: their log_softmax, which generate() takes, is the same)."""
+        member's own logits for an ensemble of one: their log_softmax, which generate() takes, is the same). With
+        ``output_vocabulary`` (a shortlist's K tokens) every member reads reduced ids and gives (B, T, K) logits."""
         cache = cache_argument(cache, kwargs)
         if encoder_outputs is None:
             encoder_outputs = self.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
@@ -214,7 +217,7 @@ class Seq2SeqEnsemble(GenerationLengthDefault, PreTrainedModel, GenerationMixin)
                              decoder_attention_mask=decoder_attention_mask,
                              encoder_outputs=BaseModelOutput(last_hidden_state=memory), cache=member_cache,
                              use_cache=use_cache, output_attentions=self.tracks_coverage or None, return_dict=True,
-                             **kwargs)
+                             output_vocabulary=output_vocabulary, **kwargs)
             if len(self.members) > 1:
                 log_probs.append(outputs.logits.float().log_softmax(dim=-1))  # (B, T, V)
             new_caches.append(output_cache(outputs))

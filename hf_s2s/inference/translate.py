@@ -34,6 +34,7 @@ from .decoding import (
     source_limit,
 )
 from .ensemble import Seq2SeqEnsemble
+from .glossary import Glossary
 from .penalties import CoveragePenaltyLogitsProcessor
 
 logger = logging.getLogger(__name__)
@@ -256,7 +257,8 @@ def check_translation(model, *, batch_size: int = DEFAULT_BATCH_SIZE, coverage_p
 def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAULT_BATCH_SIZE,
               num_beams: int | None = None, num_return_sequences: int = 1, max_new_tokens: int | None = None,
               length_penalty: float | None = None, max_source_length: int | None = None, scores: bool = True,
-              coverage_penalty: float = 0.0, **generate_kwargs) -> list[list[Hypothesis]]:
+              coverage_penalty: float = 0.0, glossary: Glossary | None = None,
+              **generate_kwargs) -> list[list[Hypothesis]]:
     """Translate ``sentences``; returns, for each, its ``num_return_sequences`` best hypotheses, best first.
 
     The options are completed from the model's generation config as generate() completes them
@@ -276,7 +278,12 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAU
     1.6 GB for 128 sentences, 5 beams, 80 steps and 8,000 entries).
 
     ``coverage_penalty`` > 0 adds GNMT's coverage penalty with that beta to beam search (:mod:`hf_s2s.inference.penalties`);
-    ``model`` may be a :class:`hf_s2s.inference.ensemble.Seq2SeqEnsemble`."""
+    ``model`` may be a :class:`hf_s2s.inference.ensemble.Seq2SeqEnsemble`.
+
+    ``glossary`` (:class:`hf_s2s.inference.glossary.Glossary`): each sentence's translation contains the target terms
+    of the glossary's source terms it holds (``generate(target_terms=...)``); ``shortlist`` (a
+    :class:`hf_s2s.models.shortlist.VocabularyShortlist`, passed on to generate()) decodes each batch over its
+    sources' shortlist."""
     call = {name: generate_kwargs.pop(name) for name in OPTIONS if name in generate_kwargs}
     settings = {name: generate_kwargs[name] for name in SETTINGS if name in generate_kwargs}  # generate() decodes them
     options = check_translation(model, batch_size=batch_size, coverage_penalty=coverage_penalty, num_beams=num_beams,
@@ -296,8 +303,9 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAU
         tracking = decoder.tracking_coverage()
 
     def decode(sources: list[list[int]]) -> list[list[Hypothesis]]:
+        terms = {} if glossary is None else {"target_terms": glossary.target_terms(sources, tokenizer)}
         return _translate_batch(decoder, tokenizer, sources, num_return_sequences=options.num_return_sequences,
-                                scores=scores, eos_token_id=eos_token_id, generate_kwargs=generate_kwargs)
+                                scores=scores, eos_token_id=eos_token_id, generate_kwargs={**generate_kwargs, **terms})
 
     blank = [Hypothesis("", 0.0 if scores else None)] * options.num_return_sequences
     with tracking:

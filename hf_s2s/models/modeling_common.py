@@ -7,7 +7,9 @@ relative imports), so it must import nothing from hf_s2s.
 """
 
 import math
+import os
 from numbers import Real
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -17,6 +19,8 @@ from transformers.modeling_outputs import BaseModelOutput
 from transformers.utils import logging
 
 from .pipeline_seq2seq import Seq2SeqText2TextPipeline, Seq2SeqTranslationPipeline
+from .shortlist import REFUSED_ARGUMENTS, SPECIAL_TOKEN_FIELDS, OutputVocabulary, VocabularyShortlist
+from .term_constraints import DEFAULT_TERM_BONUS, TargetTermsLogitsProcessor, check_target_terms
 from .transformers_compat import (
     GenerationHooks,
     attention_implementation,
@@ -129,12 +133,19 @@ def output_layer_and_loss(
     packing: TokenPacking | None,
     num_items_in_batch: int | torch.Tensor | None,
     label_smoothing: float,
+    output_vocabulary: OutputVocabulary | None = None,
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """The output layer and the loss, shared by both families; returns (logits, loss).
 
     hidden_states: (B, T, H). With ``packing`` (``TokenPacking.through_last_label(labels)``: a training forward, the
     padding-free path) the output layer and the loss run on the packed positions only, and no logits are returned
-    (None: nothing else would be ordinary (B, T, V) logits); otherwise logits are (B, T, V)."""
+    (None: nothing else would be ordinary (B, T, V) logits); otherwise logits are (B, T, V). With
+    ``output_vocabulary`` (a shortlist's K tokens, decoding only) the layer computes those rows: (B, T, K)."""
+    if output_vocabulary is not None:
+        if labels is not None:
+            raise ValueError("output_vocabulary (a vocabulary shortlist) is for decoding: a loss over K of the V "
+                             "target tokens is not the model's loss; pass labels without it")
+        return output_vocabulary.logits(lm_head, hidden_states), None  # (B, T, K)
     if packing is not None:
         logits = lm_head(packing.pack(hidden_states))  # (N, V)
         return None, seq2seq_loss(logits, packing.pack(labels), num_items_in_batch, label_smoothing)
@@ -406,9 +417,17 @@ class GenerationLengthDefault(GenerationHooks):
 
     def extra_logits_processors(self, generation_config, model_kwargs: dict, encoder_input_ids, prompt_length: int):
         """The source-relative bound when the generation config sets one."""
+        max_new_tokens = self.row_length_bounds(generation_config, model_kwargs, encoder_input_ids, prompt_length)
+        if max_new_tokens is None:
+            return []
+        return [SourceLengthBoundLogitsProcessor(max_new_tokens, eos_token_tensor(generation_config), prompt_length)]
+
+    def row_length_bounds(self, generation_config, model_kwargs: dict, encoder_input_ids,
+                          prompt_length: int) -> torch.Tensor | None:
+        """The source-relative bound of each decoding row, (rows,) tokens with </s>; None when the call has none."""
         max_len_a, max_len_b = generation_config.max_len_a, generation_config.max_len_b
         if max_len_a is None and max_len_b is None:
-            return []
+            return None
         eos_token_id = eos_token_tensor(generation_config)
         source_lengths = self._source_lengths(generation_config, model_kwargs, encoder_input_ids)
         if source_lengths is None or eos_token_id is None:
@@ -419,8 +438,7 @@ class GenerationLengthDefault(GenerationHooks):
         # an explicit minimum length wins over the bound: </s> may come after min_new_tokens tokens at the earliest
         # (transformers' MinNewTokensLengthLogitsProcessor), after min_length decoder positions
         earliest_eos = 1 + max(generation_config.min_new_tokens or 0, (generation_config.min_length or 0) - prompt_length)
-        max_new_tokens = source_length_bound(source_lengths, max_len_a, max_len_b).clamp(min=earliest_eos)
-        return [SourceLengthBoundLogitsProcessor(max_new_tokens, eos_token_id, prompt_length)]
+        return source_length_bound(source_lengths, max_len_a, max_len_b).clamp(min=earliest_eos)
 
     @staticmethod
     def _source_lengths(generation_config, model_kwargs: dict, encoder_input_ids) -> torch.Tensor | None:
@@ -436,3 +454,123 @@ class GenerationLengthDefault(GenerationHooks):
         real = encoder_input_ids != pad_token_id if pad_token_id is not None else torch.ones_like(encoder_input_ids)
         expand = max(generation_config.num_beams or 1, generation_config.num_return_sequences or 1)
         return real.sum(dim=1).repeat_interleave(expand)
+
+
+class Seq2SeqGeneration(GenerationLengthDefault):
+    """Mixed into both generation models (before ``GenerationMixin``): ``GenerationLengthDefault``'s lengths, and the
+    decoding options hf_s2s adds to ``generate()``:
+
+    - ``shortlist=`` a :class:`~.shortlist.VocabularyShortlist`: the batch decodes over the union of its sources'
+      shortlists (with the special tokens, the call's target terms and decoder prompt), or ``output_vocabulary=`` an
+      :class:`~.shortlist.OutputVocabulary`, a set of target tokens given outright (the special tokens, terms and
+      prompt added): in both cases over K of the V
+      target tokens, from the output layer to the search, mapped back to the full vocabulary at the end (see
+      ``shortlist.py``);
+    - ``target_terms=`` per sentence, the target terms (lists of token ids) its translation must contain, and
+      ``term_bonus=`` (nats, default ``DEFAULT_TERM_BONUS``): :class:`~.term_constraints.TargetTermsLogitsProcessor`
+      steers every hypothesis of a sentence with terms; the length bound of such a row is raised to hold its terms.
+    """
+
+    def generate(self, *args, shortlist: VocabularyShortlist | str | os.PathLike | None = None, **kwargs):
+        """transformers' ``generate``, plus ``shortlist`` (see the class docstring; also the path of a model folder
+        or of its ``shortlist.safetensors``, which a folder loaded as remote code can pass); without a shortlist or
+        an output vocabulary, transformers' own call."""
+        vocabulary = kwargs.get("output_vocabulary")
+        if shortlist is None and vocabulary is None:
+            return super().generate(*args, **kwargs)
+        if isinstance(shortlist, str | os.PathLike):
+            path = Path(shortlist)
+            shortlist = VocabularyShortlist.from_pretrained(path) if path.is_dir() else VocabularyShortlist.load(path)
+        refused = [name for name in REFUSED_ARGUMENTS if kwargs.get(name) is not None]
+        if refused or len(args) > 2:
+            named = ", ".join(refused) or "positional arguments after generation_config"
+            raise ValueError(f"a vocabulary shortlist decodes in reduced token ids, which {named} would read as full "
+                             "ones: decode without the shortlist to use them")
+        target_vocab_size = getattr(self.config, "target_vocab_size", self.config.vocab_size)
+        if vocabulary is None:
+            source = args[0] if args else kwargs.get("inputs", kwargs.get("input_ids"))
+            if not torch.is_tensor(source) or source.dim() != 2:
+                raise ValueError("a vocabulary shortlist reads the source token ids: pass input_ids as a (batch, "
+                                 "length) tensor")
+            shortlist.check_fits(self.config.vocab_size, target_vocab_size, type(self).__name__)
+            vocabulary = shortlist.output_vocabulary(source, kwargs.get("attention_mask"),
+                                                     self._shortlist_extras(args, kwargs))
+        elif shortlist is not None:
+            raise ValueError("give shortlist or output_vocabulary, not both")
+        elif vocabulary.vocab_size != target_vocab_size:
+            raise ValueError(f"the output vocabulary is for {vocabulary.vocab_size} target tokens, and "
+                             f"{type(self).__name__} has {target_vocab_size}")
+        else:
+            vocabulary = vocabulary.including(self._shortlist_extras(args, kwargs))
+        kwargs["output_vocabulary"] = vocabulary
+        if kwargs.get("decoder_input_ids") is not None:
+            kwargs["decoder_input_ids"] = vocabulary.reduce(kwargs["decoder_input_ids"], "decoder_input_ids")
+        return vocabulary.restore_output(super().generate(*args, **kwargs))
+
+    def _shortlist_extras(self, args: tuple, kwargs: dict) -> list[int]:
+        """The target tokens a call's output vocabulary must hold whatever its sources: the special tokens of the
+        call (its keywords, else the generation config it passes, else the model's), its decoder prompt and its
+        target terms."""
+        configs = [config for config in (args[1] if len(args) > 1 else kwargs.get("generation_config"),
+                                         self.generation_config) if config is not None]
+        extras = []
+        for name in SPECIAL_TOKEN_FIELDS:
+            value = kwargs.get(name, next((getattr(c, name) for c in configs if getattr(c, name, None) is not None),
+                                          None))
+            if value is not None:
+                extras.extend(value if isinstance(value, list | tuple) else [value])
+        if kwargs.get("decoder_input_ids") is not None:
+            extras.extend(kwargs["decoder_input_ids"].reshape(-1).tolist())
+        for terms in kwargs.get("target_terms") or []:
+            extras.extend(int(token) for term in terms for token in term)
+        return extras
+
+    def generation_options(self, generation_config, kwargs: dict) -> dict:
+        """The length options (``GenerationLengthDefault``), the target terms and their bonus, popped, and the output
+        vocabulary (left in the keywords: it reaches forward as a model input)."""
+        options = super().generation_options(generation_config, kwargs)
+        options["target_terms"] = kwargs.pop("target_terms", None)
+        options["term_bonus"] = kwargs.pop("term_bonus", DEFAULT_TERM_BONUS)
+        options["output_vocabulary"] = kwargs.get("output_vocabulary")
+        return options
+
+    def finish_generation_config(self, generation_config, options: dict) -> None:
+        """The call's generation config in the reduced vocabulary, with its terms (carried to the processors on
+        this call's own copy of the config)."""
+        super().finish_generation_config(generation_config, options)
+        if options["output_vocabulary"] is not None:
+            options["output_vocabulary"].reduce_generation_config(generation_config)
+        bonus = options["term_bonus"]
+        if isinstance(bonus, bool) or not isinstance(bonus, Real) or not math.isfinite(bonus):
+            raise ValueError(f"term_bonus (nats added to a missing term's first token) must be a finite number, got "
+                             f"{bonus!r}")
+        generation_config.target_terms = options["target_terms"]
+        generation_config.term_bonus = float(bonus)
+
+    def extra_logits_processors(self, generation_config, model_kwargs: dict, encoder_input_ids, prompt_length: int):
+        """The length bound, and with target terms their processor, each row's bound raised to hold its terms."""
+        target_terms = getattr(generation_config, "target_terms", None)
+        if target_terms is None:
+            return super().extra_logits_processors(generation_config, model_kwargs, encoder_input_ids, prompt_length)
+        if encoder_input_ids is None or encoder_input_ids.dim() != 2:
+            raise ValueError("target_terms are given per sentence: pass the sources as input_ids")
+        vocabulary = model_kwargs.get("output_vocabulary")
+        terms = check_target_terms(target_terms, encoder_input_ids.shape[0],
+                                   getattr(self.config, "target_vocab_size", self.config.vocab_size))
+        if vocabulary is not None:
+            terms = [[vocabulary.reduce(term, "target_terms") for term in sentence] for sentence in terms]
+        expand = max(generation_config.num_beams or 1, generation_config.num_return_sequences or 1)
+        device = encoder_input_ids.device
+        term_tokens = torch.tensor([sum(map(len, sentence)) for sentence in terms], device=device)
+        needed = (term_tokens + 1).repeat_interleave(expand)  # (rows,) the terms and </s>
+        bounds = self.row_length_bounds(generation_config, model_kwargs, encoder_input_ids, prompt_length)
+        processors = []
+        budget = torch.full_like(needed, generation_config.max_length - prompt_length)
+        if bounds is not None:
+            bounds = torch.maximum(bounds.to(device), needed)
+            processors.append(SourceLengthBoundLogitsProcessor(bounds, eos_token_tensor(generation_config),
+                                                               prompt_length))
+            budget = torch.minimum(budget, bounds)
+        processors.append(TargetTermsLogitsProcessor(terms, expand, budget, prompt_length,
+                                                     eos_token_tensor(generation_config), generation_config.term_bonus))
+        return processors

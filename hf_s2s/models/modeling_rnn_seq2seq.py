@@ -25,7 +25,7 @@ from .attention_rnn_seq2seq import build_attention
 from .cache_rnn_seq2seq import RNNSeq2SeqCache, RNNSeq2SeqDecoderStep, allow_rnn, run_rnn
 from .configuration_rnn_seq2seq import FINAL_STATE_INITS, RNNSeq2SeqConfig
 from .modeling_common import (
-    GenerationLengthDefault,
+    Seq2SeqGeneration,
     Seq2SeqPreTrainedMixin,
     TokenPacking,
     embed,
@@ -35,6 +35,7 @@ from .modeling_common import (
     output_layer_and_loss,
     shift_tokens_right,
 )
+from .shortlist import OutputVocabulary
 from .transformers_compat import cache_argument, cache_output, output_cache
 
 _RNN_CLASSES = {"gru": nn.GRU, "lstm": nn.LSTM}
@@ -491,7 +492,7 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
         )
 
 
-class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreTrainedModel, GenerationMixin):
+class RNNSeq2SeqForConditionalGeneration(Seq2SeqGeneration, RNNSeq2SeqPreTrainedModel, GenerationMixin):
     """RNN encoder-decoder with the output layer, loss and ``generate()`` (greedy, beam, sampling, n-best).
 
     Alignments: ``generate(..., output_attentions=True, return_dict_in_generate=True)`` gives
@@ -546,6 +547,7 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
         num_items_in_batch: int | torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
+        output_vocabulary: OutputVocabulary | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
         """labels (B, T), -100 on ignored positions; the loss is the token sum over ``num_items_in_batch``
@@ -553,8 +555,11 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
         labels runs the output layer on each row's positions up to its last label only (padding-free, see
         ``output_layer_and_loss``) and returns the loss without logits; otherwise logits are (B, T, V). Scheduled
         sampling reads the output layer too (the decoder's ``scheduled_sampling``). The cache is also accepted as
-        ``past_key_values``."""
+        ``past_key_values``. With ``output_vocabulary`` (a vocabulary shortlist's K tokens, which generate() passes
+        when given one) ``decoder_input_ids`` are its reduced ids and the logits (B, T, K) are its tokens'."""
         cache = cache_argument(cache, kwargs)
+        if output_vocabulary is not None and decoder_input_ids is not None:
+            decoder_input_ids = output_vocabulary.restore(decoder_input_ids)  # reduced ids -> the embedding's
         packing = None
         if labels is not None:
             use_cache = False
@@ -571,7 +576,8 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
             output_layer=self.lm_head if self.model.decoder.scheduled_sampling else None,
         )
         logits, loss = output_layer_and_loss(
-            self.lm_head, outputs.last_hidden_state, labels, packing, num_items_in_batch, self.config.label_smoothing
+            self.lm_head, outputs.last_hidden_state, labels, packing, num_items_in_batch, self.config.label_smoothing,
+            output_vocabulary,
         )
         return Seq2SeqLMOutput(
             loss=loss,

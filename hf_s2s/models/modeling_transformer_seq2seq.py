@@ -42,7 +42,7 @@ from .attention_transformer_seq2seq import (
 )
 from .configuration_transformer_seq2seq import TransformerSeq2SeqConfig
 from .modeling_common import (
-    GenerationLengthDefault,
+    Seq2SeqGeneration,
     Seq2SeqPreTrainedMixin,
     TokenPacking,
     embed,
@@ -51,6 +51,7 @@ from .modeling_common import (
     output_layer_and_loss,
     shift_tokens_right,
 )
+from .shortlist import OutputVocabulary
 from .transformers_compat import cache_argument, cache_output, causal_mask, output_cache
 
 # ----------------------------------------------------------------------------------------------------------
@@ -538,7 +539,7 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
 
 
 class TransformerSeq2SeqForConditionalGeneration(
-    GenerationLengthDefault, TransformerSeq2SeqPreTrainedModel, GenerationMixin
+    Seq2SeqGeneration, TransformerSeq2SeqPreTrainedModel, GenerationMixin
 ):
     """The encoder-decoder with a linear output projection to target-vocabulary logits (tied to the target
     embedding when ``tie_word_embeddings``), the token-level cross-entropy loss, and ``generate``."""
@@ -593,6 +594,7 @@ class TransformerSeq2SeqForConditionalGeneration(
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
+        output_vocabulary: OutputVocabulary | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
         """As ``TransformerSeq2SeqModel.forward``, plus labels: (B, T_tgt) target ids with -100 where no loss is
@@ -600,8 +602,12 @@ class TransformerSeq2SeqForConditionalGeneration(
         label-token count of the whole accumulated batch, which the summed loss is divided by;
         ``config.label_smoothing`` smooths it. Returns logits (B, T_tgt, V_tgt) and the loss; a training forward
         with labels runs padding-free (positions after each row's last label are skipped by the decoder and the
-        output layer, see ``output_layer_and_loss``) and returns the loss without logits."""
+        output layer, see ``output_layer_and_loss``) and returns the loss without logits. With ``output_vocabulary``
+        (a vocabulary shortlist's K tokens, which generate() passes when given one) ``decoder_input_ids`` are its
+        reduced ids and the logits (B, T_tgt, K) are its tokens'."""
         cache = cache_argument(cache, kwargs)
+        if output_vocabulary is not None and decoder_input_ids is not None:
+            decoder_input_ids = output_vocabulary.restore(decoder_input_ids)  # reduced ids -> the embedding's
         _, output_hidden_states = output_flags(self.config, False, output_hidden_states)  # per-layer states: padded
         packing = None
         if labels is not None:
@@ -627,7 +633,8 @@ class TransformerSeq2SeqForConditionalGeneration(
             return_dict=True,
         )
         logits, loss = output_layer_and_loss(
-            self.lm_head, outputs.last_hidden_state, labels, packing, num_items_in_batch, self.config.label_smoothing
+            self.lm_head, outputs.last_hidden_state, labels, packing, num_items_in_batch, self.config.label_smoothing,
+            output_vocabulary,
         )
         return Seq2SeqLMOutput(
             loss=loss,
