@@ -1,18 +1,22 @@
 """Helpers shared by the model tests: a fresh process where hf_s2s cannot be imported, training on the
 synthetic reversal task through the real Seq2SeqTrainer, and generation continued from a returned cache."""
 
+import gzip
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 import torch
 import torch.nn.functional as F
 from transformers import EncoderDecoderCache, Seq2SeqTrainer, Seq2SeqTrainingArguments
 
+from hf_s2s.data.corpus import resolve_data_dir
 from hf_s2s.data.synthetic import EOS_ID, PAD_ID, PaddingCollator, reversal_dataset
 from hf_s2s.models.transformers_compat import CACHE_NAME, output_cache
 
@@ -33,6 +37,24 @@ def single_thread():
         yield
     finally:
         torch.set_num_threads(threads)
+
+
+
+def default_ctrl_c() -> None:
+    """``preexec_fn`` of a process a test stops with SIGINT: a shell starts its background jobs with SIGINT ignored
+    (a CI script run with ``&``, say), Python then never turns it into KeyboardInterrupt, and the process would run
+    on; the child gets the default a terminal gives."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def multi30k_lines(name: str) -> list[str]:
+    """The lines of one file of the real Multi30k (``"val.de.gz"``), found as the checkout's scripts find it; the test
+    skips where the corpus is not there."""
+    folder = resolve_data_dir()
+    if folder is None:
+        pytest.skip("Multi30k not found (set HF_S2S_DATA_DIR)")
+    with gzip.open(folder / name, "rt", encoding="utf-8") as handle:
+        return [line.rstrip("\n") for line in handle]
 
 
 def random_tiny_model(model_type: str, vocab_size: int, seed: int = 0, attn_implementation: str | None = None,

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.helpers import default_ctrl_c
+
 
 def start_server_process(arguments: list[str], cwd: Path, executable: list[str] | None = None, env=None,
                          timeout: float = 180):
@@ -14,7 +16,8 @@ def start_server_process(arguments: list[str], cwd: Path, executable: list[str] 
     interpreter's ``-m hf_s2s.cli``); returns (process, base URL) once it answers /health."""
     command = (executable or [sys.executable, "-m", "hf_s2s.cli"]) + ["serve", *arguments, "--port", "0",
                                                                      "--log-level", "warning"]
-    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=default_ctrl_c)  # the SIGINT tests stop it as Ctrl-C would
     line = process.stdout.readline()  # "listening on http://127.0.0.1:PORT (OpenAPI: ...)"
     if not line.startswith("listening on "):
         process.kill()

@@ -40,7 +40,8 @@ def test_quick_run_writes_json_and_markdown(tmp_path):
     assert budget["padding_fraction"] < grouped["padding_fraction"] < 1
     assert all(r["tokens_per_s"] > 0 and len(r["times"]) == 2 for r in (grouped, budget))
     pipeline = saved["pipeline"]
-    assert set(pipeline["models"]) == {"hf_s2s (main job)", "MarianMT"} and pipeline["tokens_per_run"] > 0
+    assert set(pipeline["models"]) == {"hf_s2s (main job)", "hf_s2s (main job), R-Drop 5", "MarianMT"}
+    assert pipeline["tokens_per_run"] > 0 and saved["summary"]["pipeline_rdrop_speed_ratio"] > 0
     assert all(m["tokens_per_s"] > 0 and len(m["times"]) == 2 for m in pipeline["models"].values())
     serving = saved["serving"]
     assert {"Transformer | torch float32 | sequential", "Transformer | ctranslate2 int8 | dynamic batching",
@@ -99,7 +100,8 @@ def test_batches_follow_the_length_pairs_and_pad():
 
 def test_pipeline_section_runs_the_training_jobs_path(tmp_path):
     """The pipeline section's runs are the main job's: its recipe's arguments, its trainer, label smoothing 0.1 in
-    the hf_s2s model (Trainer's smoother off, so the labels reach it) and in Trainer for MarianMT."""
+    the hf_s2s model (Trainer's smoother off, so the labels reach it) and in Trainer for MarianMT; R-Drop in the
+    model of its own run only."""
     from hf_s2s.benchmark.pipeline import pipeline_dataset, pipeline_trainer
     from hf_s2s.training.arguments import load_recipe
     from hf_s2s.training.trainer import CountingSeq2SeqTrainer
@@ -108,7 +110,10 @@ def test_pipeline_section_runs_the_training_jobs_path(tmp_path):
     tokenizer, train_dataset = pipeline_dataset(settings)
     ours = pipeline_trainer("hf_s2s (main job)", settings, tokenizer, train_dataset, str(tmp_path))
     marian = pipeline_trainer("MarianMT", settings, tokenizer, train_dataset, str(tmp_path))
+    rdrop = pipeline_trainer("hf_s2s (main job), R-Drop 5", settings, tokenizer, train_dataset, str(tmp_path))
     assert isinstance(ours, CountingSeq2SeqTrainer) and isinstance(marian, CountingSeq2SeqTrainer)
+    assert (ours.model.config.rdrop_alpha, rdrop.model.config.rdrop_alpha) == (0.0, 5.0)
+    assert rdrop.model.config.dropout > 0 and rdrop.model.config.label_smoothing == 0.1
     assert ours.args.label_smoothing_factor == marian.args.label_smoothing_factor == 0.1
     assert ours.model.config.label_smoothing == 0.1 and ours.label_smoother is None
     assert marian.label_smoother is not None
@@ -139,7 +144,51 @@ def test_the_default_sections_leave_serving_out_without_the_serve_extra_and_an_a
     monkeypatch.setattr(bench, "run_benchmark", lambda settings, sections: ran.append(sections) or {})
     monkeypatch.setattr(bench, "to_markdown", lambda report: "")
     bench.main(["--quick", "--output", str(tmp_path)])
-    assert ran == [tuple(s for s in bench.SECTIONS if s != "serving")]
+    assert ran == [tuple(s for s in bench.SECTIONS if s not in ("serving", "scaling"))]  # scaling: only when asked
     assert "note: skipping the serving section" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="error: the serving section: .*serve extra"):
         bench.main(["--quick", "--sections", "serving", "--output", str(tmp_path)])
+
+
+def test_scaled_corpus_holds_each_training_pair_factor_times_aligned_and_links_the_rest(tmp_path):
+    from collections import Counter
+
+    from hf_s2s.benchmark.scaling import write_base_corpus, write_scaled_corpus
+    from hf_s2s.data.corpus import load_text_folder
+
+    base = write_base_corpus(tmp_path / "base", "src", "tgt", use_multi30k=False)
+    scaled = write_scaled_corpus(base, 3, tmp_path / "x3", "src", "tgt", seed=0)
+    pairs = lambda folder, split: [(p["src"], p["tgt"]) for p in  # noqa: E731
+                                   load_text_folder(folder, "src", "tgt")[split]["translation"]]
+    base_train, scaled_train = pairs(base, "train"), pairs(scaled, "train")
+    assert Counter(scaled_train) == Counter({pair: 3 * n for pair, n in Counter(base_train).items()})
+    copies = [scaled_train[k * len(base_train): (k + 1) * len(base_train)] for k in range(3)]
+    assert len({tuple(copy) for copy in copies}) == 3  # each copy in its own order
+    assert pairs(scaled, "validation") == pairs(base, "validation") and (scaled / "val.src.gz").is_symlink()
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--scaling-factors", "1", "0"], r"error: --scaling-factors must be positive numbers of copies, got \[1, 0\]"),
+    (["--scaling-dir", "{tmp}"], r"error: --scaling-dir .* exists; the scaling section writes a new folder"),
+])
+def test_the_scaling_section_refuses_bad_flags_before_it_writes_anything(tmp_path, flags, message):
+    with pytest.raises(SystemExit, match=message):
+        bench_command(["--quick", "--sections", "scaling", "--output", str(tmp_path / "out"),
+                       *[flag.format(tmp=tmp_path) for flag in flags]])
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_the_scaling_section_runs_the_job_on_each_corpus_size_in_memory_and_streamed(tmp_path):
+    report = bench_command(["--quick", "--sections", "scaling", "--output", str(tmp_path / "out"), "--scaling-dir",
+                            str(tmp_path / "work")])
+    runs = report["scaling"]["runs"]
+    assert list(runs) == ["1x in memory", "1x streamed", "2x in memory", "2x streamed"]
+    for run in runs.values():
+        assert run["corpus"]["pairs"] == 128 * run["factor"] and run["steps"] == 3
+        assert list(run["phases"]) == ["load", "tokenizer", "encode", "batches", "first step", "other steps"]
+        assert run["steady_tokens_per_s"] > 0 and run["peak_rss_mb"] > 0
+        assert run["first_step_seconds"] >= sum(run["phases"][name]["seconds"] for name in ("load", "tokenizer"))
+    assert runs["2x in memory"]["pairs"] == 256
+    assert not any((tmp_path / "work").glob("x*"))  # the corpora and runs it wrote are gone
+    assert "**Scaling**" in (tmp_path / "out" / "bench.md").read_text()

@@ -62,6 +62,7 @@ BAD_VALUES = [
     ({"dropout": -0.1}, "`dropout` must be a float in [0, 1)"),
     ({"teacher_forcing_ratio": 1.5}, "`teacher_forcing_ratio` must be a float in [0, 1]"),
     ({"teacher_forcing_ratio": -0.1}, "`teacher_forcing_ratio` must be a float in [0, 1]"),
+    ({"rdrop_alpha": -1.0}, "`rdrop_alpha` must be a finite float >= 0, got -1.0"),
     ({"attention_type": "luong_dot", "encoder_hidden_size": 256, "decoder_hidden_size": 256},
      "`attention_type`='luong_dot'"),
     ({"attention_type": "luong_dot", "bidirectional": False, "encoder_hidden_size": 256, "decoder_hidden_size": 512},

@@ -59,6 +59,7 @@ def test_round_trip_through_save_and_autoconfig(tmp_path):
         ({"dropout": 1.0}, "dropout", "1.0", "[0, 1)"),
         ({"attention_dropout": -0.1}, "attention_dropout", "-0.1", "[0, 1)"),
         ({"activation_dropout": 1.5}, "activation_dropout", "1.5", "[0, 1)"),
+        ({"rdrop_alpha": float("inf")}, "rdrop_alpha", "inf", "finite float >= 0"),
         ({"init_std": 0}, "init_std", "0", "positive float"),
         ({"pad_token_id": 1000}, "pad_token_id", "1000", "[0, 1000)"),
         ({"decoder_start_token_id": -1}, "decoder_start_token_id", "-1", "[0, 1000)"),

@@ -7,9 +7,10 @@ import torch
 from transformers import LogitsProcessorList
 
 import hf_s2s  # noqa: F401
+from hf_s2s.inference.decoding import check_call
 from hf_s2s.inference.ensemble import Seq2SeqEnsemble
 from hf_s2s.inference.penalties import CoveragePenaltyLogitsProcessor, coverage_penalty
-from hf_s2s.inference.translate import check_decoding_options, translate
+from hf_s2s.inference.translate import translate
 from hf_s2s.models.loading import load_model, load_tokenizer
 from tests.saved_folders import save_tiny_model_folder
 
@@ -91,9 +92,9 @@ def test_the_penalty_scores_and_ranks_hypotheses_as_gnmt_eq_14(folders, family, 
 
 def test_the_penalty_is_refused_without_beams_or_below_zero(folders):
     with pytest.raises(ValueError, match="coverage_penalty \\(--coverage-penalty\\) must be a finite number in \\[0, 10\\]"):
-        check_decoding_options(num_beams=4, coverage_penalty=-0.2)
+        check_call(num_beams=4, coverage_penalty=-0.2)
     with pytest.raises(ValueError, match="it needs num_beams \\(--beams\\) > 1"):
-        check_decoding_options(num_beams=1, coverage_penalty=0.2)
+        check_call(num_beams=1, coverage_penalty=0.2)
     model, tokenizer = load_model(folders["rnn_seq2seq"]), load_tokenizer(folders["rnn_seq2seq"])
     with pytest.raises(ValueError, match="it needs num_beams"):
         translate(model, tokenizer, SENTENCES, num_beams=1, coverage_penalty=0.2)

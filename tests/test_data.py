@@ -11,6 +11,7 @@ from datasets import DatasetDict, IterableDatasetDict
 
 import hf_s2s
 from hf_s2s.data import corpus as data
+from hf_s2s.data.filters import CorpusFilter, PairFilters
 from hf_s2s.data.synthetic import reorder_sentence, text_reversal_corpus, word_reordering_corpus
 from hf_s2s.data.tokenization import train_tokenizer
 
@@ -489,6 +490,21 @@ def test_tokenize_corpus_streaming_equals_in_memory(reordering):
     tokenized_stream = data.tokenize_corpus(streamed, tokenizer, "src", "tgt", 8, 8)
     assert isinstance(tokenized_stream, IterableDatasetDict)
     assert list(tokenized_stream["test"]) == list(tokenized["test"])
+
+
+def test_tokenize_corpus_in_two_processes_equals_one_filters_and_counts_included(reordering):
+    """--preprocessing_num_workers: the same rows, truncation counts and filter counts as one process."""
+    corpus, tokenizer = reordering
+    outcomes = []
+    for num_proc in (None, 2):
+        corpus_filter = CorpusFilter(PairFilters(max_source_tokens=12, duplicates=True), ("train",), "src", "tgt")
+        tokenized, stats = data.tokenize_corpus(corpus_filter.filter_texts(DatasetDict(corpus)), tokenizer, "src",
+                                                "tgt", max_source_length=10, num_proc=num_proc, return_stats=True,
+                                                corpus_filter=corpus_filter)
+        outcomes.append((tokenized["train"]["input_ids"][:], stats, corpus_filter.counts()))
+    assert outcomes[0] == outcomes[1]
+    counts = outcomes[0][2]["train"]
+    assert counts.removed["source_too_long"] > 0 and outcomes[0][1]["train"].source_truncated > 0
 
 
 def test_tokenize_corpus_rejects_bad_limits(reordering):

@@ -53,7 +53,7 @@ LENGTHS = {
     "config max_new_tokens over the call's max_length": ({"max_new_tokens": 4}, {"max_length": 9}),
     "call max_new_tokens over config max_new_tokens": ({"max_new_tokens": 4}, {"max_new_tokens": 7}),
     "call max_new_tokens over config max_length": ({"max_length": 6}, {"max_new_tokens": 9}),
-    "neither: generate()'s 20": ({"max_length": None}, {}),
+    "neither: the family's max_length 128": ({"max_length": None}, {}),
     "config min_length": ({"min_length": 5, "max_new_tokens": 9}, {}),
     "config min_new_tokens over its min_length": ({"min_length": 7, "min_new_tokens": 2, "max_new_tokens": 9}, {}),
     "config min_new_tokens over the call's min_length": ({"min_new_tokens": 2, "max_new_tokens": 9}, {"min_length": 7}),
@@ -75,8 +75,9 @@ def test_lengths_resolve_as_generate_decodes_them(case):
 
 
 def test_generates_default_length_is_cut_to_the_position_table():
-    """Without max_length or max_new_tokens, generate() decodes 20 new tokens, or up to max_position_embeddings
-    decoder positions when that is fewer (here a learned table of 8)."""
+    """Without max_length or max_new_tokens, generate() decodes the family's 127 new tokens (max_length
+    128), or up to max_position_embeddings decoder positions when that is fewer (here a learned table of
+    8)."""
     model = random_tiny_model("transformer_seq2seq", 30, seed=1, position_embedding_type="learned",
                               max_position_embeddings=8)
     model.generation_config.update(max_length=None, max_len_a=None, max_len_b=None)
@@ -126,6 +127,32 @@ def test_impossible_options_are_refused_naming_them(call, message):
     model.generation_config.max_length = 8
     with pytest.raises(ValueError, match=message):
         resolve_options(model, **call)
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    ({"num_beams": 0}, r"num_beams \(--beams\) must be a whole number >= 1, got 0"),
+    ({"num_beams": 2, "num_return_sequences": 0}, r"num_return_sequences \(--nbest\) must be a whole number >= 1"),
+    ({"num_beams": 2, "num_return_sequences": 3}, r"num_return_sequences \(3, --nbest\) must be <= num_beams"),
+    ({"num_beams": 2, "max_new_tokens": 0}, r"max_new_tokens \(--max-new-tokens\) must be a whole number >= 1"),
+    ({"max_len_a": 1e18}, r"--max-len-a must be <= 100 \(output tokens per source token\)"),
+    ({"max_len_a": 0.0, "max_len_b": 0}, "bounds every output to 0 tokens"),
+    ({"num_beams": 1, "coverage_penalty": 0.2}, r"it needs num_beams \(--beams\) > 1"),
+    ({"beams": 2}, "unknown decoding option.*beams"),
+])
+def test_a_command_lines_values_are_refused_alone_naming_the_flag(call, message):
+    """What a command line gives is checked before any folder is read, by the checks the resolved options pass."""
+    with pytest.raises(ValueError, match=message):
+        decoding.check_call(**call)
+
+
+def test_a_command_line_value_the_generation_config_completes_is_not_refused_alone():
+    """--nbest 3 without --beams: the folder's beam count decides, so only resolve() can refuse it."""
+    decoding.check_call(num_return_sequences=3, max_len_b=0, coverage_penalty=0.2)
+    config = generation_settings(random_tiny_model("transformer_seq2seq", 30).generation_config)
+    assert DecodingOptions.resolve({**config, "num_beams": 4}, num_return_sequences=3,
+                                   coverage_penalty=0.2).coverage_penalty == 0.2
+    with pytest.raises(ValueError, match="num_return_sequences"):
+        DecodingOptions.resolve({**config, "num_beams": 1}, num_return_sequences=3)
 
 
 @pytest.mark.parametrize(("max_len_a", "max_len_b"), [

@@ -14,6 +14,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from tests.runs import steps_of_one_stream_pass
+
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN = str(ROOT / "scripts" / "train.py")
 COMMON = [
@@ -32,6 +34,10 @@ def step_losses(log: str) -> list[float]:
     return [float(x) for x in re.findall(r"'loss': '([0-9.]+)'", log)]
 
 
+# a streamed corpus in windows of 64 pairs; a stream's budget must hold the longest pair the limits let
+# through
+STREAMED = ("--streaming", "true", "--streaming_window_pairs", "64", "--max_source_length", "64",
+            "--max_target_length", "64")
 LAUNCH = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--num_machines", "1",
           "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "29533"]
 STRATEGIES = {
@@ -61,23 +67,36 @@ finally:
 """
 
 
+# The loss options a multi-process run is compared under. With COMMON's dropout 0 (so that each process computes
+# what one process computes) R-Drop's two passes are the same and its KL term is 0: what this checks of R-Drop is its
+# repeated batch and the normalisation of its cross-entropy; the KL term's is checked with two different passes in
+# test_modeling_common.
+LOSSES = {"plain": [], "rdrop": ["--rdrop_alpha", "5"]}
+
+
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("strategy", [pytest.param(name, marks=pytest.mark.slow) if name == "fsdp" else name
-                                      for name in STRATEGIES])  # ddp stays in the fast tier
-def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path, strategy):
+@pytest.mark.parametrize(("strategy", "loss"), [
+    ("ddp", "plain"),  # ddp stays in the fast tier
+    pytest.param("fsdp", "plain", marks=pytest.mark.slow),
+    pytest.param("ddp", "rdrop", marks=pytest.mark.slow),
+], ids=["ddp", "fsdp", "ddp-rdrop"])
+def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path, strategy, loss):
     env = launch_env(tmp_path)
     launch = LAUNCH + STRATEGIES[strategy]
+    common = [*COMMON, *LOSSES[loss]]
     (tmp_path / "train_then_report.py").write_text(EXIT_REPORT)
-    two = subprocess.run(launch + [str(tmp_path / "train_then_report.py"), *COMMON, "--per_device_train_batch_size",
+    two = subprocess.run(launch + [str(tmp_path / "train_then_report.py"), *common, "--per_device_train_batch_size",
                                    "8", "--output_dir", str(tmp_path / "two")],
                          capture_output=True, text=True, timeout=400, env=env)
     assert two.returncode == 0, two.stderr[-3000:]
     assert two.stdout.count("process group left up: False") == 2, two.stdout[-3000:]
-    one = subprocess.run([sys.executable, TRAIN, *COMMON, "--per_device_train_batch_size", "16", "--output_dir",
+    one = subprocess.run([sys.executable, TRAIN, *common, "--per_device_train_batch_size", "16", "--output_dir",
                           str(tmp_path / "one")], capture_output=True, text=True, timeout=400, env=env)
     assert one.returncode == 0, one.stderr[-3000:]
 
-    assert json.loads((tmp_path / "two" / "results.json").read_text())["world_size"] == 2
+    results_two = json.loads((tmp_path / "two" / "results.json").read_text())
+    assert results_two["world_size"] == 2
+    assert results_two["training_arguments"]["rdrop_alpha"] == (5.0 if loss == "rdrop" else 0.0)
     losses_two, losses_one = step_losses(two.stdout + two.stderr), step_losses(one.stdout + one.stderr)
     assert len(losses_one) == 4 and losses_two == pytest.approx(losses_one, abs=2e-3)
     weights_two = load_file(tmp_path / "two" / "model" / "model.safetensors")
@@ -103,17 +122,11 @@ def assert_same_weights(folder: Path, reference: Path, atol: float) -> None:
         torch.testing.assert_close(weights[key], expected[key], rtol=0, atol=atol, msg=key)
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_token_budget_on_two_processes_matches_one_process_with_the_summed_budget(tmp_path):
-    """Each process trains on its piece of a global batch built with the summed budget (2 x 200 tokens); the
-    loss is normalised by the target tokens of both pieces. One process with 400 tokens trains on the whole
-    global batch: the same steps, the same weights (up to the order of float sums)."""
-    log_two = train([*COMMON, "--max_tokens_per_batch", "200", "--output_dir", str(tmp_path / "two")],
-                    processes=2, work=tmp_path)
-    log_one = train([*COMMON, "--max_tokens_per_batch", "400", "--output_dir", str(tmp_path / "one")],
-                    processes=1, work=tmp_path)
-
+def assert_two_processes_train_like_one(tmp_path, two: list[str], one: list[str]) -> None:
+    """train.py with the flags ``two`` on 2 processes and ``one`` on 1: the same pairs (token count), the same
+    step losses, the same weights (up to the order of float sums)."""
+    log_two = train([*COMMON, *two, "--output_dir", str(tmp_path / "two")], processes=2, work=tmp_path)
+    log_one = train([*COMMON, *one, "--output_dir", str(tmp_path / "one")], processes=1, work=tmp_path)
     results_two = json.loads((tmp_path / "two" / "results.json").read_text())
     results_one = json.loads((tmp_path / "one" / "results.json").read_text())
     assert results_two["world_size"] == 2
@@ -125,15 +138,45 @@ def test_token_budget_on_two_processes_matches_one_process_with_the_summed_budge
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_two_process_run_resumed_in_its_second_epoch_ends_like_the_uninterrupted_one(tmp_path):
-    """256 pairs in global batches of 2 x 200 tokens make 10 steps an epoch; the run resumed from step 12 must
-    train on the second epoch's remaining batches in the uninterrupted run's order, on both processes."""
+def test_a_stream_on_two_processes_matches_one_process_with_the_same_global_batch(tmp_path):
+    """A streamed corpus without a token budget: each process reads the stream and keeps its 8 of every 16
+    pairs, so the two train on the batch of 16 one process reads, no pair twice. (accelerate's default,
+    process 0 reading and concatenating both batches, failed on batches padded to different lengths.)"""
+    streamed = ["--streaming", "true", "--train_sampling_strategy", "sequential"]
+    assert_two_processes_train_like_one(tmp_path, [*streamed, "--per_device_train_batch_size", "8"],
+                                        [*streamed, "--per_device_train_batch_size", "16"])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("streamed", [(), STREAMED], ids=["in memory", "streamed"])
+def test_token_budget_on_two_processes_matches_one_process_with_the_summed_budget(tmp_path, streamed):
+    """Each process trains on its piece of a global batch built with the summed budget (2 x 200 tokens); the
+    loss is normalised by the target tokens of both pieces. One process with 400 tokens trains on the whole
+    global batch: the same steps, the same weights (up to the order of float sums). Streamed, every process
+    reads the whole stream and keeps its piece of each batch of a window (4 windows of 64 pairs; none ends in
+    a batch of one pair, which 2 processes would join to the batch before it)."""
+    assert_two_processes_train_like_one(tmp_path, [*streamed, "--max_tokens_per_batch", "200"],
+                                        [*streamed, "--max_tokens_per_batch", "400"])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("streamed", [(), STREAMED], ids=["in memory", "streamed"])
+def test_two_process_run_resumed_in_its_second_epoch_ends_like_the_uninterrupted_one(tmp_path, streamed):
+    """256 pairs in global batches of 2 x 200 tokens make 10 steps an epoch (streamed in windows of 64: 12 a
+    pass); the run resumed from step 12 must train on the second epoch's remaining batches in the
+    uninterrupted run's order, on both processes (streamed: after reading the first pass again, each process
+    its share)."""
     model_config = {**json.loads(COMMON[COMMON.index("--model_config") + 1]), "dropout": 0.1}
-    common = [*COMMON, "--max_tokens_per_batch", "200", "--max_steps", "14", "--save_strategy", "steps",
+    common = [*COMMON, *streamed, "--max_tokens_per_batch", "200", "--max_steps", "14", "--save_strategy", "steps",
               "--save_steps", "12", "--model_config", json.dumps(model_config)]
     train([*common, "--output_dir", str(tmp_path / "straight")], processes=2, work=tmp_path)
     checkpoint = tmp_path / "straight" / "checkpoint-12"
-    assert 1 < json.loads((checkpoint / "trainer_state.json").read_text())["epoch"] < 2
+    if streamed:
+        assert steps_of_one_stream_pass(tmp_path / "straight" / "tokenizer", 256, 400, window=64, max_length=64) <= 12
+    else:
+        assert 1 < json.loads((checkpoint / "trainer_state.json").read_text())["epoch"] < 2
     # what a run killed after step 12 leaves in its folder: its tokenizer and that checkpoint (a run resumes in its
     # own folder)
     for name in ("tokenizer", "checkpoint-12"):

@@ -1,27 +1,34 @@
-"""The decoding engines (hf_s2s.inference.engines) and the CTranslate2 sentence translation under them
-(hf_s2s.inference.ctranslate2.translate_ctranslate2), and `hf-s2s translate --engine ctranslate2`.
+"""The decoding engines (hf_s2s.inference.engines): one registry that every path picks its engine from by name, and
+one suite that runs every engine (torch in float32, bfloat16 and int8, ctranslate2, onnx; both families where the
+engine runs them) through the same cases against generate().
 
-The CTranslate2 engine gives the torch engine's greedy translations, with the source-relative length bound too
-(which CTranslate2 itself lacks), and neither engine's translation of a sentence depends on the sentences decoded
-beside it: what lets the server batch requests together."""
+The CTranslate2 and ONNX engines give the torch engine's greedy translations, with the source-relative length bound
+too (which CTranslate2 itself lacks), and no float32 engine's translation of a sentence depends on the sentences
+decoded beside it: what lets the server batch requests together."""
 
 import importlib.util
 import json
 import logging
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 import torch
 
+from hf_s2s.benchmark.serving import CONFIGURATIONS
 from hf_s2s.cli import run_command
-from hf_s2s.inference.engines import TorchEngine, load_engine
-from hf_s2s.inference.onnx_runtime import OnnxSeq2Seq
+from hf_s2s.cli import serve as serve_command
+from hf_s2s.cli import translate as translate_command
+from hf_s2s.inference.decoding import DecodingOptions
+from hf_s2s.inference.engines import ENGINES, load_engine, open_engine
+from hf_s2s.inference.int8 import quantize_int8
 from hf_s2s.inference.translate import translate
 from hf_s2s.models.loading import load_model, load_tokenizer
 from tests.helpers import single_thread
 from tests.saved_folders import TEXTS, save_tiny_model_folder
 
+ONNX = all(importlib.util.find_spec(name) for name in ("onnx", "onnxruntime", "onnxscript"))
 SENTENCES = TEXTS[:24] + ["", "a"]
 BOUNDS = {"the generation config's": {}, "a tight one": {"max_len_a": 0.5, "max_len_b": 2},
           "none": {"no_length_bound": True}}
@@ -45,6 +52,14 @@ def ct2_engine(folders):
     return load_engine(folders["transformer_seq2seq"], "ctranslate2", threads=1)
 
 
+@pytest.fixture(scope="module")
+def onnx_engine(folders):
+    """The onnx engine on a model folder: exported into a temporary folder when it loads."""
+    if not ONNX:
+        pytest.skip("onnx, onnxruntime and onnxscript are needed")
+    return load_engine(folders["transformer_seq2seq"], "onnx", threads=1)
+
+
 def texts(results):
     return [[hypothesis.text for hypothesis in hypotheses] for hypotheses in results]
 
@@ -54,18 +69,34 @@ def scores(results):
 
 
 @pytest.mark.parametrize("bound", list(BOUNDS))
-def test_ctranslate2_engine_greedy_gives_the_torch_engines_translations(torch_engine, ct2_engine, bound):
+@pytest.mark.parametrize("engine_name", ["ct2_engine", "onnx_engine"])
+def test_greedy_search_gives_the_torch_engines_translations_and_scores(torch_engine, engine_name, bound, request):
+    engine = request.getfixturevalue(engine_name)
     options = torch_engine.options(num_beams=1, **BOUNDS[bound])
-    assert ct2_engine.options(num_beams=1, **BOUNDS[bound]) == options
+    assert engine.options(num_beams=1, **BOUNDS[bound]) == options
     with single_thread():
         expected = torch_engine.translate(SENTENCES, options, batch_size=8, scores=True)
-        got = ct2_engine.translate(SENTENCES, options, batch_size=8, scores=True)
+        got = engine.translate(SENTENCES, options, batch_size=8, scores=True)
     assert texts(got) == texts(expected)
     assert len({text for text, in texts(expected)}) > 5  # varied outputs: the comparison has teeth
     assert scores(got) == pytest.approx(scores(expected), abs=2e-3)
 
 
-@pytest.mark.parametrize("engine_name", ["torch_engine", "ct2_engine"])
+@pytest.mark.parametrize("early_stopping", [True, False])
+def test_the_onnx_engines_beam_search_gives_the_torch_engines_n_best_lists_and_scores(torch_engine, onnx_engine,
+                                                                                       early_stopping):
+    """Beam search as generate() decodes it (ONNX: either early_stopping), n-best lists and their beam scores."""
+    options = torch_engine.options(num_beams=3, num_return_sequences=2, max_len_a=1.0, max_len_b=3)
+    options = DecodingOptions(**{**vars(options), "early_stopping": early_stopping})
+    with single_thread():
+        expected = torch_engine.translate(SENTENCES, options, batch_size=8, scores=True)
+        got = onnx_engine.translate(SENTENCES, options, batch_size=8, scores=True)
+    assert texts(got) == texts(expected) and all(len(hypotheses) == 2 for hypotheses in got)
+    assert len({text for text, _ in texts(expected)}) > 5
+    assert scores(got) == pytest.approx(scores(expected), abs=2e-3)
+
+
+@pytest.mark.parametrize("engine_name", ["torch_engine", "ct2_engine", "onnx_engine"])
 @pytest.mark.parametrize("beams,nbest", [(1, 1), (3, 2)])
 def test_a_sentences_translation_does_not_depend_on_its_batch(engine_name, beams, nbest, request):
     engine = request.getfixturevalue(engine_name)
@@ -78,7 +109,7 @@ def test_a_sentences_translation_does_not_depend_on_its_batch(engine_name, beams
 
 
 def test_options_are_completed_from_the_generation_config_and_impossible_ones_refused(torch_engine):
-    generation_config = torch_engine.generation_config
+    generation_config = torch_engine.model.generation_config
     options = torch_engine.options()
     assert options.num_beams == (generation_config.num_beams or 1)
     assert (options.max_len_a, options.max_len_b) == (generation_config.max_len_a, generation_config.max_len_b)
@@ -99,9 +130,9 @@ def test_torch_engine_decodes_bfloat16_and_int8_weights(folders):
         assert len(results) == 3 and all(isinstance(h[0].score, float) for h in results)
     assert next(load_engine(folders["rnn_seq2seq"], dtype="bfloat16").model.parameters()).dtype == torch.bfloat16
     with pytest.raises(ValueError, match="--int8.*bfloat16"):
-        TorchEngine(folders["rnn_seq2seq"], dtype="bfloat16", int8=True)
-    with pytest.raises(ValueError, match="must be one of torch, ctranslate2"):
-        load_engine(folders["rnn_seq2seq"], "onnx")
+        open_engine(folders["rnn_seq2seq"], dtype="bfloat16", int8=True)
+    with pytest.raises(ValueError, match="must be one of torch, ctranslate2, onnx, got 'tensorrt'"):
+        load_engine(folders["rnn_seq2seq"], "tensorrt")
 
 
 def test_ctranslate2_engine_refuses_the_rnn_family_before_loading_its_weights(folders, tmp_path):
@@ -145,20 +176,21 @@ def test_translate_command_with_the_ctranslate2_engine(folders, ct2_engine, tmp_
 
 
 # ---- every engine honours what generate() and translate do ------------------------------------------------------
-# The torch engine (generate() through translate), the ctranslate2 engine (Transformer family) and the ONNX runtime
-# (both families) on the same folders: the folder's generation config decodes as generate() decodes it (or the
-# engine refuses the setting by name, before decoding), blank lines come back blank in place, and a source longer
-# than the model reads gives translate's warning.
+# Every engine of the registry, in each weight type it decodes, on the same folders of each family it runs: the
+# folder's generation config decodes as generate() decodes it on the same weights (or the engine refuses the setting
+# by name, before decoding), blank lines come back blank in place, and a source longer than the model reads gives
+# translate's warning. The onnx engine decodes the folders' ONNX exports (made once, their generation config edited
+# per case, which is all an export of the edited folder would change); tests above load it on a model folder.
 
 EOS = 2
 # (seed, factor on the </s> row of the output layer): random tiny models whose outputs differ per sentence and end
 # at varied lengths (some after 1 to 3 tokens, where minimum lengths bind), and that invent a translation for a
 # blank line
 VARIED = {"transformer_seq2seq": (3, 3.0), "rnn_seq2seq": (4, -2.5)}
-SUITE = [pytest.param(engine, model_type, id=f"{engine}-{model_type.split('_')[0]}")
-         for engine, model_type in (("torch", "transformer_seq2seq"), ("torch", "rnn_seq2seq"),
-                                    ("ctranslate2", "transformer_seq2seq"), ("onnx", "transformer_seq2seq"),
-                                    ("onnx", "rnn_seq2seq"))]
+SUITE = [pytest.param(engine, weights, model_type, id=f"{engine}-{weights}-{model_type.split('_')[0]}")
+         for engine, weights in (("torch", "float32"), ("torch", "bfloat16"), ("torch", "int8"),
+                                 ("ctranslate2", "float32"), ("onnx", "float32"))
+         for model_type in VARIED if model_type in ENGINES[engine].families]
 SOURCES = TEXTS[:16] + ["a"]
 # generation config fields (None: written as null) -> (the engines that refuse them, the setting they name); the
 # other engines decode them as generate() does
@@ -166,12 +198,15 @@ CASES = {
     "as saved": ({}, (), None),
     "max_new_tokens over max_length": ({"max_new_tokens": 3}, (), None),
     "max_length": ({"max_length": 5}, (), None),
-    "no length and no bound: generate()'s 20": ({"max_length": None, "max_len_a": None, "max_len_b": None}, (), None),
+    "no length and no bound: the family's 128": (
+        {"max_length": None, "max_len_a": None, "max_len_b": None}, (), None),
     "min_length": ({"min_length": 4, "max_new_tokens": 6}, (), None),
     "min_new_tokens over min_length": ({"min_length": 6, "min_new_tokens": 2, "max_new_tokens": 7}, (), None),
     "a binding length bound": ({"max_len_a": 0.5, "max_len_b": 2}, (), None),
     "suppressed tokens": ({"suppress_tokens": list(range(100, 280)), "max_new_tokens": 6}, (), None),
     "beam search, early stopping": ({"num_beams": 3, "early_stopping": True, "max_new_tokens": 6}, (), None),
+    "n-best lists": ({"num_beams": 3, "num_return_sequences": 2, "early_stopping": True, "max_new_tokens": 6}, (),
+                     None),
     "beam search, early_stopping False": ({"num_beams": 3, "early_stopping": False, "max_new_tokens": 6},
                                           ("ctranslate2",), "early_stopping"),
     "beam search, minimum length": ({"num_beams": 3, "early_stopping": True, "min_new_tokens": 2,
@@ -179,7 +214,7 @@ CASES = {
     "no_repeat_ngram_size": ({"no_repeat_ngram_size": 2}, ("ctranslate2", "onnx"), "no_repeat_ngram_size"),
     "repetition_penalty": ({"repetition_penalty": 1.5}, ("ctranslate2", "onnx"), "repetition_penalty"),
 }
-ENGINE_NAMES = {"ctranslate2": "the ctranslate2 engine", "onnx": "the ONNX runtime"}
+
 
 def varied_folder(folder: Path, model_type: str, **config) -> Path:
     seed, factor = VARIED[model_type]
@@ -226,62 +261,84 @@ def case_folders(suite_folders, name: str, tmp_path: Path, **fields) -> tuple[Pa
     return copies[0], copies[1]
 
 
-def engine_translations(engine: str, folder: Path, export: Path | None, sentences: list[str]) -> list[str]:
-    """Each sentence's best translation by ``engine``, with the options the folder's generation config completes."""
+WEIGHT_FLAGS = {"float32": {}, "bfloat16": {"dtype": "bfloat16"}, "int8": {"int8": True}}
+
+
+def opened(engine: str, weights: str, folder: Path, export: Path | None):
+    """``engine`` opened on the folder (the onnx engine on its export): read, not loaded."""
     if engine == "onnx":
         if export is None:
-            pytest.skip("onnxruntime and onnxscript are needed")
-        return OnnxSeq2Seq(export, threads=1).translate(sentences)
+            pytest.skip("onnx, onnxruntime and onnxscript are needed")
+        folder = export
     if engine == "ctranslate2":
         pytest.importorskip("ctranslate2")
+    return open_engine(folder, engine, threads=None if engine == "torch" else 1, **WEIGHT_FLAGS[weights])
+
+
+def engine_translations(engine: str, weights: str, folder: Path, export: Path | None, sentences: list[str]) -> list[str]:
+    """Each sentence's hypotheses by ``engine`` (the generation config's num_return_sequences of them, best first, one
+    list for all sentences as generate() returns them), with the options the folder's generation config completes."""
+    opened_engine = opened(engine, weights, folder, export)
+    options = opened_engine.options(num_return_sequences=None)
     with single_thread():
-        loaded = load_engine(folder, engine, threads=1 if engine == "ctranslate2" else None)
-        return [hypotheses[0].text for hypotheses in loaded.translate(sentences, loaded.options())]
+        results = opened_engine.load().translate(sentences, options)
+    return [hypothesis.text for hypotheses in results for hypothesis in hypotheses]
 
 
-def generated(folder: Path, sentences: list[str]) -> list[str]:
-    """generate() with the folder's generation config alone, on a padded batch: tokenizer + generate + batch_decode."""
-    model, tokenizer = load_model(folder), load_tokenizer(folder)
+def reference_model(folder: Path, weights: str = "float32"):
+    """The folder's model in ``weights``, as the torch engine decodes it."""
+    model = load_model(folder)
+    if weights == "bfloat16":
+        return model.to(torch.bfloat16)
+    return quantize_int8(model) if weights == "int8" else model
+
+
+def generated(folder: Path, sentences: list[str], weights: str = "float32") -> list[str]:
+    """generate() with the folder's generation config alone, on a padded batch: tokenizer + generate + batch_decode,
+    on the weights the engine decodes with (the ctranslate2 and onnx engines: the float32 ones)."""
+    model, tokenizer = reference_model(folder, weights), load_tokenizer(folder)
     with torch.no_grad(), single_thread():
         output = model.generate(**tokenizer(sentences, padding=True, return_tensors="pt"))
     return tokenizer.batch_decode(output, skip_special_tokens=True)
 
 
 @pytest.mark.parametrize("case", list(CASES))
-@pytest.mark.parametrize(("engine", "model_type"), SUITE)
-def test_every_engine_decodes_the_folders_generation_config_as_generate(suite_folders, tmp_path, engine,
+@pytest.mark.parametrize(("engine", "weights", "model_type"), SUITE)
+def test_every_engine_decodes_the_folders_generation_config_as_generate(suite_folders, tmp_path, engine, weights,
                                                                          model_type, case):
     fields, refused_by, setting = CASES[case]
     folder, export = case_folders(suite_folders, model_type, tmp_path, **fields)
-    if engine in refused_by:  # by name, before anything is decoded
+    if engine in refused_by:  # by name, from the folder's files: before any weights are loaded
+        unloaded = opened(engine, weights, folder, export)
         with pytest.raises(ValueError) as refusal:
-            engine_translations(engine, folder, export, SOURCES)
-        assert f"{setting}=" in str(refusal.value) and ENGINE_NAMES[engine] in str(refusal.value)
+            unloaded.options()
+        assert f"{setting}=" in str(refusal.value) and ENGINES[engine].label in str(refusal.value)
+        assert not unloaded.loaded
         return
-    expected = generated(folder, SOURCES)
+    expected = generated(folder, SOURCES, weights)
     assert len(set(expected)) > 4  # varied outputs: the comparison has teeth
-    assert engine_translations(engine, folder, export, SOURCES) == expected
+    assert engine_translations(engine, weights, folder, export, SOURCES) == expected
 
 
-@pytest.mark.parametrize(("engine", "model_type"), SUITE)
-def test_every_engine_gives_blank_lines_back_blank_in_place(suite_folders, engine, model_type):
+@pytest.mark.parametrize(("engine", "weights", "model_type"), SUITE)
+def test_every_engine_gives_blank_lines_back_blank_in_place(suite_folders, engine, weights, model_type):
     folder, export = suite_folders[model_type]
-    assert generated(folder, [""]) != [""]  # the model invents a translation for a blank line: the test has teeth
+    assert generated(folder, [""], weights) != [""]  # the model invents a translation for a blank line: it has teeth
     lines = ["a b c", "", "d e f g", "   ", "\u200b\u200d", "h", "\ufeff"]
     words = [line for line in lines if line.strip("\u200b\u200d\ufeff ")]
-    translations = engine_translations(engine, folder, export, lines)
+    translations = engine_translations(engine, weights, folder, export, lines)
     assert [translations[i] for i in (1, 3, 4, 6)] == [""] * 4
-    assert [translations[i] for i in (0, 2, 5)] == generated(folder, words)
+    assert [translations[i] for i in (0, 2, 5)] == generated(folder, words, weights)
 
 
 LIMITS = [pytest.param(*param.values, "the tokenizer's model_max_length", id=f"{param.id}-model_max_length")
           for param in SUITE] + [pytest.param(*param.values, "the model's learned position table",
                                               id=f"{param.id}-learned positions")
-                                 for param in SUITE if param.values[1] == "transformer_seq2seq"]
+                                 for param in SUITE if param.values[2] == "transformer_seq2seq"]
 
 
-@pytest.mark.parametrize(("engine", "model_type", "limit"), LIMITS)
-def test_every_engine_cuts_a_long_source_with_translates_warning(suite_folders, tmp_path, caplog, engine,
+@pytest.mark.parametrize(("engine", "weights", "model_type", "limit"), LIMITS)
+def test_every_engine_cuts_a_long_source_with_translates_warning(suite_folders, tmp_path, caplog, engine, weights,
                                                                 model_type, limit):
     """The same words as translate(), and the translation of the source cut as the tokenizer cuts it."""
     if limit == "the model's learned position table":
@@ -292,34 +349,42 @@ def test_every_engine_cuts_a_long_source_with_translates_warning(suite_folders, 
             tokenizer_config = copy / "tokenizer_config.json"
             tokenizer_config.write_text(json.dumps({**json.loads(tokenizer_config.read_text()), "model_max_length": 8}))
     lines = ["a b", "a b c d e f g h i j a b", "c d", "j i h g f e d c b a j i h"]
-    tokenizer = load_tokenizer(folder)
+    tokenizer, model = load_tokenizer(folder), reference_model(folder, weights)
     with caplog.at_level(logging.WARNING):
-        expected = translate(load_model(folder), tokenizer, lines, scores=False)
+        expected = translate(model, tokenizer, lines, scores=False)
     warning = [record.getMessage() for record in caplog.records if "sentences are longer than" in record.getMessage()]
     assert warning == [f"2 of 4 sentences are longer than the 8 source tokens the model reads ({limit}) and are "
                        f"translated cut to them: lines 2 ({len(tokenizer(lines[1])['input_ids'])} tokens), 4 "
                        f"({len(tokenizer(lines[3])['input_ids'])} tokens)"]
     caplog.clear()
     with caplog.at_level(logging.WARNING):
-        translations = engine_translations(engine, folder, export, lines)
+        translations = engine_translations(engine, weights, folder, export, lines)
     assert [record.getMessage() for record in caplog.records
             if "sentences are longer than" in record.getMessage()] == warning
     assert translations == [hypotheses[0].text for hypotheses in expected]
-    cut = tokenizer(lines[1], truncation=True, max_length=8)["input_ids"]
-    assert translations[1] == tokenizer.decode(load_model(folder).generate(torch.tensor([cut]))[0],
-                                               skip_special_tokens=True)
+    with torch.no_grad(), single_thread():  # the sources cut as the tokenizer cuts them, in one padded batch
+        cut = model.generate(**tokenizer(lines, truncation=True, max_length=8, padding=True, return_tensors="pt"))
+    assert translations == tokenizer.batch_decode(cut, skip_special_tokens=True)
 
 
-def test_translate_command_refuses_what_the_ctranslate2_engine_decodes_otherwise(suite_folders, tmp_path):
-    pytest.importorskip("ctranslate2")
+@pytest.mark.parametrize("engine", ["ctranslate2", "onnx"])
+def test_translate_command_refuses_what_an_engine_decodes_otherwise_before_reading_weights(suite_folders, tmp_path,
+                                                                                            engine):
+    """The folder's setting is named from its files alone: its weights are unreadable here."""
+    if engine == "ctranslate2":
+        pytest.importorskip("ctranslate2")
+    elif not ONNX:
+        pytest.skip("onnx, onnxruntime and onnxscript are needed")
     folder, _ = case_folders(suite_folders, "transformer_seq2seq", tmp_path, no_repeat_ngram_size=2)
     source = tmp_path / "in.txt"
     source.write_text("a b c\n")
-    with pytest.raises(SystemExit) as exit_info:
-        run_command("translate", [str(folder), "--input", str(source), "--engine", "ctranslate2"])
-    assert exit_info.value.code.startswith("error: the generation config sets no_repeat_ngram_size=2, which the "
-                                           "ctranslate2 engine does not implement")
     assert run_command("translate", [str(folder), "--input", str(source)]) == 0  # generate() implements it
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    with pytest.raises(SystemExit) as exit_info:
+        run_command("translate", [str(folder), "--input", str(source), "--engine", engine])
+    assert exit_info.value.code.startswith(f"error: the generation config sets no_repeat_ngram_size=2, which "
+                                           f"{ENGINES[engine].label} does not implement")
 
 
 def test_an_alignment_reads_its_sentence_as_translate_does(suite_folders, caplog):
@@ -337,3 +402,79 @@ def test_an_alignment_reads_its_sentence_as_translate_does(suite_folders, caplog
     with torch.no_grad():
         expected = engine.model.generate(torch.tensor([cut]))[0, 1:].tolist()  # the folder's generation config
     assert alignment.target_tokens == engine.tokenizer.convert_ids_to_tokens(expected)
+
+
+# ---- one registry, options resolved once -------------------------------------------------------------------------
+
+
+def engine_choices(main, argv: list[str], capsys) -> str:
+    """The choices argparse names when a command is given an unknown engine."""
+    with pytest.raises(SystemExit):
+        main([*argv, "--engine", "tensorrt"])
+    return capsys.readouterr().err.split("(choose from ")[1].split(")")[0]
+
+
+def test_every_path_picks_its_engine_by_name_from_the_one_registry(folders, capsys):
+    listed = ", ".join(map(repr, ENGINES))
+    assert list(ENGINES) == ["torch", "ctranslate2", "onnx"]
+    assert engine_choices(translate_command.main, [str(folders["rnn_seq2seq"])], capsys) == listed
+    assert engine_choices(serve_command.main, [str(folders["rnn_seq2seq"])], capsys) == listed
+    assert {engine for engine, _, _ in CONFIGURATIONS} <= set(ENGINES)  # the serving benchmark's rows
+    assert {(engine, weights) for engine, weights, _ in CONFIGURATIONS} <= {
+        (name, weights) for name, engine in ENGINES.items() for weights in engine.weight_types}
+    for name, engine in ENGINES.items():  # each refuses a weight type it does not decode, by name, before loading
+        if "bfloat16" not in engine.weight_types:
+            if name == "ctranslate2":
+                pytest.importorskip("ctranslate2")
+            with pytest.raises(ValueError, match=f"{engine.label} decodes .* weights, not bfloat16"):
+                open_engine(folders["transformer_seq2seq"], name, dtype="bfloat16")
+
+
+class CountedResolve:
+    """``DecodingOptions.resolve`` that counts its calls (and resolves as it does)."""
+
+    def __init__(self):
+        self.calls, self.resolve = 0, DecodingOptions.resolve.__func__
+
+    def __call__(self, cls, *args, **kwargs):
+        self.calls += 1
+        return self.resolve(cls, *args, **kwargs)
+
+
+@pytest.mark.parametrize("engine", ["torch", "ctranslate2"])
+def test_a_translate_command_resolves_its_options_once(folders, tmp_path, monkeypatch, capsys, engine):
+    if engine == "ctranslate2":
+        pytest.importorskip("ctranslate2")
+    counted = CountedResolve()
+    monkeypatch.setattr(DecodingOptions, "resolve", classmethod(counted))
+    source = tmp_path / "in.txt"
+    source.write_text("a b c\n\nd e\n")
+    assert run_command("translate", [str(folders["transformer_seq2seq"]), "--input", str(source), "--engine", engine,
+                                     "--beams", "2", "--max-len-a", "1.0"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 3 and counted.calls == 1
+
+
+def test_translate_command_with_the_onnx_engine_exports_on_start_into_a_temporary_folder(folders, tmp_path,
+                                                                                         monkeypatch, capsys):
+    """An RNN folder (CTranslate2 has none) translated end to end: the n-best lists and scores of generate(), the
+    options resolved once, and the export's temporary folder gone afterwards."""
+    if not ONNX:
+        pytest.skip("onnx, onnxruntime and onnxscript are needed")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    counted = CountedResolve()
+    monkeypatch.setattr(DecodingOptions, "resolve", classmethod(counted))
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(SENTENCES[:6]) + "\n")
+    folder = folders["rnn_seq2seq"]
+    with single_thread():
+        assert run_command("translate", [str(folder), "--input", str(source), "--engine", "onnx", "--beams", "3",
+                                         "--nbest", "2", "--scores", "--max-len-a", "1.0"]) == 0
+    assert counted.calls == 1 and list((tmp_path / "tmp").iterdir()) == []
+    lines = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    expected = translate(load_model(folder), load_tokenizer(folder), SENTENCES[:6], num_beams=3,
+                         num_return_sequences=2, max_len_a=1.0)
+    assert [(int(index), text) for index, text, _ in lines] == [(index, h.text) for index, hypotheses in
+                                                                 enumerate(expected) for h in hypotheses]
+    assert [float(score) for _, _, score in lines] == pytest.approx(scores(expected), abs=2e-3)
+    assert len({text for _, text, _ in lines}) > 4

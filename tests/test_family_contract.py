@@ -17,6 +17,7 @@ A family added to the registry must add its variants to ``VARIANTS`` (checked be
 test_modeling_rnn_seq2seq.py and test_modeling_transformer_seq2seq.py."""
 
 import json
+from contextlib import contextmanager
 
 import pytest
 import torch
@@ -25,6 +26,7 @@ from transformers.trainer_pt_utils import LabelSmoother
 
 from hf_s2s.data.synthetic import FIRST_SYMBOL_ID
 from hf_s2s.models.families import FAMILIES
+from hf_s2s.models.modeling_common import seq2seq_loss
 from hf_s2s.models.transformers_compat import CACHE_NAME, CACHE_NAMES, output_cache
 from tests.helpers import (
     cache_tensors,
@@ -634,6 +636,118 @@ def test_padding_free_training_gives_the_gradients_of_the_padded_computation(mod
     LabelSmoother(epsilon=0.1)(outputs, batch["labels"], num_items_in_batch=num_items).backward()
     for (name, a), (_, b) in zip(packed.named_parameters(), padded.named_parameters(), strict=True):
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-6, msg=name)
+
+
+# R-Drop (config.rdrop_alpha > 0): a training forward with labels runs its batch twice, as one batch of 2B rows.
+# Label layouts: with padding (the padding-free path packs each row up to its last label) and without (nothing to
+# skip: the output layer runs on the ordinary (2B, T, V) layout).
+RDROP_LABELS = {
+    "padding-free": labelled_batch()["labels"],
+    "padded-layout": torch.tensor([[12, 13, 14, 2], [15, 9, 8, 2], [16, 3, 4, 2]]),
+}
+
+
+@contextmanager
+def output_layer_records(model):
+    """The output layer's outputs of each forward inside the block, in order: the logits the loss is computed from."""
+    records = []
+    hook = model.get_output_embeddings().register_forward_hook(lambda module, args, output: records.append(output))
+    try:
+        yield records
+    finally:
+        hook.remove()
+
+
+def labels_of(logits, labels):
+    """The labels (flat, -100 kept) of the output layer's rows: every position of (B, T, V) logits; of (N, V) logits
+    (the padding-free path), each row's positions up to its last label, row after row."""
+    if logits.dim() == 3:
+        return labels.reshape(-1)
+    positions = torch.arange(labels.shape[1])
+    last = torch.where(labels != -100, positions, -1).amax(dim=1)  # (B,)
+    return labels[positions[None, :] <= last[:, None]]
+
+
+def rdrop_reference(logits, labels, num_items, eps, alpha):
+    """R-Drop's loss written out from the paper (Liang et al. 2021, its L_NLL + alpha L_KL), in float64: per token
+    L = CE(P1) + CE(P2) + alpha / 2 (KL(P1 || P2) + KL(P2 || P1)), halved (the mean of the two passes'
+    cross-entropies), summed over the label tokens and divided by ``num_items`` (one copy's count, as Trainer gives
+    it); CE label-smoothed as transformers' LabelSmoother: (1 - eps) (-log p_y) + eps mean_v(-log p_v).
+    logits: the output layer's rows, first pass then second; labels: theirs. Returns (loss, summed KL term)."""
+    log_p1, log_p2 = logits.reshape(-1, logits.shape[-1]).double().log_softmax(-1).chunk(2)
+    first_labels = labels.chunk(2)[0]
+    real = first_labels != -100
+    target = first_labels.clamp(min=0)[:, None]
+
+    def cross_entropy(log_p):
+        nll = -log_p.gather(-1, target).squeeze(-1)
+        return ((1 - eps) * nll + eps * -log_p.mean(-1))[real].sum()
+
+    def kl(log_p, log_q):  # KL(P || Q) = sum_v p_v (log p_v - log q_v)
+        return (log_p.exp() * (log_p - log_q)).sum(-1)[real].sum()
+
+    kl_term = (kl(log_p1, log_p2) + kl(log_p2, log_p1)) / 2
+    return (cross_entropy(log_p1) + cross_entropy(log_p2) + alpha * kl_term) / 2 / num_items, kl_term
+
+
+@FAMILY
+@pytest.mark.parametrize("layout", list(RDROP_LABELS))
+@pytest.mark.parametrize("dropout", [0.0, 0.3], ids=["no-dropout", "dropout"])
+def test_rdrop_loss_is_the_papers_formula_on_the_two_passes_logits(model_type, layout, dropout):
+    """The model's R-Drop loss equals the paper's formula computed here on the output layer's logits of the two
+    passes, label-smoothed and normalised by ``num_items_in_batch``, on the padding-free path and the padded layout.
+    With dropout the passes differ (each copy drew its own masks) and the KL term is positive; without, the passes
+    are the same, the KL term is 0 and the loss is the one-pass loss."""
+    batch = {**labelled_batch(), "labels": RDROP_LABELS[layout]}
+    model = random_tiny_model(model_type, VOCAB, dropout=dropout, label_smoothing=0.1, rdrop_alpha=5.0).train()
+    num_items = torch.tensor(20)  # Trainer's count over an accumulated batch: more than this piece's label tokens
+    with output_layer_records(model) as records:
+        loss = model(**batch, num_items_in_batch=num_items).loss
+    (logits,) = records
+    assert logits.dim() == (2 if layout == "padding-free" else 3)
+    expected, kl_term = rdrop_reference(logits, labels_of(logits, torch.cat([batch["labels"]] * 2)), num_items,
+                                        eps=0.1, alpha=5.0)
+    torch.testing.assert_close(loss.double(), expected, rtol=1e-6, atol=0)
+    first, second = logits.chunk(2)
+    if dropout:
+        assert kl_term > 0 and not torch.equal(first, second)
+    else:
+        assert kl_term == 0 and torch.equal(first, second)
+        model.config.rdrop_alpha = 0.0
+        torch.testing.assert_close(loss, model(**batch, num_items_in_batch=num_items).loss, rtol=1e-6, atol=0)
+
+
+@FAMILY
+def test_rdrop_alpha_0_runs_one_pass_with_the_loss_and_gradients_of_before(model_type):
+    """``rdrop_alpha`` = 0 (the default) leaves training as it was: one pass over the batch, and the loss and every
+    gradient bit for bit those of ``seq2seq_loss`` on that pass's logits (with dropout and label smoothing on)."""
+    batch = labelled_batch()
+    model = random_tiny_model(model_type, VOCAB, dropout=0.3, label_smoothing=0.1).train()
+    assert model.config.rdrop_alpha == 0.0
+    num_items = torch.tensor(11)
+    with output_layer_records(model) as records:
+        loss = model(**batch, num_items_in_batch=num_items).loss
+    (logits,) = records
+    labels = labels_of(logits, batch["labels"])
+    assert logits.shape[0] == labels.shape[0]  # the rows of one copy of the batch
+    reference = seq2seq_loss(logits, labels, num_items, label_smoothing=0.1)
+    assert torch.equal(loss, reference)
+    parameters = [p for p in model.parameters() if p.requires_grad]
+    gradients = torch.autograd.grad(loss, parameters, retain_graph=True)
+    for got, expected in zip(gradients, torch.autograd.grad(reference, parameters), strict=True):
+        assert torch.equal(got, expected)
+
+
+@FAMILY
+def test_rdrop_refuses_encoder_outputs_it_would_not_run_twice(model_type):
+    batch = labelled_batch()
+    model = random_tiny_model(model_type, VOCAB, dropout=0.3, rdrop_alpha=1.0).train()
+    encoder_outputs = model.get_encoder()(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+    with pytest.raises(ValueError, match=r"R-Drop \(config.rdrop_alpha > 0\) runs a training forward with labels "
+                                         r"twice, encoder included, but it was given encoder_outputs"):
+        model(encoder_outputs=encoder_outputs, attention_mask=batch["attention_mask"], labels=batch["labels"])
+    assert model.eval()(encoder_outputs=encoder_outputs, attention_mask=batch["attention_mask"],
+                        labels=batch["labels"]).loss is not None  # evaluation runs no R-Drop
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from datasets import Dataset
+from datasets import Dataset, Features, IterableDataset, Sequence, Value
 from safetensors.torch import load_file
 from transformers import GenerationConfig
 
@@ -17,7 +17,7 @@ import hf_s2s.data.corpus
 from hf_s2s.cli import run_command
 from hf_s2s.importers import convert
 from hf_s2s.models.loading import load_tokenizer
-from hf_s2s.training.checks import check_tokenizer_covers_corpus
+from hf_s2s.training.checks import check_arguments, check_tokenizer_covers_corpus
 from hf_s2s.training.generation_settings import settle_generation_configs
 from hf_s2s.training.run import parse_args
 from hf_s2s.training.run_dir import hypotheses_path
@@ -185,6 +185,52 @@ def test_what_fine_tuning_would_ignore_or_cannot_use_is_one_error_line_before_th
     assert not out.exists()
 
 
+# How the refusal of given tokenizer arguments ends when fine-tuning.
+KEEPS_ITS_TOKENIZER = ("the run uses the tokenizer of --model_name_or_path {folder} as it is and trains "
+                       "none; a fine-tuned model keeps the tokenizer it was trained with: leave them out (a "
+                       "--recipe's count too)")
+
+
+@pytest.mark.parametrize(("flags", "family", "message"), [
+    (["--model_type", "transformer_seq2seq"], "rnn_seq2seq",  # the default, given
+     "error: --model_type 'transformer_seq2seq', but --model_name_or_path {folder} is a 'rnn_seq2seq' model, "
+     "and a fine-tuned model keeps its folder's config: leave out --model_type (a --recipe's counts too), or "
+     "train a new model without --model_name_or_path"),
+    (["--recipe", "transformer_small"], "rnn_seq2seq",
+     "error: --model_type 'transformer_seq2seq', but --model_name_or_path {folder} is a 'rnn_seq2seq' model"),
+    (["--vocab_size", "8000"], "transformer_seq2seq",  # the default, given
+     "error: --vocab_size 8000 (the tokenizer's: 280): " + KEEPS_ITS_TOKENIZER),
+    (["--tokenizer_type", "unigram", "--vocab_size", "300"], "transformer_seq2seq",
+     "error: --vocab_size 300 (the tokenizer's: 280), --tokenizer_type 'unigram' (the tokenizer's: 'bpe'): "
+     + KEEPS_ITS_TOKENIZER),
+    (["--model_type", "transformer_seq2seq", "--tokenizer_type", "bpe", "--vocab_size", "280"],  # as the folder has
+     "transformer_seq2seq", None),
+    (["--vocab_size", "8000"], None,
+     "error: --vocab_size 8000 (the tokenizer's: 280): the run uses the tokenizer of "
+     "--tokenizer_name_or_path {folder} as it is and trains none; leave them out, or leave out "
+     "--tokenizer_name_or_path to train a tokenizer with them (a --recipe's count too)"),
+], ids=["model_type", "recipe", "vocab_size", "both", "agreeing", "tokenizer_name_or_path"])
+def test_a_model_type_vocab_size_or_tokenizer_type_given_against_the_folder_is_refused_naming_both(
+        tmp_path, monkeypatch, flags, family, message):
+    """--model_type, --vocab_size and --tokenizer_type have defaults, and were ignored without a word when
+    fine-tuning (and the tokenizer's two with a given tokenizer), whatever was given. Given (on the command
+    line, even at their default values, or by a --recipe) against the folder, they are refused before the
+    corpus is read, naming the folder's value and the given one; given as the folder has them (280: the tiny
+    tokenizer's size), they are fine."""
+    folder = save_tiny_model_folder(tmp_path / "saved", family or "transformer_seq2seq")
+    given = ["--model_name_or_path", str(folder)] if family else ["--tokenizer_name_or_path", str(folder)]
+    monkeypatch.setattr(hf_s2s.data.corpus, "load_translation_corpus",
+                        lambda *a, **k: pytest.fail("corpus read"))
+    argv = train_args(tmp_path / "run", *given, *flags)
+    if message is None:
+        check_arguments(*parse_args(argv))
+        return
+    with pytest.raises(SystemExit) as refused:
+        run_command("train", argv)
+    assert str(refused.value.code).startswith(message.format(folder=folder)), refused.value.code
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize(("written", "expected"), [
     ("as the toolkit read it", None),
     ("capitalized", "maps 17% of the source tokens of the training split to <unk>: it does not fit this corpus"),
@@ -209,6 +255,19 @@ def test_a_tokenizer_that_does_not_fit_the_corpus_is_named_and_refused_when_most
     else:
         said = check_tokenizer_covers_corpus(tokenized, tokenizer, str(folder))
         assert said is expected or expected in said
+
+
+def test_a_streamed_split_is_not_read_for_the_coverage_check():
+    """Reading a stream's column reads the whole stream (a corpus streamed because it is large): the check leaves
+    streams alone, and this stream fails the test if anything reads it."""
+    def rows():
+        raise AssertionError("the coverage check read the stream")
+        yield  # a generator
+
+    stream = IterableDataset.from_generator(rows, features=Features({"input_ids": Sequence(Value("int64")),
+                                                                      "labels": Sequence(Value("int64"))}))
+    assert stream.column_names == ["input_ids", "labels"]  # what the check once took for an in-memory split
+    assert check_tokenizer_covers_corpus(stream, None, "given") is None  # no tokenizer is read either
 
 
 @pytest.mark.slow

@@ -131,7 +131,7 @@ def test_translate_command_on_the_converted_folder(converted, tmp_path):
     lines = translate_command_lines(folder, sources[:3], tmp_path, "--beams", "1")
     assert lines == (fixture / "greedy.txt").read_text(encoding="utf-8").splitlines()[:3]
     record = json.loads((folder / "conversion.json").read_text())
-    assert record["toolkit"] == "fairseq" and record["architecture"] == fixture.name.removeprefix("fairseq_")
+    assert record["toolkit"] == "fairseq" and record["architecture"] == fixture.name.split("_")[1]
 
 
 def copy_with(fixture: Path, tmp_path: Path, **changes) -> Path:
@@ -167,7 +167,7 @@ def test_dictionaries_of_another_model_are_refused(tmp_path):
     fixture = FAIRSEQ[0]
     path = copy_with(fixture, tmp_path)
     (tmp_path / "dict.en.txt").write_text("a 1\n", encoding="utf-8")
-    with pytest.raises(CheckpointError, match="not this model's dictionaries"):
+    with pytest.raises(CheckpointError, match="dict.en.txt lists 5 target tokens .* not this model's target"):
         convert("fairseq", path, tmp_path / "out", source_vocab=tmp_path / "dict.de.txt",
                 target_vocab=tmp_path / "dict.en.txt")
 

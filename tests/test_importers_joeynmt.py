@@ -216,12 +216,6 @@ def test_an_unsupported_transformer_option_is_refused_naming_it(tmp_path, sectio
         convert("joeynmt", checkpoint, tmp_path / "out")
 
 
-def test_lowercasing_data_is_refused_naming_it(tmp_path):
-    checkpoint = copy_with_config(JOEY[0], tmp_path / "in", lambda config: config["data"]["src"].update(lowercase=True))
-    with pytest.raises(CheckpointError, match=r"data\.src\.lowercase"):
-        convert("joeynmt", checkpoint, tmp_path / "out")
-
-
 @pytest.mark.slow
 def test_config_and_vocabularies_are_read_from_where_the_cli_says(tmp_path):
     """Nothing beside the checkpoint: --config / --source-vocab / --target-vocab name the files; without them the

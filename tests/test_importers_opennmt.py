@@ -206,14 +206,16 @@ def test_sinusoidal_concat_positions_are_checked_against_the_stored_table(tmp_pa
     assert (config["position_embedding_layout"], config["position_offset"]) == ("tensor2tensor", 0)
 
 
-# What each fixture's conversion must exercise: the three global attentions, -bridge or the final states, and
-# both sinusoid layouts
+# What each fixture's conversion must exercise: the three global attentions, -bridge or the final states, both
+# sinusoid layouts, and one table for both sides and the generator (-share_embeddings,
+# -share_decoder_embeddings)
 SWITCHES = {
     "opennmt_rnn_general": {"attention_type": "luong_general", "decoder_init": "final_states_bridge"},
     "opennmt_rnn_mlp": {"attention_type": "luong_concat", "decoder_init": "final_states"},
     "opennmt_rnn_dot": {"attention_type": "luong_dot", "decoder_init": "final_states"},
     "opennmt_transformer": {"position_embedding_layout": "interleaved"},
     "opennmt_transformer_concat": {"position_embedding_layout": "tensor2tensor"},
+    "opennmt_transformer_shared": {"share_encoder_decoder_embeddings": True, "tie_word_embeddings": True},
 }
 
 

@@ -5,10 +5,12 @@ transformers' own; bad values are refused before decoding. Tiny random models wh
 pick, so rows run to their limit unless the bound ends them."""
 
 import json
+import logging
 import math
 
 import pytest
 import torch
+from transformers import AutoModelForSeq2SeqLM
 
 from hf_s2s.models.modeling_common import (
     DEFAULT_MAX_LEN_A,
@@ -131,6 +133,33 @@ def test_a_generation_config_saved_without_the_fields_decodes_with_the_default_b
     assert not hasattr(reloaded.generation_config, "max_len_a")
     expected = [math.floor(DEFAULT_MAX_LEN_A * len(row) + DEFAULT_MAX_LEN_B) for row in SOURCES]  # 16, 8, 12
     assert eos_positions(generate(reloaded)) == expected
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_a_folder_without_generation_config_decodes_as_with_the_default_one(model_type, tmp_path, caplog):
+    """Not cut at 20 tokens: a folder written by someone else (save_pretrained of the config and weights
+    alone, a deleted file) gets a generation config transformers builds from config.json, whose generic
+    max_length of 20 cut every translation at 19 tokens. It decodes with the family's defaults, as the folder
+    with the default generation config, and one warning line says so."""
+    model = model_of(model_type)
+    model.save_pretrained(tmp_path / "with")
+    model.save_pretrained(tmp_path / "without")
+    (tmp_path / "without" / "generation_config.json").unlink()
+    rows = [[3 + i % 19 for i in range(25)] + [EOS], SOURCES[1]]  # 26 source tokens: a bound of 38
+    with caplog.at_level(logging.WARNING):
+        without = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "without")
+    warned = [record.getMessage() for record in caplog.records
+              if "generation_config.json" in record.getMessage()]
+    assert len(warned) == 1 and warned[0].startswith(f"{tmp_path / 'without'} has no generation_config.json")
+    caplog.clear()
+    with_config = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "with")
+    assert not [record for record in caplog.records if "generation_config.json" in record.getMessage()]
+    input_ids, attention_mask = source_batch(rows)
+    with torch.no_grad():
+        expected = with_config.generate(input_ids=input_ids, attention_mask=attention_mask)
+        decoded = without.generate(input_ids=input_ids, attention_mask=attention_mask)
+    assert decoded.tolist() == expected.tolist()
+    assert eos_positions(decoded)[0] == math.floor(DEFAULT_MAX_LEN_A * 26 + DEFAULT_MAX_LEN_B) > 20
 
 
 @pytest.mark.slow

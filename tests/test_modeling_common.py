@@ -1,6 +1,6 @@
 """What modeling_common.py adds beyond the contract every family meets (test_family_contract.py): the config's
-output flags, attentions asked under sdpa, the training job moving label smoothing into the model, and the
-alignment / plotting helpers leaving the caller's state alone."""
+output flags, attentions asked under sdpa, the training job moving label smoothing and R-Drop into the model, R-Drop's
+loss normalisation, and the alignment / plotting helpers leaving the caller's state alone."""
 
 import logging
 import subprocess
@@ -13,7 +13,9 @@ from transformers import AutoConfig, AutoModelForSeq2SeqLM, Seq2SeqTrainer, Seq2
 
 from hf_s2s.data.tokenization import train_tokenizer_from_texts
 from hf_s2s.inference.translate import alignment
-from hf_s2s.training.run import smooth_labels_in_model
+from hf_s2s.models.modeling_common import rdrop_loss, seq2seq_loss
+from hf_s2s.training.arguments import TrainingArguments
+from hf_s2s.training.run import move_loss_into_model
 from tests.helpers import TINY, decoder_inputs, labelled_batch, random_tiny_model
 
 # also run by CI on the oldest supported releases (constraints/oldest.txt)
@@ -77,11 +79,53 @@ def test_training_job_moves_label_smoothing_into_the_model_so_labels_reach_it(tm
     num_items = torch.tensor(11)
     reference = Seq2SeqTrainer(model=model, args=args).compute_loss(model, dict(batch), num_items_in_batch=num_items)
     trainer = Seq2SeqTrainer(model=model, args=args)
-    smooth_labels_in_model(trainer)
+    move_loss_into_model(trainer)
     loss, outputs = trainer.compute_loss(model, dict(batch), return_outputs=True, num_items_in_batch=num_items)
     torch.testing.assert_close(loss, reference, rtol=0, atol=1e-6)
     assert outputs.logits is None  # the model had the labels: its padding-free loss path ran
     assert model.config.label_smoothing == 0.1 and trainer.args.label_smoothing_factor == 0.1
+
+
+@pytest.mark.parametrize("layout", ["padding-free", "padded"])
+def test_rdrop_losses_of_the_pieces_of_a_batch_add_up_to_the_whole_batchs(layout):
+    """Gradient accumulation and several processes (Trainer scales each process's loss by the world size, DDP
+    averages) give one big batch's loss only if every term is a token sum over ``num_items_in_batch`` (one copy's
+    label tokens in the whole step). Two passes that differ, as dropout makes them, so the KL term counts: pieces of
+    uneven sizes add up to the whole, which without ``num_items_in_batch`` is the same per-token mean."""
+    generator = torch.Generator().manual_seed(0)
+    labels = torch.randint(3, 11, (4, 5), generator=generator)  # (B, T)
+    labels[1, 3:], labels[2, 1], labels[3, 2:] = -100, -100, -100
+    first, second = torch.randn(2, 4, 5, 11, generator=generator)  # two passes' logits, (B, T, V) each
+
+    def loss(rows: slice, num_items):
+        logits, repeated = torch.cat([first[rows], second[rows]]), torch.cat([labels[rows], labels[rows]])
+        if layout == "padding-free":  # the label positions only, packed: (N, V), as the output layer gets them
+            logits, repeated = logits[repeated != -100], repeated[repeated != -100]
+        return rdrop_loss(logits, repeated, num_items, label_smoothing=0.1, rdrop_alpha=5.0)
+
+    total = (labels != -100).sum()
+    whole = loss(slice(0, 4), total)
+    torch.testing.assert_close(loss(slice(0, 1), total) + loss(slice(1, 4), total), whole)
+    torch.testing.assert_close(loss(slice(0, 4), None), whole)
+    plain = seq2seq_loss(torch.cat([first, second]), torch.cat([labels, labels]), 2 * total, label_smoothing=0.1)
+    assert whole > plain  # the KL term is there: two different passes
+
+
+def test_training_job_moves_rdrop_alpha_into_the_model_and_warns_when_it_cannot_act(tmp_path, caplog):
+    """``--rdrop_alpha`` reaches the model's config (transformers' own arguments leave it 0); with no dropout in
+    the model both passes are the same, and the run is told so."""
+    for dropout, warned in ((0.3, False), (0.0, True)):
+        model = random_tiny_model("transformer_seq2seq", VOCAB, dropout=dropout)
+        args = TrainingArguments(output_dir=str(tmp_path), rdrop_alpha=5.0, use_cpu=True, report_to="none")
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="hf_s2s.training.trainer"):
+            move_loss_into_model(Seq2SeqTrainer(model=model, args=args))
+        assert model.config.rdrop_alpha == 5.0
+        assert ("with no dropout in the model: both passes of each batch are the same" in caplog.text) is warned
+    plain = Seq2SeqTrainer(model=model, args=Seq2SeqTrainingArguments(output_dir=str(tmp_path), use_cpu=True,
+                                                                      report_to="none"))
+    move_loss_into_model(plain)
+    assert model.config.rdrop_alpha == 0.0
 
 
 # ---------------------------------------------------------------------------------------- alignment and plots

@@ -157,9 +157,10 @@ def test_onnx_steps_give_the_teacher_forced_logits(trained, runtime, held_out):
 def test_the_command_writes_the_folder(trained, runtime):
     folder, out = trained[2], trained[3]
     manifest = json.loads((out / "onnx_manifest.json").read_text())
-    assert {"encoder.onnx", "decoder_step.onnx", "generation_config.json", "onnx_runtime.py", "tokenizer.json",
-            "tokenizer_config.json"} <= set(manifest["files"])
-    assert sorted(p.name for p in out.iterdir()) == sorted([*manifest["files"], "onnx_manifest.json"])
+    written = json.loads((out / "hf_s2s_output.json").read_text())["files"]  # every file the export wrote
+    assert {"encoder.onnx", "decoder_step.onnx", "generation_config.json", "onnx_runtime.py", "decoding.py",
+            "tokenizer.json", "tokenizer_config.json", "onnx_manifest.json"} <= set(written)
+    assert sorted(p.name for p in out.iterdir()) == sorted([*written, "hf_s2s_output.json"])
     assert filecmp.cmp(out / "onnx_runtime.py", onnx_runtime.__file__, shallow=False)
     assert filecmp.cmp(out / "decoding.py", decoding.__file__, shallow=False)
     assert json.loads((out / "generation_config.json").read_text())["max_len_a"] == 1.3  # the bound, written out
@@ -397,8 +398,8 @@ def test_overwrite_replaces_the_earlier_export_whole_and_only_it(tmp_path):
     model = random_tiny_model("rnn_seq2seq", 20, cell_type="lstm")
     export_onnx(model, out, overwrite=True)  # without a tokenizer: the earlier export's tokenizer files go too
     assert sorted(path.name for path in out.iterdir()) == sorted(
-        ["decoder_step.onnx", "encoder.onnx", "generation_config.json", "hf_s2s_output.json", "onnx_manifest.json",
-         "onnx_runtime.py"])
+        ["decoder_step.onnx", "decoding.py", "encoder.onnx", "generation_config.json", "hf_s2s_output.json",
+         "onnx_manifest.json", "onnx_runtime.py"])
     assert "past_cell" in json.loads((out / "onnx_manifest.json").read_text())["state"]
     batch = padded([[5, 6, 7, 2], [8, 2]])
     np.testing.assert_array_equal(OnnxSeq2Seq(out).generate(*batch), generated(model, *batch))

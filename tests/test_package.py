@@ -194,7 +194,8 @@ def test_entry_points_train_translate_and_push_from_the_wheel(installed):
 
 @pytest.mark.slow
 def test_serve_from_the_wheel(installed):
-    """`hf-s2s serve` from the installed wheel (with the serve extra) answers a translation, then stops on SIGTERM."""
+    """`hf-s2s serve` from the installed wheel (with the serve extra) answers a translation and serves the attention
+    explorer's page from the package data, then stops on SIGTERM."""
     httpx = pytest.importorskip("httpx")
     pytest.importorskip("fastapi")
     bin_dir, env, work = installed
@@ -204,6 +205,11 @@ def test_serve_from_the_wheel(installed):
     try:
         response = httpx.post(f"{url}/translate", json={"sentences": ["a b c", "d"], "num_beams": 2}, timeout=60)
         assert response.status_code == 200 and len(response.json()["translations"]) == 2
+        static = ROOT / "hf_s2s" / "serving" / "static"
+        for path, name in (("", "index.html"), ("static/explorer.js", "explorer.js"),
+                           ("static/explorer.css", "explorer.css")):
+            served = httpx.get(f"{url}/{path}")
+            assert served.status_code == 200 and served.text == (static / name).read_text(), path
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=60)

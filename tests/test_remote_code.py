@@ -8,6 +8,7 @@ transformers copies into its module cache only the modeling file named in ``auto
 (single-dot relative imports, followed recursively): code that finds a sibling file by ``__file__`` fails there."""
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -21,7 +22,8 @@ from hf_s2s.data.synthetic import text_reversal_corpus
 from hf_s2s.models.families import FAMILIES
 from hf_s2s.models.modeling_common import CUSTOM_PIPELINES
 from hf_s2s.training.run import parse_args, run
-from tests.helpers import TINY, random_tiny_model, run_without_hf_s2s
+from tests.helpers import TINY, generate_without_hf_s2s, random_tiny_model, run_without_hf_s2s
+from tests.saved_folders import save_tiny_model_folder
 
 SOURCES = ["a b c d e", "f g", "h i j", "c a f e"]  # different lengths: the batch is padded
 GENERATE = {"max_new_tokens": 10, "do_sample": False, "num_beams": 1}
@@ -203,3 +205,19 @@ def test_a_folder_fine_tuned_without_hf_s2s_saves_completely_and_reloads_the_sam
     with torch.no_grad():
         ids = model.generate(**tokenizer(SOURCES, return_tensors="pt", padding=True), **GENERATE).tolist()
     assert ids == expected["final"]
+
+
+@pytest.mark.slow  # a process of its own
+def test_a_folder_without_generation_config_decodes_without_hf_s2s_as_with_the_default_one(tmp_path):
+    """The family's lengths for a folder without generation_config.json come from the model's own code, so a
+    user without hf_s2s gets them too: not transformers' generic max_length of 20."""
+    with_config = save_tiny_model_folder(tmp_path / "with", "rnn_seq2seq", seed=1)
+    without = Path(shutil.copytree(with_config, tmp_path / "without"))
+    (without / "generation_config.json").unlink()
+    sources = [" ".join("abcdefghij"[(i * k) % 10] for k in range(30)) for i in (1, 3)]  # 30 words each
+    tokenizer = AutoTokenizer.from_pretrained(with_config)
+    with torch.no_grad():
+        expected = AutoModelForSeq2SeqLM.from_pretrained(with_config).generate(
+            **tokenizer(sources, return_tensors="pt", padding=True)).tolist()
+    assert max(len(row) for row in expected) > 20
+    assert generate_without_hf_s2s(without, sources, tmp_path) == expected

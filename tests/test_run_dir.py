@@ -18,7 +18,8 @@ import pytest
 
 from hf_s2s.cli import run_command
 from hf_s2s.training.run import parse_args, run
-from hf_s2s.training.run_dir import LOCK_NAME
+from hf_s2s.training.run_dir import LOCK_NAME, RESUME_WAY, interrupted_run_message
+from tests.helpers import default_ctrl_c
 from tests.runs import train_args
 from tests.saved_folders import save_tiny_model_folder, tiny_tokenizer
 
@@ -210,7 +211,7 @@ def start_and_interrupt(command: list[str], written: Path, log: Path) -> subproc
     """Start ``command`` and press Ctrl-C (SIGINT) as soon as it has written ``written``."""
     with open(log, "w") as stderr:
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr,
-                                   env={**os.environ, "OMP_NUM_THREADS": "1"})
+                                   env={**os.environ, "OMP_NUM_THREADS": "1"}, preexec_fn=default_ctrl_c)
     while not written.exists() and process.poll() is None:
         time.sleep(0.02)
     process.send_signal(signal.SIGINT)
@@ -220,8 +221,9 @@ def start_and_interrupt(command: list[str], written: Path, log: Path) -> subproc
 
 
 def printed_command(stderr: str, way: str) -> list[str]:
-    """The command the refusal prints after ``way`` ("to resume it from its newest checkpoint")."""
-    found = re.search(rf"{way}: (.*?); (to start again|or choose)", stderr)
+    """The command a refusal, or the line of a stopped run, prints after ``way`` ("to resume it from its
+    newest checkpoint")."""
+    found = re.search(rf"{way}: (.*?)(; to start again|; or choose|$)", stderr, flags=re.MULTILINE)
     assert found, stderr[-3000:]
     return shlex.split(found.group(1))
 
@@ -259,3 +261,49 @@ def test_an_interrupted_run_run_again_prints_a_command_that_works(tmp_path, stop
     assert done.returncode == 0, done.stderr[-3000:]
     epochs = json.loads((out / "results.json").read_text())["epochs"]
     assert epochs == 40 * 4 / 64  # every step of --max_steps
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("stopped", ["after-the-tokenizer", "after-a-checkpoint"])
+def test_ctrl_c_ends_a_run_with_one_line_naming_the_way_on_and_status_130(tmp_path, stopped):
+    """Ctrl-C during training is no traceback: one line says where the newest complete checkpoint is and
+    prints the command that resumes from it (the command the rerun's refusal prints, whose working is tested
+    above), or, stopped before a checkpoint, the one that starts again; the status is 130, as for any
+    command a shell stops with Ctrl-C. A run started with --overwrite_output_dir resumes without it (the two
+    are refused together)."""
+    out = tmp_path / "run"
+    saving = ["--save_strategy", "steps", "--save_steps", "2"] if stopped == "after-a-checkpoint" else []
+    command = [sys.executable, str(ROOT / "scripts" / "train.py"),
+               *train_args(out, "--max_steps", "400", "--max_train_samples", "64",
+                           "--per_device_train_batch_size", "4", *saving), "--overwrite_output_dir"]
+    written = out / ("checkpoint-2/trainer_state.json" if saving
+                     else "tokenizer/hf_s2s_tokenizer_arguments.json")
+    log = tmp_path / "interrupted.log"
+    process = start_and_interrupt(command, written, log)
+    stderr = log.read_text()
+    assert process.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
+    last = stderr.splitlines()[-1]
+    if saving:
+        newest = max((p for p in out.glob("checkpoint-*") if (p / "trainer_state.json").is_file()),
+                     key=lambda p: int(p.name.split("-")[1]))
+        assert last.startswith(f"stopped (Ctrl-C): the run stopped before it finished; its newest complete "
+                               f"checkpoint is {newest}; "), last
+        assert printed_command(last, "to resume it from its newest checkpoint") == [
+            *command[:-1], "--resume_from_checkpoint", str(newest)]
+    else:
+        assert last.startswith("stopped (Ctrl-C): the run stopped before its first complete checkpoint"), last
+        assert printed_command(last, "to start again, deleting what it wrote") == command
+
+
+def test_a_resumed_run_stopped_again_prints_one_way_on_with_its_newest_checkpoint(tmp_path):
+    """The command a stopped run prints holds the flag of the way on alone: a resumed run (or one started with
+    --overwrite_output_dir, in either spelling) stopped again resumes from its newest complete checkpoint, not
+    from the one it was resumed from, and without the flag its resume would be refused with."""
+    out = stopped_run(tmp_path / "run", ["checkpoint-4", "checkpoint-8", "checkpoint-12!"])
+    base = ["hf-s2s", "train", "--output_dir", str(out)]
+    for ways in (["--resume_from_checkpoint", str(out / "checkpoint-4")], ["--overwrite_output_dir"],
+                 ["--overwrite_output_dir", "True"], ["--overwrite_output_dir=true"]):
+        message = interrupted_run_message(out, command=[*base, *ways, "--seed", "3"])
+        assert printed_command(message, RESUME_WAY) == [
+            *base, "--seed", "3", "--resume_from_checkpoint", str(out / "checkpoint-8")], ways

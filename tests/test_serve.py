@@ -1,8 +1,8 @@
 """`hf-s2s serve` as a client sees it: the real server (uvicorn, on a free localhost port, in a thread or as the
 command's own process) called over HTTP with httpx.
 
-Under concurrency, every request gets the translations it gets alone from ``translate()`` (or the CTranslate2
-engine), greedy and beam, with n-best lists and scores, while requests of one set of options share batches. Every
+Under concurrency, every request gets the translations it gets alone from ``translate()`` (or the CTranslate2 or
+ONNX engine), greedy and beam, with n-best lists and scores, while requests of one set of options share batches. Every
 kind of bad input is a 4xx with a JSON message and leaves the server answering; a full queue is a 503; a failed batch
 a 500 for its requests only; SIGTERM lets the request in flight finish, and what it cannot finish in time is answered
 503 in JSON; a request whose client hung up is never decoded; /metrics counts every answer by the status the client
@@ -13,6 +13,7 @@ import collections
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import threading
@@ -20,16 +21,19 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
 
 from hf_s2s.cli import run_command  # noqa: E402
 from hf_s2s.importers import convert  # noqa: E402
+from hf_s2s.inference.attention import eager_attention  # noqa: E402
 from hf_s2s.inference.engines import TorchEngine, load_engine  # noqa: E402
-from hf_s2s.inference.translate import translate  # noqa: E402
+from hf_s2s.inference.translate import alignment, translate  # noqa: E402
 from hf_s2s.serving.app import create_app  # noqa: E402
 from hf_s2s.serving.config import BatchingConfig, RequestLimits  # noqa: E402
+from hf_s2s.serving.folders import check_model_folder  # noqa: E402
 from hf_s2s.serving.server import serve_in_thread  # noqa: E402
 from tests.saved_folders import TEXTS, save_tiny_model_folder  # noqa: E402
 from tests.server_process import start_server_process  # noqa: E402
@@ -71,6 +75,16 @@ def ct2_server(folders):
     pytest.importorskip("ctranslate2")
     engine = load_engine(folders["tf"], "ctranslate2", threads=1)
     with serve_in_thread(create_app({"tf": engine}, BATCHING, LIMITS)) as url:
+        yield url, engine
+
+
+@pytest.fixture(scope="module")
+def onnx_server(folders):
+    """The onnx engine, as ``hf-s2s serve --engine onnx`` opens it: the RNN folder exported to ONNX on start."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    engine = load_engine(folders["rnn"], "onnx", threads=1)
+    with serve_in_thread(create_app({"rnn": engine}, BATCHING, LIMITS)) as url:
         yield url, engine
 
 
@@ -169,12 +183,15 @@ def test_concurrent_requests_get_the_translations_they_get_alone(server, engines
     assert calls < len(requests)  # requests shared engine calls: batching happened
 
 
-def test_ctranslate2_engine_serves_concurrent_requests_as_it_translates_each_alone(ct2_server):
-    url, engine = ct2_server
-    requests, responses = concurrent_requests(url, None, count=16, seed=3)
-    for request, response in zip(requests, responses, strict=True):
-        assert same(answers(response), alone(engine, request)), request
-    assert httpx.get(f"{url}/models").json()[0]["engine"] == "ctranslate2"
+@pytest.mark.parametrize(("fixture", "seed"), [("ct2_server", 3), ("onnx_server", 4)])
+def test_other_engines_serve_concurrent_requests_as_they_translate_each_alone(fixture, seed, request):
+    url, engine = request.getfixturevalue(fixture)
+    requests, responses = concurrent_requests(url, None, count=16, seed=seed)
+    for sent, response in zip(requests, responses, strict=True):
+        assert same(answers(response), alone(engine, sent)), sent
+    assert httpx.get(f"{url}/models").json()[0]["engine"] == engine.name
+    response = post(url, {"sentences": ["a"], "alignment": True})
+    assert response.status_code == 422 and f"{engine.label} gives no alignments" in response.json()["error"]
 
 
 def test_answer_shape_scores_nbest_and_alignment(server):
@@ -249,11 +266,106 @@ def test_a_converted_folder_serves_the_translations_it_gives_alone(tmp_path):
             assert same(answers(post(url, request)), alone(engine, request)), request
 
 
-def test_an_alignment_from_a_model_without_attention_is_refused(tmp_path):
+@pytest.mark.parametrize("option", ["alignment", "output_attentions"])
+def test_an_alignment_from_a_model_without_attention_is_refused(tmp_path, option):
     folder = save_tiny_model_folder(tmp_path / "plain", "rnn_seq2seq", attention_type="none")
     with serve_in_thread(create_app({"plain": load_engine(folder)})) as url:
-        response = post(url, {"sentences": ["a"], "alignment": True})
-        assert response.status_code == 422 and "attention" in response.json()["error"]
+        response = post(url, {"sentences": ["a"], option: True})
+        assert response.status_code == 422 and "attention over the source, but" in response.json()["error"]
+
+
+def test_answers_without_output_attentions_are_as_before(server, engines):
+    """The answers of requests that do not name output_attentions hold exactly what they held before it existed:
+    the texts of translate() and, with alignment, the three fields of alignment() for each sentence alone."""
+    url, _ = server
+    engine, sentences = engines["tf"], TEXTS[5:8]
+    options = engine.options()
+    texts = [hypotheses[0].text for hypotheses in translate(engine.model, engine.tokenizer, sentences,
+                                                             **options.decoding_kwargs())]
+    assert post(url, {"sentences": sentences}).json() == {"model": "tf", "translations": [{"text": text}
+                                                                                           for text in texts]}
+    answer = post(url, {"sentences": sentences, "alignment": True}).json()
+    assert [set(t) for t in answer["translations"]] == [{"text", "alignment"}] * len(sentences)
+    for sentence, text, translation in zip(sentences, texts, answer["translations"], strict=True):
+        weights, source_tokens, target_tokens = alignment(
+            engine.model, engine.tokenizer, sentence, num_beams=options.num_beams, max_len_a=options.max_len_a,
+            max_len_b=options.max_len_b, length_penalty=options.length_penalty)
+        assert translation["text"] == text
+        assert set(translation["alignment"]) == {"source_tokens", "target_tokens", "weights"}
+        assert (translation["alignment"]["source_tokens"], translation["alignment"]["target_tokens"]) == (
+            source_tokens, target_tokens)
+        torch.testing.assert_close(torch.tensor(translation["alignment"]["weights"]), weights, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("option", ["alignment", "output_attentions"])
+def test_a_blank_sentence_gets_no_alignment_of_a_translation_it_does_not_get(server, option):
+    """A blank sentence is not decoded: its translation is empty, and no alignment of some other output comes
+    with it."""
+    url, _ = server
+    translations = post(url, {"sentences": [" ", "a b c"], option: True}).json()["translations"]
+    assert translations[0] == {"text": ""} and translations[1]["alignment"]["target_tokens"]
+
+
+@pytest.fixture(scope="module")
+def attention_server(tmp_path_factory):
+    """A Transformer of two layers of two heads each (so that a layer or head out of place shows) and the RNN with
+    its Bahdanau attention, served: (base URL, engines)."""
+    base = tmp_path_factory.mktemp("attention")
+    engines = {"tf2": load_engine(save_tiny_model_folder(base / "tf2", "transformer_seq2seq", seed=2, encoder_layers=2,
+                                                         decoder_layers=2), threads=1),
+               "rnn": load_engine(save_tiny_model_folder(base / "rnn", "rnn_seq2seq", seed=1), threads=1)}
+    with serve_in_thread(create_app(engines, BATCHING, LIMITS)) as url:
+        yield url, engines
+
+
+def generated_attentions(engine, sentence: str, num_beams: int):
+    """What ``generate(output_attentions=True)`` gives for ``sentence`` decoded alone with the engine's options:
+    (its best translation's ids, the cross-attention of each of its steps along its beam (layers, heads, T, S), the
+    encoder's self-attention (layers, heads, S, S), None for an RNN)."""
+    options = engine.options(num_beams=num_beams)
+    batch = engine.tokenizer([sentence], return_tensors="pt")
+    with eager_attention([engine.model]), torch.no_grad():
+        output = engine.model.generate(**batch, **options.decoding_kwargs(), output_attentions=True,
+                                       return_dict_in_generate=True)
+    sequence = output.sequences[0]
+    steps = []
+    for step in range(len(sequence) - 1):  # the step that chose token step + 1
+        row = 0 if num_beams == 1 else int(output.beam_indices[0, step])  # the beam the best hypothesis was on
+        steps.append(torch.stack([layer[row, :, -1] for layer in output.cross_attentions[step]]))  # (layers, heads, S)
+    encoder = torch.stack(output.encoder_attentions)[:, 0] if output.encoder_attentions else None
+    return sequence, torch.stack(steps, dim=2), encoder
+
+
+@pytest.mark.parametrize("num_beams", [1, 3])
+@pytest.mark.parametrize("model", ["tf2", "rnn"])
+def test_output_attentions_are_the_weights_generate_gives(attention_server, model, num_beams):
+    """Every layer's and head's cross-attention of each sentence's best translation, and the Transformer's encoder
+    self-attention, equal what generate(output_attentions=True) gives for that sentence alone (along the best beam),
+    and the alignment's weights are the last layer's mean over heads; the tokens are the translation's."""
+    url, engines = attention_server
+    engine, sentences = engines[model], TEXTS[10:14]
+    response = post(url, {"sentences": sentences, "model": model, "num_beams": num_beams, "output_attentions": True})
+    assert response.status_code == 200, response.text
+    config = engine.config
+    for sentence, translation in zip(sentences, response.json()["translations"], strict=True):
+        sequence, cross, encoder = generated_attentions(engine, sentence, num_beams)
+        answer = translation["alignment"]
+        assert translation["text"] == engine.tokenizer.decode(sequence, skip_special_tokens=True)
+        assert answer["target_tokens"] == engine.tokenizer.convert_ids_to_tokens(sequence[1:].tolist())
+        assert answer["source_tokens"] == engine.tokenizer.tokenize(sentence) + ["</s>"]
+        layers, heads = ((config.decoder_layers, config.decoder_attention_heads) if model == "tf2" else
+                         (1, config.attention_heads))
+        got = torch.tensor(answer["cross_attentions"])
+        assert got.shape == (layers, heads, len(sequence) - 1, len(answer["source_tokens"]))
+        torch.testing.assert_close(got, cross, rtol=0, atol=1e-5)
+        torch.testing.assert_close(torch.tensor(answer["weights"]), got[-1].mean(dim=0), rtol=0, atol=1e-6)
+        if model == "tf2":
+            assert torch.tensor(answer["encoder_attentions"]).shape == (config.encoder_layers,
+                                                                        config.encoder_attention_heads,
+                                                                        *encoder.shape[-2:])
+            torch.testing.assert_close(torch.tensor(answer["encoder_attentions"]), encoder, rtol=0, atol=1e-5)
+        else:
+            assert "encoder_attentions" not in answer  # a GRU reads the source in order: no self-attention
 
 
 class GatedEngine(TorchEngine):
@@ -282,7 +394,7 @@ class GatedEngine(TorchEngine):
 
 def test_a_full_queue_is_503_and_a_failed_batch_500_for_its_requests_only(folders):
     """While the engine holds one request, a second fills the queue (4 sentences), and a third is refused."""
-    engine = GatedEngine(folders["tf"])
+    engine = GatedEngine(folders["tf"]).load()
     app = create_app({"tf": engine}, BatchingConfig(max_queue_sentences=4), RequestLimits(max_sentences=4))
     with serve_in_thread(app) as url:
         answered = {}
@@ -315,7 +427,7 @@ def test_metrics_count_every_answer_by_the_status_the_client_received(folders):
     """A known mix of answers, each from another layer (the body size limit, FastAPI's parsing and validation, the
     handler's checks, the tokenizer, a failed batch, a bug): /metrics counts each status as often as the clients got
     it, and every answer is JSON."""
-    engine = GatedEngine(folders["tf"])
+    engine = GatedEngine(folders["tf"]).load()
     engine.gate.set()
     app = create_app({"tf": engine}, BATCHING, LIMITS)
     with serve_in_thread(app) as url:
@@ -355,7 +467,7 @@ def test_a_request_whose_client_hung_up_is_not_decoded_and_does_not_delay_the_ne
     B leaves the queue at once, while the engine is still busy; once the gate opens, the engine's next call is C's,
     as if B had never come (oldest first, B would have had a call of its own before C). /metrics counts B under
     status 499 and its sentence nowhere among the decoded ones."""
-    engine = GatedEngine(folders["tf"])
+    engine = GatedEngine(folders["tf"]).load()
     app = create_app({"tf": engine}, BATCHING, LIMITS)
     with serve_in_thread(app) as url:
         answered = {}
@@ -389,7 +501,7 @@ def test_a_request_whose_client_hung_up_is_not_decoded_and_does_not_delay_the_ne
 def test_requests_cut_off_at_shutdown_are_answered_503_in_json_and_counted(folders):
     """With a graceful timeout of 0, A (held on the engine at its gate) and B, C (queued) are answered 503 in JSON as
     the server stops; B and C are never decoded, and the metrics count the three 503s."""
-    engine = GatedEngine(folders["tf"])
+    engine = GatedEngine(folders["tf"]).load()
     app = create_app({"tf": engine}, BATCHING, LIMITS)
     answered, clients = {}, []
 
@@ -443,8 +555,8 @@ def test_health_models_metrics_and_openapi_docs(server):
     post(url, {"sentences": ["a b c", "d"], "model": "rnn"})
     assert httpx.get(f"{url}/health").json() == {"status": "ok", "models": ["tf", "rnn"], "queued_sentences": 0}
     models = httpx.get(f"{url}/models").json()
-    assert [(m["name"], m["default"], m["model_type"], m["engine"]) for m in models] == [
-        ("tf", True, "transformer_seq2seq", "torch"), ("rnn", False, "rnn_seq2seq", "torch")]
+    assert [(m["name"], m["default"], m["model_type"], m["engine"], m["attention_type"]) for m in models] == [
+        ("tf", True, "transformer_seq2seq", "torch", None), ("rnn", False, "rnn_seq2seq", "torch", "bahdanau")]
     text = httpx.get(f"{url}/metrics").text
     for name in ('hf_s2s_requests_total{model="rnn",status="200"}', 'hf_s2s_sentences_total{model="rnn"}',
                  'hf_s2s_source_tokens_total{model="rnn"}', 'hf_s2s_target_tokens_total{model="rnn"}',
@@ -457,16 +569,33 @@ def test_health_models_metrics_and_openapi_docs(server):
     assert docs.status_code == 200 and "swagger" in docs.text.lower()
     schema = httpx.get(f"{url}/openapi.json").json()
     assert {"/translate", "/health", "/models", "/metrics"} <= set(schema["paths"])
-    assert "num_return_sequences" in schema["components"]["schemas"]["TranslateRequest"]["properties"]
+    request = schema["components"]["schemas"]["TranslateRequest"]["properties"]
+    assert "num_return_sequences" in request and request["output_attentions"]["default"] is False
+
+
+def without_generation_config(folder: Path, copy: Path) -> Path:
+    """A copy of ``folder`` without generation_config.json, as written by hand with save_pretrained of the
+    config and weights alone."""
+    shutil.copytree(folder, copy)
+    (copy / "generation_config.json").unlink()
+    return copy
+
+
+def drop_end_token(folder: Path) -> None:
+    """No generation_config.json and a config.json without eos_token_id: the generation config transformers
+    builds from it names no end token."""
+    (folder / "generation_config.json").unlink()
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "eos_token_id": None}))
 
 
 def test_serve_command_refuses_folders_it_cannot_serve_in_one_line(folders, tmp_path):
-    """Folders written by someone else: a damaged JSON file, no generation config (transformers would decode with
-    20 tokens at most), one without the tokens generate() needs, a default beam count over --max-beams. Each is one
-    error line naming the file or option; the host cannot be listened on, so a folder that is not refused fails the
-    test at once instead of serving."""
+    """Folders written by someone else: a damaged JSON file, a generation config (or, without one, the
+    config.json transformers builds it from) without the tokens generate() needs, a default beam count over
+    --max-beams. Each is one error line naming the file or option; the host cannot be listened on, so a folder
+    that is not refused fails the test at once instead of serving."""
     broken = {}
-    for name, change in [("no_generation_config", lambda f: (f / "generation_config.json").unlink()),
+    for name, change in [("no_end_token_in_config", drop_end_token),
                          ("damaged_generation_config", lambda f: (f / "generation_config.json").write_text('{"a": ')),
                          ("config_a_list", lambda f: (f / "config.json").write_text("[]")),
                          ("damaged_tokenizer", lambda f: (f / "tokenizer.json").write_text("xx")),
@@ -475,7 +604,7 @@ def test_serve_command_refuses_folders_it_cannot_serve_in_one_line(folders, tmp_
                              {**json.loads((f / "generation_config.json").read_text()), "num_beams": 3})))]:
         broken[name] = save_tiny_model_folder(tmp_path / name, "transformer_seq2seq")
         change(broken[name])
-    for arguments, named in [([str(broken["no_generation_config"])], "holds no generation_config.json"),
+    for arguments, named in [([str(broken["no_end_token_in_config"])], "config.json names no eos_token_id"),
                              ([str(broken["damaged_generation_config"])], "generation_config.json is not valid JSON"),
                              ([str(broken["config_a_list"])], "config.json holds a JSON list, not an object"),
                              ([str(broken["damaged_tokenizer"])], "tokenizer.json is not valid JSON"),
@@ -484,6 +613,21 @@ def test_serve_command_refuses_folders_it_cannot_serve_in_one_line(folders, tmp_
         with pytest.raises(SystemExit) as exit_info:
             run_command("serve", [*arguments, "--host", "256.0.0.1", "--port", "0"])
         assert str(exit_info.value.code).startswith("error: ") and named in str(exit_info.value.code), arguments
+
+
+def test_a_folder_without_generation_config_is_served_as_with_the_default_one(folders, engines, tmp_path):
+    """serve decodes a folder without generation_config.json as hf-s2s translate does, with the family's
+    defaults (it refused such folders; transformers' generic max_length would cut every translation at 19
+    tokens): what the command checks lets it pass, and each request gets the translations of the folder with
+    its generation config."""
+    folder = without_generation_config(folders["tf"], tmp_path / "tf")
+    check_model_folder(folder)  # what the command checks before loading
+    sentences = [" ".join("abcdefghij"[(i * k) % 10] for k in range(30)) for i in (1, 3)]  # 30 words each
+    with serve_in_thread(create_app({"tf": load_engine(folder, threads=1)}, BATCHING, LIMITS)) as url:
+        served = answers(post(url, {"sentences": sentences, "scores": True}))
+    assert served == alone(engines["tf"], {"sentences": sentences, "scores": True})
+    tokenizer = engines["tf"].tokenizer
+    assert max(len(tokenizer(hypotheses[0][0]).input_ids) for hypotheses in served) > 20
 
 
 def test_serve_command_refuses_bad_options_in_one_line(folders, tmp_path):

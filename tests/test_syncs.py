@@ -46,6 +46,15 @@ def test_training_step_syncs_no_more_and_greedy_decode_fewer_than_marian(model_t
 
 
 @pytest.mark.parametrize("model_type", ["transformer_seq2seq", "rnn_seq2seq"])
+def test_an_rdrop_training_step_reads_back_as_often_as_a_plain_one(model_type):
+    """R-Drop (the batch repeated, the KL term over label tokens) adds no device-to-host read to a training step."""
+    counts = {rdrop_alpha: training_step_syncs(random_tiny_model(
+        model_type, VOCAB, pad_token_id=PAD, eos_token_id=EOS, decoder_start_token_id=START, dropout=0.1,
+        rdrop_alpha=rdrop_alpha)) for rdrop_alpha in (0.0, 5.0)}
+    assert counts[5.0].total == counts[0.0].total, {alpha: dict(c.counts) for alpha, c in counts.items()}
+
+
+@pytest.mark.parametrize("model_type", ["transformer_seq2seq", "rnn_seq2seq"])
 def test_a_mask_inferred_from_the_pad_id_reads_no_more_than_a_given_one(model_type):
     """Without attention_mask the models compare input_ids with the pad id on the device: decoding makes the reads it
     makes with the mask, no more."""

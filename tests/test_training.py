@@ -16,7 +16,7 @@ import pytest
 import torch
 import transformers
 from safetensors.torch import load_file
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianConfig
 
 import hf_s2s  # noqa: F401
 import hf_s2s.data.corpus
@@ -26,11 +26,12 @@ from hf_s2s.hub.results import RunResults, results_table
 from hf_s2s.inference.translate import alignment, translate
 from hf_s2s.metrics import compute_translation_metrics
 from hf_s2s.models.modeling_common import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
+from hf_s2s.models.output_record import RECORD_FILE
 from hf_s2s.training.checkpoints import average_checkpoints, find_checkpoints
 from hf_s2s.training.run import RECIPES_DIR, load_recipe, parse_args, run
 from hf_s2s.training.run_dir import hypotheses_path
 from tests.helpers import TINY
-from tests.runs import CrashAt, ForceBestMetric, tiny_args, tiny_argv
+from tests.runs import CrashAt, ForceBestMetric, steps_of_one_stream_pass, tiny_args, tiny_argv
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -108,31 +109,61 @@ def test_training_loss_decreases(trained):
     assert len(losses) == 16 and losses[-1] < losses[0] * 0.8
 
 
+def step_losses(checkpoint: Path) -> list[float]:
+    """The training loss of every step up to ``checkpoint``, from its trainer_state.json (logged every step)."""
+    state = json.loads((checkpoint / "trainer_state.json").read_text())
+    return [entry["loss"] for entry in state["log_history"] if "loss" in entry]
+
+
+RDROP = ("--rdrop_alpha", "5")
+
+
+# the first 128 pairs streamed in windows of 100 pairs and batches of 400 tokens
+STREAMED_BUDGET = ("--streaming", "true", "--max_tokens_per_batch", "400", "--streaming_window_pairs", "100",
+                   "--max_train_samples", "128")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("batching", [(), ("--max_tokens_per_batch", "400")], ids=["group_by_length", "tokens"])
-def test_resumed_run_ends_with_the_same_weights_as_an_uninterrupted_one(tmp_path, batching):
+@pytest.mark.parametrize(("model_type", "flags"), [
+    ("transformer_seq2seq", ()), ("transformer_seq2seq", ("--max_tokens_per_batch", "400")),
+    ("transformer_seq2seq", STREAMED_BUDGET), ("transformer_seq2seq", ("--max_tokens_per_batch", "400", *RDROP)),
+    ("rnn_seq2seq", RDROP),
+], ids=["group_by_length", "tokens", "streamed tokens", "tokens-rdrop", "rnn-rdrop"])
+def test_resumed_run_ends_with_the_same_weights_as_an_uninterrupted_one(tmp_path, model_type, flags):
     # 256 pairs in batches of 32 (or of 400 tokens): 8 (10) steps an epoch. The run is killed at step 14 and
     # resumed from step 12, in its SECOND epoch: the epoch's shuffle must not depend on the random state that
     # epoch 1 left behind (dropout draws), which a resumed run does not replay. Bit for bit: one process, the
-    # same batches in the same order and the same restored random state make the same float operations.
-    common = (*batching, "--eval_strategy", "no", "--save_strategy", "steps", "--save_steps", "4",
+    # same batches in the same order and the same restored random state make the same float operations; with
+    # R-Drop, the dropout masks of both passes of each batch too. Streamed, the second pass through the stream:
+    # the resumed run reads the stream again from its start.
+    common = (*flags, "--eval_strategy", "no", "--save_strategy", "steps", "--save_steps", "4",
               "--max_steps", "16", "--load_best_model_at_end", "false", "--test_num_beams", "1", "--model_config",
-              json.dumps({**TINY["transformer_seq2seq"], "dropout": 0.1}))
-    run(*tiny_args(tmp_path / "straight", "transformer_seq2seq", *common))
+              json.dumps({**TINY[model_type], "dropout": 0.1}))
+    run(*tiny_args(tmp_path / "straight", model_type, *common))
     with pytest.raises(KeyboardInterrupt):
-        run(*tiny_args(tmp_path / "killed", "transformer_seq2seq", *common), callbacks=[CrashAt(14)])
+        run(*tiny_args(tmp_path / "killed", model_type, *common), callbacks=[CrashAt(14)])
     assert not (tmp_path / "killed" / "checkpoint-16").exists()
-    assert 1 < json.loads((tmp_path / "killed" / "checkpoint-12" / "trainer_state.json").read_text())["epoch"] < 2
-    run(*tiny_args(tmp_path / "killed", "transformer_seq2seq", *common,
+    if flags == STREAMED_BUDGET:
+        assert steps_of_one_stream_pass(tmp_path / "straight" / "tokenizer", 128, 400, window=100) < 12
+    else:
+        assert 1 < json.loads((tmp_path / "killed" / "checkpoint-12" / "trainer_state.json").read_text())["epoch"] < 2
+    run(*tiny_args(tmp_path / "killed", model_type, *common,
                    "--resume_from_checkpoint", str(tmp_path / "killed" / "checkpoint-12")))
     straight = load_file(tmp_path / "straight" / "model" / "model.safetensors")
     resumed = load_file(tmp_path / "killed" / "model" / "model.safetensors")
     assert straight.keys() == resumed.keys()
     for key in straight:
         torch.testing.assert_close(resumed[key], straight[key], rtol=0, atol=0, msg=key)
+    losses = step_losses(tmp_path / "straight" / "checkpoint-16")
+    assert len(losses) == 16 and step_losses(tmp_path / "killed" / "checkpoint-16") == losses  # steps 13-16 resumed
     # ...and the check has teeth: the run's own intermediate checkpoint differs from the end.
     middle = load_file(tmp_path / "killed" / "checkpoint-12" / "model.safetensors")
     assert any(not torch.equal(middle[k], straight[k]) for k in straight)
+    # the flag reached the model's loss, and the saved folder and results say it
+    rdrop_alpha = 5.0 if "--rdrop_alpha" in flags else 0.0
+    saved_config = json.loads((tmp_path / "straight" / "model" / "config.json").read_text())
+    results = json.loads((tmp_path / "straight" / "results.json").read_text())
+    assert saved_config.get("rdrop_alpha", 0.0) == results["training_arguments"]["rdrop_alpha"] == rdrop_alpha
 
 
 SAVED_EVERY_2 = ("--eval_strategy", "no", "--save_strategy", "steps", "--save_steps", "2", "--max_steps", "4",
@@ -390,6 +421,42 @@ def test_run_keeps_the_checkpoint_average_only_when_it_validates_better(tmp_path
     assert ("the average is this model" in card) is averaging["used"]
 
 
+def folder_bytes(folder: Path) -> dict[str, bytes]:
+    return {path.relative_to(folder).as_posix(): path.read_bytes() for path in sorted(folder.rglob("*"))
+            if path.is_file()}
+
+
+@pytest.mark.slow
+def test_a_resumed_run_replaces_its_own_average_and_refuses_another_before_training(tmp_path):
+    """A resumed run that averages replaces averaged/ after training, and only an average hf-s2s wrote there,
+    unchanged. The run's own is one: the decoding settings the run writes into it are recorded with it (they
+    read as changed files, refused after training). One written before 0.3.0, which kept no record, is refused
+    before anything is read or trained (it was refused after training), naming it; nothing is deleted."""
+    averaging = ("--average_last_checkpoints", "2", "--test_num_beams", "1")
+    run(*tiny_args(tmp_path, "transformer_seq2seq", *averaging))
+    record = tmp_path / "averaged" / RECORD_FILE
+    recorded = record.read_bytes()
+    record.unlink()  # as a run before 0.3.0 left it
+    resumed = tiny_argv(tmp_path, "transformer_seq2seq", *averaging, "--num_train_epochs", "3",
+                        "--resume_from_checkpoint", str(tmp_path / "checkpoint-16"))
+    before = folder_bytes(tmp_path)
+    with pytest.raises(SystemExit) as refused:
+        run_command("train", resumed)
+    assert str(refused.value.code) == (
+        f"error: --average_last_checkpoints 2 writes the checkpoint average into {tmp_path / 'averaged'} "
+        f"after training, replacing only an average written there by hf-s2s, unchanged, and it holds no "
+        f"{RECORD_FILE} (the record hf-s2s average-checkpoints writes of its output); nothing was deleted: "
+        f"move {tmp_path / 'averaged'} out of {tmp_path} to resume with averaging, or leave out "
+        "--average_last_checkpoints")
+    assert folder_bytes(tmp_path) == before  # nothing trained, written or deleted
+
+    record.write_bytes(recorded)
+    assert run_command("train", resumed) == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["epochs"] == 3 and results["checkpoint_averaging"]["checkpoints"] == ["checkpoint-16",
+                                                                                         "checkpoint-24"]
+
+
 @pytest.mark.parametrize(("config", "label"), [
     ({"attention_type": "luong_general"}, "GRU + Luong general"),
     ({"attention_type": "scaled_dot", "cell_type": "lstm"}, "LSTM + scaled dot"),
@@ -603,11 +670,21 @@ LEARNED_POSITIONS = json.dumps({**TINY["transformer_seq2seq"], "position_embeddi
     (["--max_len_a", "1e18"], r"--max_len_a must be <= 100 \(output tokens per source token\), got 1e\+18"),
     (["--max_len_b", str(10 ** 19)], r"--max_len_b must be <= 100000 \(tokens added to the bound\), got 10{19}"),
     (["--max_len_a", "nan"], r"--max_len_a/--max_len_b: max_len_a .* must be a number >= 0 .*got nan"),
+    (["--rdrop_alpha", "-1"], r"--rdrop_alpha \(the weight of R-Drop's KL term\) must be a finite number >= 0 "
+                              r"\(0: off\), got -1.0"),
+    (["--rdrop_alpha", "inf"], r"--rdrop_alpha .* must be a finite number >= 0 \(0: off\), got inf"),
+    (["--model_name_or_path", "MARIAN", "--rdrop_alpha", "5"],
+     r"--rdrop_alpha is computed by the loss of the \['transformer_seq2seq', 'rnn_seq2seq'\] families; a marian "
+     r"model's loss has no R-Drop term: leave --rdrop_alpha out"),
 ], ids=["json", "not-object", "config-value", "generation-length", "source-length", "beams", "beam-0",
         "predict-with-generate", "max-train-samples", "resume-not-a-checkpoint", "target-length-1",
         "token-budget-split-batches", "generation-length-0", "best-model-without-evaluation", "target-vocab-3",
-        "target-vocab-0", "tokenizer-type", "max-len-a-huge", "max-len-b-huge", "max-len-a-nan"])
+        "target-vocab-0", "tokenizer-type", "max-len-a-huge", "max-len-b-huge", "max-len-a-nan", "rdrop-negative",
+        "rdrop-inf", "rdrop-another-family"])
 def test_bad_arguments_fail_before_anything_is_written(tmp_path, flags, message):
+    if "MARIAN" in flags:  # a saved model of another family, to fine-tune
+        MarianConfig(vocab_size=300, d_model=8, decoder_start_token_id=1).save_pretrained(tmp_path / "marian")
+        flags = [str(tmp_path / "marian") if flag == "MARIAN" else flag for flag in flags]
     out = tmp_path / "run"
     with pytest.raises(ValueError, match=message):
         run(*tiny_args(out, "transformer_seq2seq", *flags))

@@ -73,6 +73,24 @@ def test_the_tokenizer_phase_reuses_the_runs_tokenizer_only_when_asked_for_alike
     other = tiny_args(args.training.output_dir, "transformer_seq2seq", "--vocab_size", "300")
     with pytest.raises(ValueError, match=r"trained with other arguments .*vocab_size: 280 there, 300 now"):
         job.prepare_tokenizer(other.model, other.data, other.training, corpus["train"])
+    # the library is recorded only when it is not the default (records written before the option still match), and
+    # a difference either way is found
+    assert "tokenizer_library" not in recorded
+    other = tiny_args(args.training.output_dir, "transformer_seq2seq", "--tokenizer_library", "sentencepiece")
+    with pytest.raises(ValueError, match=r"other arguments than this run asks for \(tokenizer_library: None there, "
+                                         r"'sentencepiece' now\)"):
+        job.prepare_tokenizer(other.model, other.data, other.training, corpus["train"])
+
+
+def test_a_tokenizer_trained_with_sentencepiece_is_not_reused_by_a_run_asking_for_tokenizers(tmp_path):
+    pytest.importorskip("sentencepiece")
+    args = tiny_args(tmp_path, "transformer_seq2seq", "--tokenizer_library", "sentencepiece")
+    corpus = job.load_corpus(args.data, args.selection, args.training)
+    job.prepare_tokenizer(args.model, args.data, args.training, corpus["train"])
+    default = tiny_args(tmp_path, "transformer_seq2seq")
+    with pytest.raises(ValueError, match=r"other arguments than this run asks for \(tokenizer_library: "
+                                         r"'sentencepiece' there, None now\)"):
+        job.prepare_tokenizer(default.model, default.data, default.training, corpus["train"])
 
 
 # --- model ------------------------------------------------------------------------------------------------------

@@ -3,16 +3,18 @@ an empty input are refused before the model is loaded, non-UTF-8 input is named 
 give blank output lines, keeping the output aligned with the input."""
 
 import gzip
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from transformers import pipeline
 
 import hf_s2s  # noqa: F401
 from hf_s2s.data.tokenization import TranslationTokenizers, train_tokenizer_from_texts
-from hf_s2s.inference.translate import Hypothesis, check_decoding_options, read_sentences, translate
+from hf_s2s.inference.translate import Hypothesis, read_sentences, translate
 from hf_s2s.models.loading import load_model, load_tokenizer
 from tests.saved_folders import TEXTS, save_tiny_model_folder, tiny_tokenizer
 
@@ -29,18 +31,6 @@ def model_dir(tmp_path_factory):
 def run_translate(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(ROOT / "scripts" / "translate.py"), *args], input=stdin,
                           capture_output=True, text=True, timeout=180)
-
-
-@pytest.mark.parametrize(("options", "message"), [
-    ({"num_beams": 0}, "num_beams \\(--beams\\) must be a whole number >= 1, got 0"),
-    ({"num_beams": 2, "num_return_sequences": 0}, "num_return_sequences \\(--nbest\\) must be a whole number >= 1"),
-    ({"num_beams": 2, "batch_size": 0}, "batch_size \\(--batch-size\\) must be a whole number >= 1, got 0"),
-    ({"num_beams": 2, "num_return_sequences": 3}, "num_return_sequences \\(3, --nbest\\) must be <= num_beams"),
-    ({"num_beams": 2, "max_new_tokens": 0}, "max_new_tokens \\(--max-new-tokens\\) must be a whole number >= 1"),
-])
-def test_impossible_decoding_options_are_refused(options, message):
-    with pytest.raises(ValueError, match=message):
-        check_decoding_options(**options)
 
 
 @pytest.mark.slow
@@ -343,3 +333,39 @@ def test_greedy_scores_under_a_target_vocabulary_of_another_size_are_each_senten
     assert [hypotheses[0].text for hypotheses in batched] == [hypotheses[0].text for hypotheses in alone]
     assert len({hypotheses[0].score for hypotheses in alone}) > 1
     assert all(abs(b[0].score - a[0].score) < 1e-4 for b, a in zip(batched, alone, strict=True)), (batched, alone)
+
+
+@pytest.mark.slow  # two processes
+def test_a_folder_without_generation_config_translates_as_with_the_default_one_and_says_so(tmp_path):
+    """transformers builds a missing generation config from config.json, whose generic max_length cut every
+    translation at 19 tokens; the command decodes with the family's defaults instead, and says so in one
+    line."""
+    with_config = save_tiny_model_folder(tmp_path / "with", "transformer_seq2seq")
+    without = Path(shutil.copytree(with_config, tmp_path / "without"))
+    (without / "generation_config.json").unlink()
+    sources = "".join(" ".join("abcdefghij"[(i * k) % 10] for k in range(30)) + "\n"  # 30 words each
+                      for i in (1, 3))
+    done = {folder: run_translate(str(folder), "--beams", "1", stdin=sources)
+            for folder in (with_config, without)}
+    assert all(completed.returncode == 0 for completed in done.values()), done[without].stderr[-2000:]
+    assert done[without].stdout == done[with_config].stdout
+    tokenizer = load_tokenizer(with_config)
+    assert max(len(tokenizer(line).input_ids) for line in done[without].stdout.splitlines()) > 20
+    warned = [line for line in done[without].stderr.splitlines() if "generation_config.json" in line]
+    assert len(warned) == 1 and warned[0].startswith(f"{without} has no generation_config.json with a length "
+                                                     "limit")
+    assert "generation_config.json" not in done[with_config].stderr
+
+
+def test_a_folder_without_generation_config_translates_in_the_pipeline_as_with_the_default_one(tmp_path):
+    """The translation pipeline (the folder's own, as remote code) decodes such a folder as the folder with its
+    generation config, not cut at transformers' generic 20 tokens."""
+    with_config = save_tiny_model_folder(tmp_path / "with", "transformer_seq2seq")
+    without = Path(shutil.copytree(with_config, tmp_path / "without"))
+    (without / "generation_config.json").unlink()
+    sources = [" ".join("abcdefghij"[(i * k) % 10] for k in range(30)) for i in (1, 3)]  # 30 words each
+    translations = {folder: [output["translation_text"] for output in pipeline(
+        "translation", model=str(folder), trust_remote_code=True)(sources)] for folder in (with_config, without)}
+    assert translations[without] == translations[with_config]
+    tokenizer = load_tokenizer(with_config)
+    assert max(len(tokenizer(line).input_ids) for line in translations[without]) > 20

@@ -47,6 +47,15 @@ def median(values: list[float]) -> float:
     return statistics.median(values)
 
 
+def status_mb(field: str) -> float:
+    """A memory figure of this process from /proc/self/status (VmRSS: now; VmHWM: the peak), in MB."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024  # kB
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
 # ------------------------------------------------------------------------------------------------ data shapes
 
 

@@ -8,7 +8,9 @@ MarianMT of the same dimensions, on the same batches (the sampler is seeded alik
 batches: checked), timed round-robin in one process, with the peak memory of each in a fresh process.
 
 MarianMT takes label smoothing the way Trainer gives it to any transformers model (Trainer smooths the full
-logits); hf_s2s takes it as the training job does (the model smooths its own loss on label positions).
+logits); hf_s2s takes it as the training job does (the model smooths its own loss on label positions). The main job
+also runs with ``--rdrop_alpha 5`` (R-Drop: each batch twice), on the same batches, so its cost is a ratio measured
+side by side.
 """
 
 import tempfile
@@ -18,19 +20,22 @@ from dataclasses import fields, replace
 from multiprocessing import get_context
 
 import torch
-from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainingArguments
+from transformers import DataCollatorForSeq2Seq
 
 from ..data import corpus as data_lib
 from ..data import synthetic, tokenization
 from ..models.configuration_transformer_seq2seq import TransformerSeq2SeqConfig
 from ..models.modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
-from ..training.arguments import default_training_arguments, load_recipe
-from ..training.trainer import CountingSeq2SeqTrainer, smooth_labels_in_model
+from ..training.arguments import TrainingArguments, default_training_arguments, load_recipe
+from ..training.trainer import CountingSeq2SeqTrainer, move_loss_into_model
 from .builders import build_marian
-from .measure import median, multi30k_dir, set_threads
+from .measure import median, multi30k_dir, set_threads, status_mb
 
 RECIPE = "transformer_small"  # the README's main job
-MODELS = ("hf_s2s (main job)", "MarianMT")
+MAIN_JOB = "hf_s2s (main job)"
+RDROP = "hf_s2s (main job), R-Drop 5"
+MODELS = (MAIN_JOB, RDROP, "MarianMT")
+RDROP_ALPHA = {RDROP: 5.0}  # --rdrop_alpha of each run: the R-Drop paper's weight for IWSLT14 de-en
 
 
 def pipeline_dataset(settings):
@@ -51,15 +56,15 @@ def pipeline_dataset(settings):
     return tokenizer, tokenized["train"]
 
 
-def pipeline_arguments(output_dir: str, steps: int, seed: int) -> Seq2SeqTrainingArguments:
+def pipeline_arguments(output_dir: str, steps: int, seed: int, rdrop_alpha: float = 0.0) -> TrainingArguments:
     """The main job's training arguments (its defaults under its recipe), training only: no evaluation, no
-    checkpoints, no logging, ``steps`` optimizer steps."""
-    known = {f.name for f in fields(Seq2SeqTrainingArguments)}
+    checkpoints, no logging, ``steps`` optimizer steps; ``rdrop_alpha`` as ``--rdrop_alpha``."""
+    known = {f.name for f in fields(TrainingArguments)}
     values = {k: v for k, v in {**default_training_arguments(), **load_recipe(RECIPE)}.items() if k in known}
     values.update(output_dir=output_dir, max_steps=steps, eval_strategy="no", save_strategy="no",
                   load_best_model_at_end=False, report_to=[], logging_strategy="no", disable_tqdm=True,
-                  use_cpu=True, seed=seed)
-    return Seq2SeqTrainingArguments(**values)
+                  use_cpu=True, seed=seed, rdrop_alpha=rdrop_alpha)
+    return TrainingArguments(**values)
 
 
 def build_pipeline_model(name: str, settings, tokenizer) -> torch.nn.Module:
@@ -77,17 +82,18 @@ def pipeline_trainer(name: str, settings, tokenizer, train_dataset, output_dir: 
     """The training job's trainer around a fresh model (seeded alike for every model)."""
     torch.manual_seed(settings.seed)
     model = build_pipeline_model(name, settings, tokenizer)
-    args = pipeline_arguments(output_dir, settings.pipeline_steps, settings.seed)
+    args = pipeline_arguments(output_dir, settings.pipeline_steps, settings.seed, RDROP_ALPHA.get(name, 0.0))
     trainer = CountingSeq2SeqTrainer(
         model=model, args=args, train_dataset=train_dataset, processing_class=tokenizer,
         data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100))
-    smooth_labels_in_model(trainer)  # hf_s2s smooths in the model; MarianMT keeps Trainer's smoother
+    move_loss_into_model(trainer)  # hf_s2s smooths (and R-Drops) in the model; MarianMT keeps Trainer's smoother
     return trainer
 
 
 def bench_pipeline(settings, length_pairs=None) -> dict:
     """Training tokens/s (real source + target tokens) of ``pipeline_steps`` steps of the training job's trainer,
-    hf_s2s against MarianMT, round-robin over ``repeats`` fresh runs; peak memory of each in a fresh process."""
+    hf_s2s (without and with R-Drop) against MarianMT, round-robin over ``repeats`` fresh runs; peak memory of each in
+    a fresh process."""
     tokenizer, train_dataset = pipeline_dataset(settings)
     times = {name: [] for name in MODELS}
     tokens = {name: set() for name in MODELS}
@@ -112,15 +118,6 @@ def bench_pipeline(settings, length_pairs=None) -> dict:
             "tokens_per_run": trained, "models": models}
 
 
-def _status_mb(field: str) -> float:
-    """A memory figure of this process from /proc/self/status (VmRSS: now; VmHWM: the peak), in MB."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024  # kB
-    raise RuntimeError(f"/proc/self/status has no {field}")
-
-
 def _pipeline_memory_probe(settings, name: str) -> dict:
     """Runs in a fresh process: the pipeline of one model. Resident memory before training, the peak while
     training (the high-water mark is reset first, so corpus loading and tokenizer training do not count), and the
@@ -129,11 +126,11 @@ def _pipeline_memory_probe(settings, name: str) -> dict:
     tokenizer, train_dataset = pipeline_dataset(settings)
     with tempfile.TemporaryDirectory() as output_dir:
         trainer = pipeline_trainer(name, settings, tokenizer, train_dataset, output_dir)
-        setup_peak, before = _status_mb("VmHWM"), _status_mb("VmRSS")
+        setup_peak, before = status_mb("VmHWM"), status_mb("VmRSS")
         with open("/proc/self/clear_refs", "w") as clear_refs:
             clear_refs.write("5")  # Linux: reset the peak resident set (VmHWM) to the current one
         trainer.train()
-        training_peak = _status_mb("VmHWM")
+        training_peak = status_mb("VmHWM")
     return {"rss_before_training_mb": before, "peak_rss_training_mb": training_peak,
             "peak_rss_growth_mb": training_peak - before,
             "peak_rss_process_mb": max(setup_peak, training_peak)}

@@ -1,5 +1,6 @@
 """The benchmark's markdown tables, built from the JSON report of ``run_benchmark``."""
 
+from .scaling import scaling_table
 from .serving import serving_table
 
 
@@ -118,9 +119,15 @@ def to_markdown(report: dict) -> str:
                   "before training, and the peak of the whole process, corpus and tokenizer training included)", ""]
         lines += _table(["model", "tokens/s", "vs Marian", "peak RSS training (MB)", "growth (MB)",
                          "peak RSS process (MB)"], rows)
+        if "pipeline_rdrop_speed_ratio" in summary:
+            ratio = summary["pipeline_rdrop_speed_ratio"]
+            lines += ["", f"R-Drop (`--rdrop_alpha 5`, each batch run twice) trains at {ratio:.2f}x the main job's "
+                          "tokens/s, on the same batches."]
         lines.append("")
     if "serving" in report:
         lines += serving_table(report)
+    if "scaling" in report:
+        lines += scaling_table(report)
     lines += ["**Targets**", ""]
     lines += _table(["target", "met"], [[k, "yes" if v else "no"] for k, v in summary["targets"].items()])
     return "\n".join(lines) + "\n"

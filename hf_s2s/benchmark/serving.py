@@ -29,10 +29,9 @@ from pathlib import Path
 import torch
 
 from ..data.tokenization import train_tokenizer_from_texts
-from ..inference.engines import load_engine
+from ..inference.engines import ENGINES, FAMILIES, load_engine
 from ..inference.translate import read_sentences
-from ..models.configuration_transformer_seq2seq import TransformerSeq2SeqConfig
-from ..models.loading import load_model
+from ..models.loading import load_config
 from ..serving import require_serve_extra
 from ..serving.config import BatchingConfig, RequestLimits
 from .builders import TransformerDims, build_hf_s2s_rnn, build_hf_s2s_transformer
@@ -199,16 +198,16 @@ def bench_serving(settings, length_pairs=None) -> dict:
     limits = RequestLimits(max_sentences=max(load.max_sentences, 1), max_beams=max(load.num_beams, 1))
     with tempfile.TemporaryDirectory(prefix="hf_s2s_bench_serving_") as folder, ExitStack() as servers:
         if load.model is not None:
-            family = "Transformer" if load_model(load.model).config.model_type == TransformerSeq2SeqConfig.model_type \
-                else "RNN"
+            family = FAMILIES[load_config(load.model).model_type]
             folders = {f"{family} ({load.model})": Path(load.model)}
         else:
             folders = _random_folders(settings.dims, Path(folder), corpus, settings.seed, load.vocab_size)
         urls = {}
         for model_name, model_folder in folders.items():
             engines = {}
+            model_type = load_config(model_folder).model_type
             for engine_name, weights, batching in CONFIGURATIONS:
-                if engine_name == "ctranslate2" and not model_name.startswith("Transformer"):
+                if model_type not in ENGINES[engine_name].families:  # CTranslate2 has no RNN models
                     continue
                 if (engine_name, weights) not in engines:
                     engines[engine_name, weights] = load_engine(

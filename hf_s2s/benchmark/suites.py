@@ -8,9 +8,12 @@
 6. RNN learning: validation loss after the same steps on the same real batches, hf_s2s vs the textbook RNN;
 7. batching: token-budget batches vs length-grouped batches of sentences, padding fraction and tokens/s;
 8. pipeline: the training job's own path (tokenizer, collator, trainer, the main job's recipe with label smoothing)
-   for hf_s2s and MarianMT, tokens/s and peak memory (:mod:`.pipeline`).
+   for hf_s2s (also with R-Drop) and MarianMT, tokens/s and peak memory (:mod:`.pipeline`).
 9. serving: ``hf-s2s serve`` under a fixed load of concurrent clients, dynamic batching against one request at a
    time and CTranslate2 against torch, throughput and latency (:mod:`.serving`).
+10. scaling: the training job on Multi30k repeated 1x, 10x and 100x, in memory and streamed: time to the first
+    step, where the preparation goes, training tokens/s, peak memory and disk (:mod:`.scaling`; only when
+    asked for).
 """
 
 import os
@@ -49,8 +52,9 @@ from .measure import (
     set_threads,
     synthetic_length_pairs,
 )
-from .pipeline import bench_pipeline
+from .pipeline import MAIN_JOB, RDROP, bench_pipeline
 from .reference_rnn import TextbookRNNSeq2Seq
+from .scaling import ScalingLoad, bench_scaling
 from .serving import ServingLoad, bench_serving, serving_targets
 
 
@@ -86,6 +90,7 @@ class BenchSettings:
     pipeline_steps: int = 16  # optimizer steps of one pipeline run (one timed repeat)
     pipeline_vocab_size: int = 8000  # BPE trained by the pipeline section (the main job's; > 260 byte-fallback ids)
     serving: ServingLoad = field(default_factory=ServingLoad)  # the load the serving section sends
+    scaling: ScalingLoad = field(default_factory=ScalingLoad)  # the corpora and runs of the scaling section
 
     @classmethod
     def quick(cls) -> "BenchSettings":
@@ -97,7 +102,7 @@ class BenchSettings:
             num_beams=2, cache_lengths=(4, 8), cache_batch=2, uncached_max_length=8, memory_steps=0, matmul_size=128,
             use_multi30k=False, learning_steps=3, learning_validation_pairs=16, token_budget=140,
             batching_batches=2, pipeline_pairs=64, pipeline_steps=2, pipeline_vocab_size=300,
-            serving=ServingLoad.quick(),
+            serving=ServingLoad.quick(), scaling=ScalingLoad.quick(),
         )
 
 
@@ -331,7 +336,7 @@ def run_benchmark(settings: BenchSettings, sections: tuple[str, ...] = ("trainin
     runners = {"training": bench_training, "memory": bench_training_memory, "generation": bench_generation,
                "cache": bench_cache_scaling, "rnn": bench_rnn_vs_textbook,
                "learning": bench_rnn_learning, "batching": bench_batching, "pipeline": bench_pipeline,
-               "serving": bench_serving}
+               "serving": bench_serving, "scaling": bench_scaling}
     report["section_seconds"] = {}
     for name in sections:
         start = time.perf_counter()
@@ -362,7 +367,8 @@ def summarize(report: dict, settings: BenchSettings) -> dict:
                                              / memory["MarianMT"]["peak_rss_growth_mb"])
     if "pipeline" in report:
         models = report["pipeline"]["models"]
-        summary["pipeline_ratio_vs_marian"] = models["hf_s2s (main job)"]["tokens_per_s"] / models["MarianMT"]["tokens_per_s"]
+        summary["pipeline_ratio_vs_marian"] = models[MAIN_JOB]["tokens_per_s"] / models["MarianMT"]["tokens_per_s"]
+        summary["pipeline_rdrop_speed_ratio"] = models[RDROP]["tokens_per_s"] / models[MAIN_JOB]["tokens_per_s"]
     if "generation" in report:
         for search, models in report["generation"].items():
             ours = models[TRANSFORMER_ROW]["tokens_per_s"]

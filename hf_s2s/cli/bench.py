@@ -3,6 +3,7 @@
     hf-s2s bench --output runs/bench            # full run (~10 min on 2 CPU cores)
     hf-s2s bench --quick --output runs/bench_quick  # smoke run of every path, tiny sizes
     hf-s2s bench --sections serving --output runs/bench_serving  # the server under load (the serve extra)
+    hf-s2s bench --sections scaling --scaling-factors 1 10 --output runs/bench_scaling  # cost vs corpus size
 
 Writes bench.json (every number, the thread count, the settings) and bench.md (the tables) into --output and
 prints the tables.
@@ -20,7 +21,10 @@ from hf_s2s.cli import HelpFormatter
 from hf_s2s.serving import require_serve_extra
 
 SECTIONS = ("training", "memory", "generation", "cache", "rnn", "peak", "learning", "batching", "pipeline",
-            "serving")
+            "serving", "scaling")
+# run only when named: the scaling section writes and trains on corpora of up to 2.9 million pairs (hours
+# here)
+ASKED_ONLY = ("scaling",)
 
 
 def main(argv=None, prog=None):
@@ -32,8 +36,14 @@ def main(argv=None, prog=None):
                              "stalls whenever another process takes a core)")
     parser.add_argument("--repeats", type=int, default=None, help="timed repeats per measurement (median reported)")
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=None,
-                        help="what to measure (default: every section; serving only where the serve extra is "
-                             "installed)")
+                        help="what to measure (default: every section but scaling; serving only where the serve "
+                             "extra is installed)")
+    parser.add_argument("--scaling-factors", type=int, nargs="+", metavar="N", default=None,
+                        help="the scaling section's corpus sizes, in copies of Multi30k's training split "
+                             "(default: 1 10 100)")
+    parser.add_argument("--scaling-dir", metavar="FOLDER", default=None,
+                        help="where the scaling section writes its corpora and runs (default: a temporary folder, "
+                             "removed afterwards); refused if it exists")
     parser.add_argument("--serving-model", metavar="FOLDER", default=None,
                         help="a trained model folder the serving section serves (default: random models of the "
                              "benchmark's sizes)")
@@ -41,7 +51,12 @@ def main(argv=None, prog=None):
     logging.set_verbosity_error()  # generate() warns on every call that max_new_tokens overrides max_length
 
     asked = args.sections is not None
-    args.sections = args.sections or list(SECTIONS)
+    args.sections = args.sections or [section for section in SECTIONS if section not in ASKED_ONLY]
+    if args.scaling_factors is not None and any(factor < 1 for factor in args.scaling_factors):
+        sys.exit(f"error: --scaling-factors must be positive numbers of copies, got {args.scaling_factors}")
+    if args.scaling_dir is not None and Path(args.scaling_dir).exists():
+        sys.exit(f"error: --scaling-dir {args.scaling_dir} exists; the scaling section writes a new folder (and "
+                 "deletes what it wrote there): name one that does not exist")
     if "serving" in args.sections:
         try:  # before any section runs, not after the others' minutes
             require_serve_extra(also=("httpx",))
@@ -57,6 +72,9 @@ def main(argv=None, prog=None):
         settings.threads = args.threads
     if args.repeats is not None:
         settings.repeats = settings.serving.repeats = args.repeats
+    if args.scaling_factors is not None:
+        settings.scaling.factors = tuple(args.scaling_factors)
+    settings.scaling.work_dir = args.scaling_dir
     report = run_benchmark(settings, tuple(args.sections))
     markdown = to_markdown(report)
     output = Path(args.output)

@@ -12,11 +12,12 @@ segmented) as the toolkit's input was. The checkpoint is read without running an
 """
 
 import argparse
+import json
 import sys
 
 import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.cli import HelpFormatter
-from hf_s2s.importers import convert, toolkits
+from hf_s2s.importers import CONVERSION_FILE, convert, toolkits
 
 
 def main(argv=None, prog=None):
@@ -44,4 +45,9 @@ def main(argv=None, prog=None):
     except (OSError, ValueError) as error:
         sys.exit(f"error: {error}")
     print(f"converted {args.checkpoint} ({args.toolkit}) -> {folder}")
+    steps = json.loads((folder / CONVERSION_FILE).read_text()).get("not_carried_over") or []
+    if steps:
+        print(f"not carried over (the folder does not do these; do them yourself, see {CONVERSION_FILE}):")
+        for step in steps:
+            print(f"  - {step}")
     return 0

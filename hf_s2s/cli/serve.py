@@ -3,6 +3,7 @@
     hf-s2s serve runs/transformer_small/model                   # one model, named "model", on 127.0.0.1:8000
     hf-s2s serve de-en=runs/x/model de-fr=runs/y/model --port 9000  # two models; the first is the default
     hf-s2s serve runs/transformer_small/model --engine ctranslate2 --int8
+    hf-s2s serve runs/rnn_small/model --engine onnx
     curl -s localhost:8000/translate -H 'content-type: application/json' \\
         -d '{"sentences": ["Ein Hund rennt."], "num_beams": 5, "scores": true}'
 
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.cli import HelpFormatter
-from hf_s2s.inference.engines import ENGINES, TORCH_DTYPES, load_engine
+from hf_s2s.inference.engines import ENGINES, TORCH_DTYPES, open_engine
 from hf_s2s.serving import require_serve_extra
 from hf_s2s.serving.config import DEFAULT_GRACEFUL_TIMEOUT, BatchingConfig, RequestLimits
 from hf_s2s.serving.folders import check_model_folder
@@ -53,15 +54,17 @@ def main(argv=None, prog=None):
     parser.add_argument("--port", type=int, default=8000, help="port to listen on (0: a free one, printed)")
     parser.add_argument("--engine", choices=list(ENGINES), default="torch",
                         help="torch: generate(), either family; ctranslate2: the Transformer family exported to "
-                             "CTranslate2 on start (needs pip install 'hf_s2s[ctranslate2]')")
+                             "CTranslate2 on start (needs pip install 'hf_s2s[ctranslate2]'); onnx: either family "
+                             "exported to ONNX on start, or a folder hf-s2s export-onnx wrote (needs pip install "
+                             "'hf_s2s[onnx]')")
     parser.add_argument("--dtype", choices=list(TORCH_DTYPES), default="float32",
                         help="weight type of the torch engine (bfloat16 translations can depend on the batch)")
     parser.add_argument("--int8", action="store_true",
                         help="int8 weights: torch's dynamic quantization (translations can then depend on the batch), "
                              "or CTranslate2's int8")
     parser.add_argument("--threads", type=int, default=None,
-                        help="CPU threads per batch (torch's intra-op threads, CTranslate2's intra_threads); default: "
-                             "the engine's")
+                        help="CPU threads per batch (torch's intra-op threads, CTranslate2's intra_threads, "
+                             "onnxruntime's intra-op threads); default: the engine's")
     batching = parser.add_argument_group("dynamic batching")
     batching.add_argument("--max-wait-ms", type=float, default=BatchingConfig.max_wait_ms,
                           help="how long the oldest waiting request waits for others to join its batch")
@@ -92,8 +95,6 @@ def main(argv=None, prog=None):
 
         if not 0 <= args.port <= 65535:
             raise ValueError(f"--port must be in [0, 65535], got {args.port}")
-        if args.threads is not None and args.threads < 1:
-            raise ValueError(f"--threads must be >= 1, got {args.threads}")
         if not args.graceful_timeout >= 0:
             raise ValueError(f"--graceful-timeout must be >= 0 seconds, got {args.graceful_timeout}")
         batching_config = BatchingConfig(max_wait_ms=args.max_wait_ms, max_batch_tokens=args.max_batch_tokens,
@@ -103,9 +104,11 @@ def main(argv=None, prog=None):
         models = parse_models(args.models)
         for folder in models.values():
             check_model_folder(folder)
-        engines = {name: load_engine(folder, args.engine, dtype=args.dtype, int8=args.int8, threads=args.threads)
+        engines = {name: open_engine(folder, args.engine, dtype=args.dtype, int8=args.int8, threads=args.threads)
                    for name, folder in models.items()}
-        app = create_app(engines, batching_config, request_limits)
+        app = create_app(engines, batching_config, request_limits)  # refuses defaults no request could decode
+        for engine in engines.values():
+            engine.load()
         for name, engine in engines.items():
             print(f"serving {name!r}: {engine.folder} ({engine.model_type}, {engine.name} engine, {engine.weights})",
                   file=sys.stderr)

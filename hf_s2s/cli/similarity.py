@@ -14,9 +14,9 @@ import sys
 import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.cli import HelpFormatter
 from hf_s2s.inference.analysis import similarity
-from hf_s2s.inference.decoding import is_blank
+from hf_s2s.inference.decoding import check_count, is_blank
 from hf_s2s.inference.ensemble import load_for_decoding
-from hf_s2s.inference.translate import DEFAULT_BATCH_SIZE, check_decoding_options, read_sentences
+from hf_s2s.inference.translate import DEFAULT_BATCH_SIZE, read_sentences
 
 
 def read_pairs(path: str | None) -> tuple[list[str], list[str]]:
@@ -48,7 +48,7 @@ def main(argv=None, prog=None):
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="sentences encoded together")
     args = parser.parse_args(argv)
     try:  # the input is read and checked before the model is loaded
-        check_decoding_options(num_beams=None, batch_size=args.batch_size)
+        check_count("batch_size", args.batch_size)
         first, second = read_pairs(args.input)
         model, tokenizer = load_for_decoding([args.model])  # the tokenizer is checked against the config first
     except (OSError, ValueError) as error:

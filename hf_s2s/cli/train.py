@@ -12,6 +12,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
+from typing import NoReturn
 
 import transformers
 
@@ -19,6 +20,7 @@ import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.hub.results import summary_line
 from hf_s2s.training.checks import check_arguments
 from hf_s2s.training.run import parse_args, run
+from hf_s2s.training.run_dir import interrupted_run_message
 
 PACKAGE_DIR = Path(hf_s2s.__file__).resolve().parent
 
@@ -49,6 +51,14 @@ def typed_command(argv: list[str], prog: str | None) -> list[str] | None:
     return typed
 
 
+def stopped(message: str) -> NoReturn:
+    """End the command after Ctrl-C with ``message`` on stderr (from the launch's first process only) and the
+    shell's status for a command stopped so, 130 (128 + SIGINT)."""
+    if os.environ.get("RANK", "0") == "0":
+        print(f"stopped (Ctrl-C): {message}", file=sys.stderr)
+    sys.exit(130)
+
+
 def main(argv=None, prog=None):
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     transformers.utils.logging.set_verbosity_warning()
@@ -56,14 +66,20 @@ def main(argv=None, prog=None):
     try:  # a refused flag or output folder is one line, before anything is read or trained
         job = parse_args(argv, prog=prog)
         check_arguments(*job)
-    except (OSError, ValueError) as error:  # argument parsing and checks only: every such error is the user's
+    except (ImportError, OSError, ValueError) as error:  # parsing and checks only (a missing optional package too):
+        # every such error is the user's
         sys.exit(f"error: {error}")
+    except KeyboardInterrupt:
+        stopped("the run stopped before it started")
+    command = typed_command(argv, prog)
     try:
-        results = run(*job, arguments_checked=True, command=typed_command(argv, prog))
+        results = run(*job, arguments_checked=True, command=command)
     except (OSError, ValueError) as error:  # a corpus line, a locked folder, a full disk, ...
         if not is_user_error(error):
             raise
         sys.exit(f"error: {error}")
+    except KeyboardInterrupt:  # Ctrl-C: where the run got to and the command that goes on, not a traceback
+        stopped(interrupted_run_message(job.training.output_dir, job.selection.ema_folder, command))
     if results:
         print(summary_line(results))
         print(f"model, tokenizer and results.json in {job.training.output_dir}/model")

@@ -16,6 +16,7 @@ import sys
 from hf_s2s.cli import HelpFormatter
 from hf_s2s.data.corpus import check_splits, corpus_splits, load_translation_corpus
 from hf_s2s.data.tokenization import (
+    LIBRARIES,
     MODEL_TYPES,
     check_training_arguments,
     train_translation_tokenizers,
@@ -38,6 +39,9 @@ def parse_args(argv=None, prog=None) -> argparse.Namespace:
     parser.add_argument("--vocab_size", type=int, default=8000, help="final vocabulary size (special and byte tokens included)")
     parser.add_argument("--target_vocab_size", type=int, default=None, help="with --separate_vocabs; default --vocab_size")
     parser.add_argument("--model_type", choices=MODEL_TYPES, default="bpe", help="subword model")
+    parser.add_argument("--library", choices=LIBRARIES, default="tokenizers",
+                        help="what trains it: 🤗 tokenizers, or sentencepiece (pip install 'hf_s2s[sentencepiece]'); "
+                             "either is saved as tokenizer.json")
     parser.add_argument("--separate_vocabs", action="store_true", help="one vocabulary per language instead of a joint one")
     parser.add_argument("--streaming", action="store_true", help="stream the corpus instead of loading it into memory")
     parser.add_argument("--output_dir", required=True, help="folder the tokenizer is saved to")
@@ -56,7 +60,8 @@ def main(argv=None, prog=None) -> int:
                  "(or leave it out for a joint vocabulary of --vocab_size)")
     try:  # everything that can be checked without the corpus first: the sizes, the output folder, the splits
         check_training_arguments(args.vocab_size, args.model_type, not args.separate_vocabs, args.target_vocab_size,
-                                 flags=("--vocab_size", "--target_vocab_size", "--model_type"))
+                                 flags=("--vocab_size", "--target_vocab_size", "--model_type", "--library"),
+                                 library=args.library)
         check_output_folder(args.output_dir, COMMAND, "--overwrite_output_dir", args.overwrite_output_dir)
         check_writable(args.output_dir, "--output_dir")
         splits = corpus_splits(args.dataset, args.source_lang, args.data_dir, flag="--dataset")
@@ -68,13 +73,14 @@ def main(argv=None, prog=None) -> int:
         )
         tokenizers = train_translation_tokenizers(
             corpus, args.source_lang, args.target_lang, args.vocab_size, model_type=args.model_type,
-            joint=not args.separate_vocabs, target_vocab_size=args.target_vocab_size,
+            joint=not args.separate_vocabs, target_vocab_size=args.target_vocab_size, library=args.library,
         )
         if args.overwrite_output_dir:
             clear_output(args.output_dir, COMMAND, "--overwrite_output_dir")
         tokenizers.save_pretrained(args.output_dir)
         record_output(args.output_dir, COMMAND)
-    except (OSError, ValueError) as error:  # a refused folder, a corpus or vocabulary error, a full disk: said
+    # a refused folder, a corpus or vocabulary error, a missing package, a full disk: said
+    except (ImportError, OSError, ValueError) as error:
         sys.exit(f"error: {error}")
     sizes = f"{len(tokenizers.source)}" if tokenizers.is_joint else f"{len(tokenizers.source)} + {len(tokenizers.target)}"
     print(f"{args.model_type} tokenizer ({'joint' if tokenizers.is_joint else 'separate'}, {sizes} tokens) "

@@ -5,11 +5,10 @@
     hf-s2s translate runs/x/model --plot-alignment align.png --sentence "Ein Hund läuft."
     hf-s2s translate runs/x/model --int8 --input test.de > test.hyp.en   # int8 weights on the CPU
     hf-s2s translate runs/x/model --engine ctranslate2 --input test.de  # a Transformer exported to CTranslate2 on start
+    hf-s2s translate runs/x/model --engine onnx --input test.de  # either family exported to ONNX on start
     hf-s2s translate runs/x/model --plot-encoder-attention enc.png --layer 2 --sentence "Ein Hund läuft."
     hf-s2s translate runs/x/checkpoint-908 runs/x/checkpoint-1362 --input test.de  # an ensemble of two
     hf-s2s translate runs/x/model --input test.de --reference test.en > test.hyp.en  # BLEU and chrF on stderr
-    hf-s2s translate runs/x/model --shortlist --input test.de  # decode over the folder's vocabulary shortlist
-    hf-s2s translate runs/x/model --glossary terms.tsv --input test.de  # each source term's target term appears
 
 Each output is bounded by its source, at max_len_a x source tokens + max_len_b tokens (</s> included), as in fairseq:
 by default the values in the model's generation config (1.3 and 5 for models trained here, and for folders saved
@@ -21,26 +20,15 @@ import os
 import sys
 from pathlib import Path
 
+import torch
+
 import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.cli import HelpFormatter
-from hf_s2s.inference.analysis import check_has_encoder_attention, encoder_attention
-from hf_s2s.inference.engines import ENGINES, load_engine
-from hf_s2s.inference.ensemble import Seq2SeqEnsemble, load_for_decoding, read_for_decoding
-from hf_s2s.inference.int8 import quantize_int8
-from hf_s2s.inference.lexical import check_lexical_options, folder_shortlist, read_glossary
+from hf_s2s.inference.analysis import encoder_attention
+from hf_s2s.inference.decoding import FLAGS, check_call, check_count, length_bound_call
+from hf_s2s.inference.engines import ENGINES, TORCH_DTYPES, open_engine
 from hf_s2s.inference.plots import check_layer_and_head, plot_alignment, plot_encoder_attention
-from hf_s2s.inference.translate import (
-    DEFAULT_BATCH_SIZE,
-    alignment,
-    check_decoding_options,
-    check_models_support,
-    check_translation,
-    length_bound_arguments,
-    read_references,
-    read_sentences,
-    score_line,
-    translate,
-)
+from hf_s2s.inference.translate import DEFAULT_BATCH_SIZE, read_references, read_sentences, score_line
 
 
 def check_image_path(flag: str, path: str) -> None:
@@ -91,13 +79,17 @@ def main(argv=None, prog=None):
     parser.add_argument("--no-length-bound", action="store_true",
                         help="no source-relative length bound: only --max-new-tokens (or the config's max_length) "
                              "limits the output")
+    parser.add_argument("--engine", choices=list(ENGINES), default="torch",
+                        help="torch: generate(), either family, ensembles, plots and the coverage penalty; "
+                             "ctranslate2: the Transformer family exported to CTranslate2 when the command starts (pip "
+                             "install 'hf_s2s[ctranslate2]'); onnx: either family exported to ONNX when the command "
+                             "starts, or a folder hf-s2s export-onnx wrote (pip install 'hf_s2s[onnx]'). "
+                             "docs/inference.md says which options each engine decodes")
+    parser.add_argument("--dtype", choices=list(TORCH_DTYPES), default="float32",
+                        help="weight type of the torch engine (bfloat16 translations can depend on the batch)")
     parser.add_argument("--int8", action="store_true",
                         help="decode with int8 weights on the CPU (hf_s2s.quantize_int8: dynamic quantization of the "
                              "linear and recurrent layers; with --engine ctranslate2, CTranslate2's int8)")
-    parser.add_argument("--engine", choices=list(ENGINES), default="torch",
-                        help="torch: generate(); ctranslate2: the Transformer family exported to CTranslate2 when the "
-                             "command starts (pip install 'hf_s2s[ctranslate2]'; one model folder, no plots or "
-                             "coverage penalty)")
     parser.add_argument("--coverage-penalty", type=float, default=0.0, metavar="BETA",
                         help="beam search coverage penalty beta (GNMT eq. 14; 0 = off): hypotheses that leave source "
                              "words unattended lose score")
@@ -105,13 +97,6 @@ def main(argv=None, prog=None):
                         help="reference translations, one per input line: after translating, print sacreBLEU BLEU "
                              "(cased and lowercased, 13a) and chrF of the output against them to stderr, computed as "
                              "the training job computes the scores in results.json")
-    parser.add_argument("--shortlist", action="store_true",
-                        help="decode each batch over the vocabulary shortlist saved in the (first) model folder "
-                             "(hf-s2s build-shortlist): the output layer computes only the target tokens its "
-                             "sources can need")
-    parser.add_argument("--glossary", metavar="TSV",
-                        help="terminology: lines 'source term<TAB>target term'; wherever a source term occurs in a "
-                             "sentence (whole words, any case), its target term appears in the translation")
     parser.add_argument("--plot-alignment", metavar="PNG", help="save an attention heatmap for --sentence")
     parser.add_argument("--plot-encoder-attention", metavar="PNG",
                         help="save heatmaps of the encoder's self-attention over --sentence (Transformer only)")
@@ -123,21 +108,17 @@ def main(argv=None, prog=None):
                                            "the first input)")
     args = parser.parse_args(argv)
     plotting = args.plot_alignment or args.plot_encoder_attention
-    try:  # everything that can be wrong is found before the model is loaded, and said in one line
-        check_decoding_options(num_beams=args.beams, num_return_sequences=args.nbest, batch_size=args.batch_size,
-                               max_new_tokens=args.max_new_tokens, coverage_penalty=args.coverage_penalty,
-                               length_penalty=args.length_penalty)
-        bound = length_bound_arguments(args.max_len_a, args.max_len_b, args.no_length_bound)
+    call = dict(num_beams=args.beams, num_return_sequences=args.nbest, max_new_tokens=args.max_new_tokens,
+                length_penalty=args.length_penalty, coverage_penalty=0.0 if plotting else args.coverage_penalty)
+    try:  # everything that can be wrong is found before the model is loaded, and said in one line: first what the
+        # command line alone shows, then what the folders' files show (the engine opened, its options completed)
+        check_call(**call, max_len_a=args.max_len_a, max_len_b=args.max_len_b)
+        check_count("batch_size", args.batch_size)
+        # --no-length-bound beside a bound value, named by the flags (engine.options takes the three as they are)
+        length_bound_call(args.max_len_a, args.max_len_b, args.no_length_bound,
+                          (FLAGS["max_len_a"], FLAGS["max_len_b"], FLAGS["no_length_bound"]))
         if (args.layer is not None or args.head is not None) and not args.plot_encoder_attention:
             raise ValueError("--layer and --head choose what --plot-encoder-attention draws; give it a PNG path")
-        if args.engine != "torch":
-            needs_torch = [what for what, given in (("an ensemble", len(args.model) > 1),
-                                                    ("--plot-alignment", args.plot_alignment),
-                                                    ("--plot-encoder-attention", args.plot_encoder_attention),
-                                                    ("--coverage-penalty", args.coverage_penalty)) if given]
-            if needs_torch:
-                raise ValueError(f"--engine {args.engine} decodes one model folder without plots or coverage penalty; "
-                                 f"asked for: {', '.join(needs_torch)} (decode those with --engine torch)")
         if plotting and len(args.model) > 1:
             flag = "--plot-alignment" if args.plot_alignment else "--plot-encoder-attention"
             raise ValueError(f"{flag} plots one model's attention; got {len(args.model)} model folders")
@@ -150,58 +131,32 @@ def main(argv=None, prog=None):
         if references is not None and (plotting or args.nbest > 1):
             raise ValueError("--reference scores one translation per input line: it cannot be combined with "
                              + ("--nbest > 1" if args.nbest > 1 else "a plot"))
-        check_lexical_options(shortlist=args.shortlist, glossary=bool(args.glossary), engine=args.engine,
-                              int8=args.int8, coverage_penalty=args.coverage_penalty, plotting=bool(plotting))
-        folders = read_for_decoding(args.model)  # tokenizers and configs, checked; no weights yet
-        lexical = {}
-        if args.shortlist:
-            lexical["shortlist"] = folder_shortlist(args.model[0], folders.configs[0])
-        if args.glossary:
-            lexical["glossary"] = read_glossary(args.glossary, folders.tokenizer)
-        check_models_support(folders.configs, folders.names, coverage_penalty=args.coverage_penalty,
-                             alignment=bool(args.plot_alignment), max_new_tokens=args.max_new_tokens)
-        if args.engine != "torch":  # the engine loads (and exports) the folder and completes the options itself
-            engine = load_engine(args.model[0], args.engine, int8=args.int8)
-            options = engine.options(num_beams=args.beams, num_return_sequences=args.nbest, max_len_a=args.max_len_a,
-                                     max_len_b=args.max_len_b, no_length_bound=args.no_length_bound,
-                                     max_new_tokens=args.max_new_tokens, length_penalty=args.length_penalty)
-            results = engine.translate(sentences, options, batch_size=args.batch_size, scores=args.scores)
-            return print_translations(results, args, references)
-        model, tokenizer = load_for_decoding(args.model, folders)
+        engine = open_engine(args.model, args.engine, dtype=args.dtype, int8=args.int8)  # no weights yet
+        if args.plot_alignment:
+            engine.check_alignment()
         if args.plot_encoder_attention:
-            check_has_encoder_attention(model)
-            check_layer_and_head(model.config.encoder_layers, model.config.encoder_attention_heads, args.layer,
-                                 args.head)
-        if args.int8:  # the loaded float32 weights are not needed afterwards
-            members = model.members if isinstance(model, Seq2SeqEnsemble) else [model]
-            for member in members:
-                quantize_int8(member, inplace=True)
-        # the folder's generation config completes the options (beams, max_length, the length bound): checked now,
-        # so that nothing fails once decoding has begun
-        options = check_translation(model, num_beams=args.beams, num_return_sequences=args.nbest,
-                                    batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
-                                    length_penalty=args.length_penalty,
-                                    coverage_penalty=0.0 if plotting else args.coverage_penalty, **bound)
+            engine.check_encoder_attention()
+            config = engine.configs[0]
+            check_layer_and_head(config.encoder_layers, config.encoder_attention_heads, args.layer, args.head)
+        options = engine.options(**call, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
+                                 no_length_bound=args.no_length_bound)
+        engine.load()
     except (ImportError, OSError, ValueError) as error:
         sys.exit(f"error: {error}")
     if args.plot_alignment:
-        sentence = sentences[0]
-        best = {**options.generate_kwargs(), "num_return_sequences": 1}  # the translation translate() gives first
-        weights, source_tokens, target_tokens = alignment(model, tokenizer, sentence, **best)
-        plot_alignment(weights, source_tokens, target_tokens, args.plot_alignment)
-        print(f"alignment of {len(target_tokens)} target x {len(source_tokens)} source tokens -> {args.plot_alignment}",
-              file=sys.stderr)
+        alignment = engine.alignment(sentences[0], options)
+        plot_alignment(torch.tensor(alignment.weights), alignment.source_tokens, alignment.target_tokens,
+                       args.plot_alignment)
+        print(f"alignment of {len(alignment.target_tokens)} target x {len(alignment.source_tokens)} source tokens -> "
+              f"{args.plot_alignment}", file=sys.stderr)
     if args.plot_encoder_attention:
-        weights, tokens = encoder_attention(model, tokenizer, sentences[:1])
+        weights, tokens = encoder_attention(engine.model, engine.tokenizer, sentences[:1])
         plot_encoder_attention(weights[0], tokens[0], args.plot_encoder_attention, layer=args.layer, head=args.head)
         print(f"encoder self-attention over {len(tokens[0])} source tokens -> {args.plot_encoder_attention}",
               file=sys.stderr)
     if plotting:
         return 0
-    results = translate(model, tokenizer, sentences, batch_size=args.batch_size, num_beams=args.beams,
-                        num_return_sequences=args.nbest, max_new_tokens=args.max_new_tokens,
-                        length_penalty=args.length_penalty, scores=args.scores, coverage_penalty=args.coverage_penalty,
-                        **bound, **lexical)
+    results = engine.translate(sentences, options, batch_size=args.batch_size, scores=args.scores)
     return print_translations(results, args, references)
 
 

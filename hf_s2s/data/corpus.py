@@ -18,6 +18,7 @@ names the file, the line where there is one, and what was expected.
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import logging
 import os
@@ -28,10 +29,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from datasets import Dataset, DatasetDict, IterableDataset, IterableDatasetDict, load_dataset
+import pyarrow.compute
+from datasets import (
+    Dataset,
+    DatasetDict,
+    IterableDataset,
+    IterableDatasetDict,
+    concatenate_datasets,
+    load_dataset,
+)
 
 from ..models.loading import looks_like_local_path
 from . import synthetic
+from .filters import CorpusFilter, FilterCounts, PairFilters, filter_stream, token_verdict
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +54,7 @@ DEFAULT_SPLIT_PREFIXES: dict[str, tuple[str, ...]] = {
     "test": ("test", "test_2016_flickr", "newstest"),
 }
 DATA_DIR_ENV = "HF_S2S_DATA_DIR"
+IN_MEMORY_CHUNK_PAIRS = 100_000  # pairs turned from Python objects into Arrow at a time, loading into memory
 MULTI30K_HUB_NAME = "bentrevett/multi30k"
 
 AnyDatasetDict = DatasetDict | IterableDatasetDict
@@ -165,10 +176,14 @@ def _pairs_to_split(
         next(examples())
         # No caching: the generator is re-run on every pass, so edited files are always read afresh.
         return IterableDataset.from_generator(examples)
-    # In memory, not Dataset.from_generator, whose cache is keyed by the file *names* and would serve a
-    # stale corpus after a file changed.
-    rows = list(examples())
-    return Dataset.from_dict({"translation": [row["translation"] for row in rows]})
+    # In memory, not Dataset.from_generator, whose cache is keyed by the file *names* and would serve a stale
+    # corpus after a file changed. Made a chunk of pairs at a time: as Python dicts a pair holds ~1.5 kB, in
+    # Arrow ~140 bytes (4.4 GB against 0.4 GB for 2.9 million pairs).
+    rows = examples()
+    chunks = []
+    while chunk := [row["translation"] for row in itertools.islice(rows, IN_MEMORY_CHUNK_PAIRS)]:
+        chunks.append(Dataset.from_dict({"translation": chunk}))
+    return chunks[0] if len(chunks) == 1 else concatenate_datasets(chunks)
 
 
 def _make_dict(splits: Mapping[str, Dataset | IterableDataset], streaming: bool) -> AnyDatasetDict:
@@ -597,46 +612,64 @@ def tokenize_corpus(
     target_tokenizer: Any = None,
     num_proc: int | None = None,
     return_stats: bool = False,
+    corpus_filter: CorpusFilter | None = None,
 ) -> AnyDatasetDict | tuple[AnyDatasetDict, dict[str, TruncationStats]]:
     """Tokenize a translation (Iterable)DatasetDict into ``input_ids``, ``attention_mask`` and ``labels``.
 
     Sources go through ``tokenizer``, targets through ``target_tokenizer(text_target=...)`` (default:
-    ``tokenizer``, a joint vocabulary). Sequences longer than the limits keep their first tokens and their
-    final ``</s>``; how many were cut is logged as a warning, and returned per split with ``return_stats=True``
-    (as ``(tokenized, {split: TruncationStats})``).
+    ``tokenizer``, a joint vocabulary). The token filters of ``corpus_filter`` (:mod:`hf_s2s.data.filters`)
+    drop the pairs they judge on their full token counts, and count them; then sequences longer than the
+    limits keep their first tokens and their final ``</s>``. How many were cut is logged as a warning, and
+    returned per split with ``return_stats=True`` (as ``(tokenized, {split: TruncationStats})``), counted on
+    the kept pairs. ``num_proc`` processes encode an in-memory split (datasets' ``map``; a stream is encoded
+    as it is read).
     """
     target_tokenizer = tokenizer if target_tokenizer is None else target_tokenizer
     for name, value in (("max_source_length", max_source_length), ("max_target_length", max_target_length)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 2):
             raise ValueError(f"`{name}` must be None or an integer >= 2 (room for one token and </s>), got {value!r}")
 
-    def encode(batch: dict[str, list]) -> dict[str, list]:
-        sources = [pair[source_lang] for pair in batch["translation"]]
-        targets = [pair[target_lang] for pair in batch["translation"]]
-        source_ids = tokenizer(sources)["input_ids"]
-        target_ids = target_tokenizer(text_target=targets)["input_ids"]
-        out: dict[str, list] = {"input_ids": [], "attention_mask": [], "labels": [], "_src_cut": [], "_tgt_cut": []}
-        for src, tgt in zip(source_ids, target_ids, strict=True):
-            src, src_cut = _truncate(src, max_source_length, tokenizer.eos_token_id)
-            tgt, tgt_cut = _truncate(tgt, max_target_length, target_tokenizer.eos_token_id)
-            out["input_ids"].append(src)
-            out["attention_mask"].append([1] * len(src))
-            out["labels"].append(tgt)
-            out["_src_cut"].append(src_cut)
-            out["_tgt_cut"].append(tgt_cut)
-        return out
+    def encoder(filters: PairFilters | None) -> Callable[[dict[str, list]], dict[str, list]]:
+        def encode(batch: dict[str, list]) -> dict[str, list]:
+            sources = [pair[source_lang] for pair in batch["translation"]]
+            targets = [pair[target_lang] for pair in batch["translation"]]
+            source_ids = tokenizer(sources)["input_ids"]
+            target_ids = target_tokenizer(text_target=targets)["input_ids"]
+            out: dict[str, list] = {"input_ids": [], "attention_mask": [], "labels": [], "_src_cut": [],
+                                    "_tgt_cut": [], "_drop": []}
+            for src, tgt in zip(source_ids, target_ids, strict=True):
+                # "" keeps the pair (a string either way: one Arrow type for every batch)
+                out["_drop"].append((token_verdict(filters, len(src), len(tgt)) or "") if filters else "")
+                src, src_cut = _truncate(src, max_source_length, tokenizer.eos_token_id)
+                tgt, tgt_cut = _truncate(tgt, max_target_length, target_tokenizer.eos_token_id)
+                out["input_ids"].append(src)
+                out["attention_mask"].append([1] * len(src))
+                out["labels"].append(tgt)
+                out["_src_cut"].append(src_cut)
+                out["_tgt_cut"].append(tgt_cut)
+            return out
+        return encode
 
     tokenized, stats = {}, {}
     for split, split_ds in dataset.items():
+        filtered = corpus_filter is not None and corpus_filter.filters.on_tokens and \
+            corpus_filter.applies_to(split)
+        encode = encoder(corpus_filter.filters if filtered else None)
         if isinstance(split_ds, IterableDataset):
             mapped = split_ds.map(encode, batched=True, remove_columns=["translation"])
-            tokenized[split] = mapped.remove_columns(["_src_cut", "_tgt_cut"])
+            if filtered:
+                mapped = filter_stream(mapped, lambda: lambda row: row["_drop"] or None,
+                                       corpus_filter.token_counts(split, streamed=True))
+            tokenized[split] = mapped.remove_columns(["_src_cut", "_tgt_cut", "_drop"])
             stats[split] = TruncationStats(None, None, None)
             continue
         mapped = split_ds.map(encode, batched=True, remove_columns=split_ds.column_names, num_proc=num_proc,
                               desc=f"tokenizing {split}")
-        stats[split] = TruncationStats(len(mapped), sum(mapped["_src_cut"]), sum(mapped["_tgt_cut"]))
-        tokenized[split] = mapped.remove_columns(["_src_cut", "_tgt_cut"])
+        if filtered:
+            mapped = _drop_judged(mapped, corpus_filter.token_counts(split, streamed=False), num_proc)
+        # Column[:] reads a column at once; iterating a datasets Column goes row by row, ~100x slower.
+        stats[split] = TruncationStats(len(mapped), sum(mapped["_src_cut"][:]), sum(mapped["_tgt_cut"][:]))
+        tokenized[split] = mapped.remove_columns(["_src_cut", "_tgt_cut", "_drop"])
         if stats[split].source_truncated or stats[split].target_truncated:
             logger.warning(
                 "split '%s': truncated %d of %d sources to max_source_length=%s and %d targets to "
@@ -646,6 +679,27 @@ def tokenize_corpus(
     streaming = isinstance(dataset, IterableDatasetDict)
     tokenized = _make_dict(tokenized, streaming)
     return (tokenized, stats) if return_stats else tokenized
+
+
+def _drop_judged(mapped: Dataset, counts: FilterCounts, num_proc: int | None) -> Dataset:
+    """The rows of an encoded split whose ``_drop`` verdict is empty; the others counted per filter."""
+    verdicts = mapped["_drop"][:]
+    counts.pairs, counts.complete = len(verdicts), True
+    for verdict in verdicts:
+        if verdict:
+            counts.removed[verdict] += 1
+    if counts.kept == counts.pairs:
+        return mapped
+    return mapped.filter(lambda verdict: not verdict, input_columns="_drop", num_proc=num_proc)
+
+
+def sequence_lengths(dataset: Dataset, column: str) -> list[int]:
+    """The length of the list in ``column`` of every row (``input_ids``: source tokens), read from Arrow a
+    batch at a time: iterating the column row by row takes ~30 µs a row (1.5 min for 3 million rows)."""
+    lengths: list[int] = []
+    for batch in dataset.with_format("arrow").iter(batch_size=10_000):
+        lengths += pyarrow.compute.list_value_length(batch[column]).to_pylist()
+    return lengths
 
 
 __all__ = [
@@ -662,5 +716,6 @@ __all__ = [
     "load_text_folder",
     "load_tsv",
     "resolve_data_dir",
+    "sequence_lengths",
     "tokenize_corpus",
 ]

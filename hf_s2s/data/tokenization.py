@@ -12,6 +12,11 @@ Conventions every tokenizer trained here follows:
   training survive through byte fallback (``<0x00>`` ... ``<0xFF>`` tokens, as in SentencePiece/Llama)
   instead of turning into ``<unk>``.
 
+``library="sentencepiece"`` trains the BPE or Unigram model with the sentencepiece library instead, with the same
+special ids and byte fallback (:mod:`hf_s2s.data.sentencepiece_models`; its normalization is sentencepiece's
+nmt_nfkc), and a SentencePiece ``.model`` the user brings becomes a fast tokenizer with its own ids
+(:func:`load_given_tokenizer`).
+
 Joint or separate vocabularies: :func:`train_translation_tokenizers` returns a :class:`TranslationTokenizers`
 pair. With a joint vocabulary both members are the same object and the pair saves as one ordinary tokenizer
 folder; with separate vocabularies it saves one :class:`SeparateVocabTokenizer` folder (source and target
@@ -31,8 +36,9 @@ from typing import Any
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
-from ..models.loading import refusing_folder_code
+from ..models.loading import load_tokenizer, refusing_folder_code
 from ..models.tokenization_separate_vocab import SeparateVocabTokenizer
+from .sentencepiece_models import import_sentencepiece, sentencepiece_tokenizer, train_sentencepiece_model
 from .synthetic import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 logger = logging.getLogger(__name__)
@@ -43,6 +49,8 @@ SPECIAL_TOKENS = (PAD_TOKEN, BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
 assert (PAD_ID, BOS_ID, EOS_ID, UNK_ID) == (0, 1, 2, 3)
 BYTE_TOKENS = tuple(f"<0x{byte:02X}>" for byte in range(256))
 MODEL_TYPES = ("bpe", "unigram")
+LIBRARIES = ("tokenizers", "sentencepiece")  # what trains the subword model
+SENTENCEPIECE_SUFFIX = ".model"
 METASPACE = "▁"  # U+2581, the SentencePiece word-boundary marker
 
 
@@ -113,13 +121,19 @@ def check_vocab_size(vocab_size: Any, byte_fallback: bool = True, name: str = "`
 
 def check_training_arguments(vocab_size: Any, model_type: str = "bpe", joint: bool = True,
                              target_vocab_size: Any = None, byte_fallback: bool = True,
-                             flags: tuple[str, str, str] = ("`vocab_size`", "`target_vocab_size`", "`model_type`"),
-                             ) -> None:
+                             flags: tuple[str, ...] = ("`vocab_size`", "`target_vocab_size`", "`model_type`",
+                                                       "`library`"),
+                             library: str = "tokenizers") -> None:
     """Everything :func:`train_translation_tokenizers` refuses about its arguments, checked before any text is read:
-    ``flags`` name the vocabulary sizes and the model type in the errors (a command line passes its flags). A
-    ``target_vocab_size`` goes with separate vocabularies only, and is checked like ``vocab_size``."""
+    ``flags`` name the vocabulary sizes, the model type and the library in the errors (a command line passes its
+    flags). A ``target_vocab_size`` goes with separate vocabularies only, and is checked like ``vocab_size``. The
+    sentencepiece library must be installed to train with it."""
     if model_type not in MODEL_TYPES:
         raise ValueError(f"{flags[2]} must be one of {list(MODEL_TYPES)}, got {model_type!r}")
+    if library not in LIBRARIES:
+        raise ValueError(f"{flags[3]} must be one of {list(LIBRARIES)}, got {library!r}")
+    if library == "sentencepiece":
+        import_sentencepiece(f"{flags[3]} sentencepiece")
     check_vocab_size(vocab_size, byte_fallback, flags[0])
     if target_vocab_size is not None:
         if joint:
@@ -133,13 +147,17 @@ def train_tokenizer_from_texts(
     model_type: str = "bpe",
     byte_fallback: bool = True,
     min_frequency: int = 2,
+    library: str = "tokenizers",
 ) -> PreTrainedTokenizerFast:
     """Train one subword tokenizer on ``texts`` and wrap it as a ``PreTrainedTokenizerFast``.
 
     ``vocab_size`` is the final size, special and byte tokens included (``len(tokenizer) <= vocab_size``; a
-    small corpus may give fewer). ``model_type`` is "bpe" or "unigram".
+    small corpus may give fewer). ``model_type`` is "bpe" or "unigram"; ``library`` trains it with 🤗 tokenizers or
+    with sentencepiece (whose ``min_frequency`` is its own: pieces of any count may be kept).
     """
-    check_training_arguments(vocab_size, model_type, byte_fallback=byte_fallback)
+    check_training_arguments(vocab_size, model_type, byte_fallback=byte_fallback, library=library)
+    if library == "sentencepiece":
+        return sentencepiece_tokenizer(train_sentencepiece_model(texts, vocab_size, model_type, byte_fallback))
     tokenizer = _empty_tokenizer(model_type, byte_fallback)
     trained_size = vocab_size - (len(BYTE_TOKENS) if byte_fallback else 0)
     if model_type == "bpe":
@@ -220,9 +238,20 @@ class TranslationTokenizers:
         )
 
 
+def _translations(split: Iterable[dict]) -> Iterator[dict]:
+    """The ``translation`` dict of each example of a split; a datasets split is read a batch at a time (row by
+    row it costs ~10 µs an example: 30 s of the tokenizer's training on 2.9 million pairs)."""
+    if hasattr(split, "iter"):  # Dataset and IterableDataset
+        for batch in split.iter(batch_size=1000):
+            yield from batch["translation"]
+    else:
+        for example in split:
+            yield example["translation"]
+
+
 def _split_texts(split: Iterable[dict], lang: str) -> Iterator[str]:
-    for example in split:
-        yield example["translation"][lang]
+    for translation in _translations(split):
+        yield translation[lang]
 
 
 def train_translation_tokenizers(
@@ -235,24 +264,26 @@ def train_translation_tokenizers(
     target_vocab_size: int | None = None,
     byte_fallback: bool = True,
     min_frequency: int = 2,
+    library: str = "tokenizers",
 ) -> TranslationTokenizers:
     """Train on the ``train`` split of a translation (Iterable)DatasetDict, or on a single split.
 
     ``joint=True``: one vocabulary of ``vocab_size`` over source and target text. ``joint=False``: a source
     tokenizer of ``vocab_size`` and a target tokenizer of ``target_vocab_size`` (default ``vocab_size``).
+    ``library``: "tokenizers" or "sentencepiece" (:func:`train_tokenizer_from_texts`).
     """
-    check_training_arguments(vocab_size, model_type, joint, target_vocab_size, byte_fallback)
+    check_training_arguments(vocab_size, model_type, joint, target_vocab_size, byte_fallback, library=library)
     if hasattr(dataset, "keys"):
         if "train" not in dataset:
             raise ValueError(f"the dataset has no 'train' split to train a tokenizer on; splits: {list(dataset)}")
         dataset = dataset["train"]
-    kwargs = dict(model_type=model_type, byte_fallback=byte_fallback, min_frequency=min_frequency)
+    kwargs = dict(model_type=model_type, byte_fallback=byte_fallback, min_frequency=min_frequency, library=library)
     if joint:
 
         def both_sides() -> Iterator[str]:
-            for example in dataset:
-                yield example["translation"][source_lang]
-                yield example["translation"][target_lang]
+            for translation in _translations(dataset):
+                yield translation[source_lang]
+                yield translation[target_lang]
 
         shared = train_tokenizer_from_texts(both_sides(), vocab_size, **kwargs)
         return TranslationTokenizers(shared, shared)
@@ -270,13 +301,52 @@ def train_tokenizer(
     model_type: str = "bpe",
     byte_fallback: bool = True,
     min_frequency: int = 2,
+    library: str = "tokenizers",
 ) -> PreTrainedTokenizerFast:
     """One tokenizer with a joint source + target vocabulary, trained on a translation split (or the
     ``train`` split of a DatasetDict). For separate vocabularies use :func:`train_translation_tokenizers`."""
     return train_translation_tokenizers(
         dataset, source_lang, target_lang, vocab_size, model_type=model_type, joint=True,
-        byte_fallback=byte_fallback, min_frequency=min_frequency,
+        byte_fallback=byte_fallback, min_frequency=min_frequency, library=library,
     ).target
+
+
+def is_sentencepiece_model(name_or_path: str | Path) -> bool:
+    """Whether ``name_or_path`` names a SentencePiece model file (``*.model``), not a tokenizer folder or Hub id."""
+    return str(name_or_path).endswith(SENTENCEPIECE_SUFFIX)
+
+
+def load_any_tokenizer(name_or_path: str | Path, flag: str) -> PreTrainedTokenizerBase:
+    """A SentencePiece ``.model`` as a fast tokenizer (:func:`sentencepiece_tokenizer`), else a tokenizer folder or Hub
+    id (:func:`hf_s2s.models.loading.load_tokenizer`); ``flag`` names the argument in errors."""
+    if is_sentencepiece_model(name_or_path):
+        return sentencepiece_tokenizer(name_or_path, flag)
+    return load_tokenizer(name_or_path)
+
+
+def load_given_tokenizer(source: str | Path, target: str | Path | None = None,
+                         flags: tuple[str, str] = ("`source`", "`target`")) -> PreTrainedTokenizerBase:
+    """The tokenizer a user gives: ``source`` alone (a folder, Hub id or ``.model``) for both sides (a folder of
+    separate vocabularies keeps its two sides), or ``source`` and ``target`` for separate vocabularies, each its own
+    folder or ``.model``, made one :class:`SeparateVocabTokenizer`. Separate vocabularies must put the special tokens
+    at the same ids: two SentencePiece models without a padding piece (sentencepiece's default) only do when they
+    have the same size, since ``<pad>`` is appended after the last piece."""
+    tokenizer = load_any_tokenizer(source, flags[0])
+    if target is None:
+        return tokenizer
+    if target_side(tokenizer) is not tokenizer:
+        raise ValueError(f"{flags[0]} {source} already holds separate source and target vocabularies; leave out "
+                         f"{flags[1]}")
+    pair = TranslationTokenizers(tokenizer, load_any_tokenizer(target, flags[1]))
+    source_ids, target_ids = special_token_ids(pair.source), special_token_ids(pair.target)
+    differing = [f"{name} {source_ids[name]} vs {target_ids[name]}"
+                 for name in ("pad_token_id", "bos_token_id", "eos_token_id") if source_ids[name] != target_ids[name]]
+    if differing:
+        raise ValueError(f"{flags[0]} {source} and {flags[1]} {target} put special tokens at different ids "
+                         f"({', '.join(differing)}; source vs target), but the model shares them between its two "
+                         "vocabularies. A SentencePiece model without a padding piece gets <pad> after its last "
+                         "piece: train both with the same --pad_id (e.g. --pad_id=3), or with the same --vocab_size")
+    return pair.as_tokenizer()
 
 
 def target_side(tokenizer: PreTrainedTokenizerBase) -> PreTrainedTokenizerBase:
@@ -290,13 +360,14 @@ def special_token_ids(
     tokenizer: PreTrainedTokenizerBase, target_tokenizer: PreTrainedTokenizerBase | None = None
 ) -> dict[str, int]:
     """The model config fields that follow from the (target) tokenizer: pad, bos, eos ids and the decoder
-    start token (``<s>``), plus ``decoder_vocab_size`` when the target vocabulary is separate."""
+    start token (``<s>``; ``<pad>`` for a tokenizer without ``<s>``, as MarianMT starts, e.g. a SentencePiece model
+    trained with ``--bos_id=-1``), plus ``decoder_vocab_size`` when the target vocabulary is separate."""
     target = tokenizer if target_tokenizer is None else target_tokenizer
     ids = {
         "pad_token_id": target.pad_token_id,
         "bos_token_id": target.bos_token_id,
         "eos_token_id": target.eos_token_id,
-        "decoder_start_token_id": target.bos_token_id,
+        "decoder_start_token_id": target.bos_token_id if target.bos_token_id is not None else target.pad_token_id,
     }
     if target is not tokenizer:
         ids["decoder_vocab_size"] = len(target)
@@ -313,6 +384,14 @@ def unknown_token_share(sequences: Iterable[list[int]], unk_token_id: int | None
 
 
 _SHOWN_TOKENS = 3  # tokens named per differing vocabulary; the count says how many differ
+
+
+def subword_model_type(tokenizer: PreTrainedTokenizerBase) -> str | None:
+    """The kind of subword model ``tokenizer`` (its source side) splits words with, as ``MODEL_TYPES``
+    names the ones a run trains ("bpe", "unigram"; a converted toolkit's word-level vocabulary:
+    "wordlevel"); None for a tokenizer without a tokenizers backend."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    return type(backend.model).__name__.lower() if backend is not None else None
 
 
 def vocabulary_differences(tokenizer: PreTrainedTokenizerBase, other: PreTrainedTokenizerBase) -> list[str]:
@@ -425,13 +504,18 @@ def check_tokenizer_fits_model(
 
 __all__ = [
     "SPECIAL_TOKENS",
+    "LIBRARIES",
     "TranslationTokenizers",
     "build_normalizer",
     "check_tokenizer_fits_model",
     "check_training_arguments",
     "check_vocab_size",
+    "is_sentencepiece_model",
+    "load_any_tokenizer",
+    "load_given_tokenizer",
     "normalize_text",
     "special_token_ids",
+    "subword_model_type",
     "target_side",
     "train_tokenizer",
     "train_tokenizer_from_texts",

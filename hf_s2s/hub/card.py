@@ -126,6 +126,8 @@ def _training_rows(results: RunResults) -> list[tuple[str, object]]:
         ("training speed", f"{results.train_tokens_per_second} source+target tokens/s"),
         ("hardware", f"{results.hardware}, {results.torch_threads} torch thread(s), world size {results.world_size}"),
     ]
+    if results.corpus_filters:
+        rows.append(("corpus filters", _filters_summary(results.corpus_filters)))
     averaging = results.checkpoint_averaging
     if averaging and averaging.validated:
         outcome = "the average is this model" if averaging.used else "the best single checkpoint is this model"
@@ -144,6 +146,20 @@ def _training_rows(results: RunResults) -> list[tuple[str, object]]:
             f"{'the EMA is this model' if ema.used else 'the raw weights are this model'}",
         ))
     return rows
+
+
+def _filters_summary(corpus_filters: dict) -> str:
+    """results.json's ``corpus_filters`` in words: the filters, then per split the pairs kept and each
+    filter's drops (of the pairs read, for a stream not read to its end)."""
+    settings = ", ".join(name if value is True else f"{name} {value}" for name, value in
+                         corpus_filters.get("filters", {}).items())
+    splits = []
+    for split, counts in corpus_filters.get("splits", {}).items():
+        removed = ", ".join(f"{n:,} {name}" for name, n in counts.get("removed", {}).items() if n)
+        read = "" if counts.get("complete", True) else " read so far"
+        splits.append(f"{split}: kept {counts.get('kept', 0):,} of {counts.get('pairs', 0):,} pairs{read} "
+                      f"({removed or 'none removed'})")
+    return "; ".join([settings, *splits])
 
 
 def _evaluation_row(key: str, scores: DecodingScores) -> dict:
@@ -230,6 +246,10 @@ def render_conversion_card(model_dir: str | Path, repo_id: str | None = None, li
     rows = "\n".join(f"| `{field}` | {full_config.get(field)} |" for field in family.card_fields)
     repo = repo_id or PLACEHOLDER_REPO_ID
     citations = "\n".join(f"```bibtex\n{citation}\n```" for citation in (family.citation,))
+    steps = conversion.get("not_carried_over") or []
+    not_carried_over = "".join(
+        [f"\n{toolkit} did these around the model, and this folder does not: do them yourself.\n\n"]
+        + [f"- {step}\n" for step in steps]) if steps else ""
     content = f"""---
 {data.to_yaml()}
 ---
@@ -256,7 +276,7 @@ that decided the conversion are in `conversion.json`.
 
 The tokenizer splits on whitespace and maps each token to the id {toolkit} gave it: feed text tokenized (and
 segmented into subwords) exactly as the toolkit's input was. Tokens outside the vocabulary become the unknown token.
-
+{not_carried_over}
 ## How to use
 
 ```python

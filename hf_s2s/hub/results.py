@@ -99,6 +99,11 @@ class EMASelection(_Record):
                 "baseline_validation_bleu": self.baseline_validation_bleu, "used": self.used, **self.extra}
 
 
+# Fields added after 0.2.0 that a run without them does not write, so that earlier results.json files read and
+# write back byte for byte.
+WRITTEN_WHEN_SET = ("corpus_filters",)
+
+
 @dataclass(kw_only=True)
 class RunResults:
     """A training run's results.json. The fields are in the order the file holds them."""
@@ -109,6 +114,9 @@ class RunResults:
     target_lang: str | None = None
     recipe: str | None = None  # --recipe; None: none
     max_tokens_per_batch: int | None = None  # None: batches of sentences
+    # --filter_*: {"filters": {...}, "splits": {split: {"pairs", "kept", "removed": {filter: n},
+    # "complete"}}}; None: off
+    corpus_filters: dict[str, Any] | None = None
     num_parameters: int = 0
     train_seconds: float | None = None  # training steps only, validation excluded, s
     validation_seconds: float | None = None  # the validations during training, s
@@ -150,7 +158,8 @@ class RunResults:
 
     def to_dict(self) -> dict:
         """The results.json dict: every key a run writes, in the order it writes them."""
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"
+                and not (f.name in WRITTEN_WHEN_SET and getattr(self, f.name) is None)}
         for name in ("checkpoint_averaging", "ema"):
             if data[name] is not None:
                 data[name] = data[name].to_dict()

@@ -5,7 +5,8 @@ object is unpickled), maps its weights onto the hf_s2s family whose math it matc
 every token the toolkit's id (:mod:`.vocabulary`) and writes an ordinary model folder: ``from_pretrained``,
 ``hf-s2s translate``, the training job (fine-tuning) and ``hf-s2s push-to-hub`` take it as they take a trained one.
 ``conversion.json`` records where it came from. What a converter cannot express exactly is refused, naming the
-option; nothing is approximated.
+option; nothing is approximated. What the toolkit did to the text around the model (subword segmentation,
+lowercasing, ...) is the user's step: ``conversion.json`` lists it under ``not_carried_over``.
 """
 
 import json
@@ -39,7 +40,8 @@ def convert(toolkit: str, checkpoint: str | Path, output_dir: str | Path, *, ove
     converted.model.save_pretrained(output_dir)
     converted.tokenizer.save_pretrained(output_dir)
     record = {"toolkit": converted.toolkit, "architecture": converted.architecture,
-              "checkpoint": checkpoint.name, "checkpoint_sha256": sha256_file(checkpoint), **converted.details}
+              "checkpoint": checkpoint.name, "checkpoint_sha256": sha256_file(checkpoint), **converted.details,
+              "not_carried_over": converted.not_carried_over}
     (output_dir / CONVERSION_FILE).write_text(json.dumps(record, indent=2) + "\n")
     record_output(output_dir, "convert")
     return output_dir

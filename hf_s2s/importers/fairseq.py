@@ -1,36 +1,43 @@
 """fairseq 0.12.x checkpoints (``fairseq-train``'s ``checkpoint_*.pt``) as hf_s2s folders.
 
-fairseq keeps the dictionaries beside the data (``data-bin/dict.<lang>.txt``), not in the checkpoint: they come from
-``source_vocab`` / ``target_vocab``, by default the two ``dict.*.txt`` beside the checkpoint. A dictionary's ids are
-``<s>`` 0, ``<pad>`` 1, ``</s>`` 2, ``<unk>`` 3, then the file's lines in order (``data/dictionary.py``). Sources end
-with ``</s>`` and decoding starts from ``</s>`` (``SequenceGenerator``: ``tokens[:, 0] = eos``).
+fairseq keeps the dictionaries beside the data (``data-bin/dict.<lang>.txt``), not in the checkpoint: they
+come from ``source_vocab`` / ``target_vocab``, by default the two ``dict.*.txt`` beside the checkpoint. A
+dictionary's ids are ``<s>`` 0, ``<pad>`` 1, ``</s>`` 2, ``<unk>`` 3, then the file's lines in order
+(``data/dictionary.py``). Sources end with ``</s>`` and decoding starts from ``</s>`` (``SequenceGenerator``:
+``tokens[:, 0] = eos``).
 
 Supported: ``--arch lstm`` (and its named variants) -> ``rnn_seq2seq``:
 
-- ``AttentionLayer``: score ``h_s . (W_in h_t)`` -> ``luong_general`` with ``W_k = W_in^T``; its ``output_proj``,
-  ``tanh(W_out [c_t; h_t])`` without bias, is the readout with a zero bias; input feeding is always on;
+- ``AttentionLayer``: score ``h_s . (W_in h_t)`` -> ``luong_general`` with ``W_k = W_in^T``; its
+  ``output_proj``, ``tanh(W_out [c_t; h_t])`` without bias, is the readout with a zero bias; input feeding is
+  always on;
 - the decoder starts from every encoder layer's final (h, c), directions concatenated, through
-  ``encoder_hidden_proj`` / ``encoder_cell_proj`` when the sizes differ: ``decoder_init="final_states_projected"``
-  (else ``"final_states"``);
-- ``additional_fc`` (``--decoder-hidden-size`` != ``--decoder-out-embed-dim``): ``output_projection_size``; ``fc_out``
-  has a bias (``output_bias``), or the output layer is the tied decoder embedding.
+  ``encoder_hidden_proj`` / ``encoder_cell_proj`` when the sizes differ:
+  ``decoder_init="final_states_projected"`` (else ``"final_states"``);
+- ``additional_fc`` (``--decoder-hidden-size`` != ``--decoder-out-embed-dim``): ``output_projection_size``;
+  ``fc_out`` has a bias (``output_bias``), or the output layer is the tied decoder embedding.
 
 And ``--arch transformer`` (and its named variants) -> ``transformer_seq2seq``:
 
-- post-norm (``--encoder/decoder-normalize-before`` off, fairseq's default: no final LayerNorm) or pre-norm (with
-  the final LayerNorms), LayerNorm eps 1e-5, ``relu``/``gelu``, embeddings scaled by sqrt(d) unless
+- post-norm (``--encoder/decoder-normalize-before`` off, fairseq's default: no final LayerNorm) or pre-norm
+  (with the final LayerNorms), LayerNorm eps 1e-5, ``relu``/``gelu``, embeddings scaled by sqrt(d) unless
   ``--no-scale-embedding``, ``q_proj/k_proj/v_proj`` concatenated into hf_s2s's fused projections;
 - positions: fairseq numbers real tokens from ``padding_idx + 1`` (= 2) and its sinusoid is tensor2tensor's,
-  ``[sin(p w_i); cos(p w_i)]`` with ``w_i = 10000^(-i / (d/2 - 1))``: ``position_embedding_layout="tensor2tensor"``
-  and ``position_offset=2``, which compute them as fairseq does, fixed (fine-tuning leaves them alone, as fairseq
-  would). Learned positions (``--encoder/decoder-learned-pos``) become ``position_embedding_type="learned"`` tables whose row j is fairseq's
-  position j + 2 (their table without its first ``padding_idx + 1`` rows); where only one side learned them, the
-  other side's sinusoid is written as a table too (hf_s2s has one position type for both sides);
-- the output projection (no bias) tied to the decoder embedding (``--share-decoder-input-output-embed``), or not;
-  ``--share-all-embeddings`` -> ``share_encoder_decoder_embeddings``.
+  ``[sin(p w_i); cos(p w_i)]`` with ``w_i = 10000^(-i / (d/2 - 1))``:
+  ``position_embedding_layout="tensor2tensor"`` and ``position_offset=2``, which compute them as fairseq does,
+  fixed (fine-tuning leaves them alone, as fairseq would). Learned positions
+  (``--encoder/decoder-learned-pos``) become ``position_embedding_type="learned"`` tables whose row j is
+  fairseq's position j + 2 (their table without its first ``padding_idx + 1`` rows); where only one side
+  learned them, the other side's sinusoid is written as a table too (hf_s2s has one position type for both
+  sides);
+- the output projection (no bias) tied to the decoder embedding (``--share-decoder-input-output-embed``), or
+  not; ``--share-all-embeddings`` -> ``share_encoder_decoder_embeddings``.
 
-Every checkpoint tensor is mapped or the conversion fails naming it; options the converter cannot express exactly
-are refused, naming the option.
+The ``--bpe`` and ``--tokenizer`` a checkpoint's configuration names are not carried over: they are returned
+as notes.
+
+Every checkpoint tensor is mapped or the conversion fails naming it; options the converter cannot express
+exactly are refused, naming the option.
 """
 
 import argparse
@@ -44,9 +51,10 @@ from ..models.configuration_rnn_seq2seq import RNNSeq2SeqConfig
 from ..models.configuration_transformer_seq2seq import TransformerSeq2SeqConfig
 from ..models.modeling_rnn_seq2seq import RNNSeq2SeqForConditionalGeneration
 from ..models.modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
-from .base import Converted, register
-from .checkpoints import CheckpointError, load_checkpoint, options
-from .vocabulary import SpecialTokens, translation_tokenizer
+from .base import APPLY_YOURSELF, RNN_TABLES_COPIED, Converted, register
+from .checkpoints import CheckpointError, load_checkpoint, options, read_text_file
+from .vocabulary import SpecialTokens, check_vocabulary_sizes, translation_tokenizer
+from .weights import LayerMapping, Tensors, check_same, load_converted, map_layers
 
 TOOLKIT = "fairseq"
 # data/dictionary.py: Dictionary(bos="<s>", pad="<pad>", eos="</s>", unk="<unk>"), added in this order
@@ -60,7 +68,12 @@ LSTM_ARCHS = ("lstm", "lstm_wiseman_iwslt_de_en", "lstm_luong_wmt_en_de")
 TRANSFORMER_ARCHS = ("transformer", "transformer_tiny", "transformer_iwslt_de_en", "transformer_wmt_en_de",
                      "transformer_vaswani_wmt_en_de_big", "transformer_vaswani_wmt_en_fr_big",
                      "transformer_wmt_en_de_big", "transformer_wmt_en_de_big_t2t")
-# transformer option -> the values this converter reproduces exactly (anything else is refused, naming the option)
+# the token tables' names; tied options make them one tensor, saved under each name
+EMBEDDINGS = {side: f"{side}.embed_tokens.weight" for side in ("encoder", "decoder")}
+# checkpoint entries that hold no parameter: fairseq's state-dict versions and deprecated position buffers
+IGNORED = (".version", "embed_positions._float_tensor")
+# transformer option -> the values this converter reproduces exactly (anything else is refused, naming the
+# option)
 TRANSFORMER_REQUIRED = {
     "layernorm_embedding": (False, None),
     "no_token_positional_embeddings": (False, None),
@@ -84,10 +97,12 @@ def refuse(option: str, value, why: str) -> CheckpointError:
 
 
 def read_dictionary(path: Path) -> list[str]:
-    """A fairseq ``dict.<lang>.txt`` as the token list in id order: the four specials, then one ``<token> <count>``
-    per line (``Dictionary.add_from_file``)."""
+    """A fairseq ``dict.<lang>.txt`` as the token list in id order: the four specials, then one ``<token>
+    <count>`` per line (``Dictionary.add_from_file``)."""
     tokens = list(SPECIAL_ORDER)
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    text = read_text_file(path, "the fairseq dictionaries (data-bin/dict.<lang>.txt)",
+                          "--source-vocab and --target-vocab")
+    for number, line in enumerate(text.splitlines(), 1):
         fields = line.rstrip().rsplit(" ", 1)
         if len(fields) != 2 or not fields[1].lstrip("-").isdigit():
             if line.rstrip().endswith("#fairseq:overwrite"):
@@ -100,8 +115,8 @@ def read_dictionary(path: Path) -> list[str]:
 
 def dictionary_paths(checkpoint: Path, source_vocab: Path | None, target_vocab: Path | None,
                      model_args: dict) -> tuple[Path, Path]:
-    """--source-vocab / --target-vocab, else ``dict.<source_lang>.txt`` / ``dict.<target_lang>.txt`` beside the
-    checkpoint (the languages from the checkpoint's task options, else the only two dict.*.txt there)."""
+    """--source-vocab / --target-vocab, else ``dict.<source_lang>.txt`` / ``dict.<target_lang>.txt`` beside
+    the checkpoint (the languages from the checkpoint's task options, else the only two dict.*.txt there)."""
     if source_vocab is not None and target_vocab is not None:
         return source_vocab, target_vocab
     folder = checkpoint.parent
@@ -112,8 +127,8 @@ def dictionary_paths(checkpoint: Path, source_vocab: Path | None, target_vocab: 
             raise CheckpointError(
                 f"fairseq keeps its dictionaries beside the data: pass --source-vocab and --target-vocab "
                 f"(data-bin/dict.<lang>.txt); {folder} holds {len(found)} dict.*.txt, so which is which is unknown")
-        # the checkpoint does not say the languages: the fixture convention (and fairseq-preprocess's) is one file
-        # per side; tell them apart by which one matches the embedding sizes in convert()
+        # the checkpoint does not say the languages: the fixture convention (and fairseq-preprocess's) is one
+        # file per side; tell them apart by which one matches the embedding sizes in convert()
         return found[0], found[1]
     return (source_vocab or folder / f"dict.{source_lang}.txt"), (target_vocab or folder / f"dict.{target_lang}.txt")
 
@@ -184,54 +199,35 @@ def special_ids(target_vocab: list[str]) -> dict:
             "decoder_start_token_id": target_vocab.index(SPECIALS.eos)}  # fairseq starts decoding from </s>
 
 
-class StateDict:
-    """A checkpoint's tensors, taken one by one; what is left at the end is an error naming it."""
-
-    def __init__(self, tensors: dict):
-        self.left = {name: tensor for name, tensor in tensors.items() if not name.endswith(".version")}
-
-    def take(self, name: str) -> torch.Tensor:
-        if name not in self.left:
-            raise CheckpointError(f"the checkpoint lacks {name}, which a fairseq model of these options has")
-        return self.left.pop(name).float()
-
-    def has(self, name: str) -> bool:
-        return name in self.left
-
-    def finish(self) -> None:
-        if self.left:
-            raise CheckpointError(f"the checkpoint holds parameters this converter does not know: {sorted(self.left)[:5]}; "
-                                  "they belong to an option it does not support")
-
-
-def lstm_state_dict(model: dict, config: RNNSeq2SeqConfig) -> dict[str, torch.Tensor]:
+def lstm_state_dict(model: dict, config: RNNSeq2SeqConfig, opt: dict) -> dict[str, torch.Tensor]:
     """fairseq's lstm parameter names -> hf_s2s's."""
-    state, out = StateDict(model), {}
-    out["model.encoder.embed_tokens.weight"] = state.take("encoder.embed_tokens.weight")
-    out["model.decoder.embed_tokens.weight"] = state.take("decoder.embed_tokens.weight")
-    for name in [n for n in state.left if n.startswith("encoder.lstm.")]:  # nn.LSTM: the same names
-        out["model.encoder.rnn." + name.removeprefix("encoder.lstm.")] = state.take(name)
+    take, out = Tensors(model, "a fairseq lstm of these options", ignore=IGNORED), {}
+    tables = {name: take(name) for name in EMBEDDINGS.values()}
+    if opt.get("share_all_embeddings"):
+        check_same(tables, "--share-all-embeddings")
+    out["model.encoder.embed_tokens.weight"] = tables[EMBEDDINGS["encoder"]]
+    out["model.decoder.embed_tokens.weight"] = tables[EMBEDDINGS["decoder"]]
+    for name in [n for n in take.left if n.startswith("encoder.lstm.")]:  # nn.LSTM: the same names
+        out["model.encoder.rnn." + name.removeprefix("encoder.lstm.")] = take(name)
     if config.decoder_init == "final_states_projected":
         for kind, source in enumerate(("encoder_hidden_proj", "encoder_cell_proj")):
             for part in ("weight", "bias"):
-                out[f"model.decoder.final_state_projection.{kind}.{part}"] = state.take(f"decoder.{source}.{part}")
+                out[f"model.decoder.final_state_projection.{kind}.{part}"] = take(f"decoder.{source}.{part}")
     for layer in range(config.decoder_layers):  # one nn.LSTMCell per layer -> one nn.LSTM
         for part in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
-            out[f"model.decoder.rnn.{part}_l{layer}"] = state.take(f"decoder.layers.{layer}.{part}")
+            out[f"model.decoder.rnn.{part}_l{layer}"] = take(f"decoder.layers.{layer}.{part}")
     # score h_s . (W_in h_t) = h_t . (W_in^T h_s): hf_s2s's key projection is W_in^T
-    out["model.decoder.attention.key_proj.weight"] = state.take("decoder.attention.input_proj.weight").t().contiguous()
-    readout = state.take("decoder.attention.output_proj.weight")
+    out["model.decoder.attention.key_proj.weight"] = take("decoder.attention.input_proj.weight").t()
+    readout = take("decoder.attention.output_proj.weight")
     out["model.decoder.readout.weight"] = readout
     out["model.decoder.readout.bias"] = readout.new_zeros(readout.shape[0])  # AttentionLayer(bias=False)
     if config.output_projection_size:
-        out["model.decoder.output_projection.weight"] = state.take("decoder.additional_fc.weight")
-        out["model.decoder.output_projection.bias"] = state.take("decoder.additional_fc.bias")
-    if config.tie_word_embeddings:
-        out["lm_head.weight"] = out["model.decoder.embed_tokens.weight"]
-    else:
-        out["lm_head.weight"] = state.take("decoder.fc_out.weight")
-        out["lm_head.bias"] = state.take("decoder.fc_out.bias")
-    state.finish()
+        out["model.decoder.output_projection.weight"] = take("decoder.additional_fc.weight")
+        out["model.decoder.output_projection.bias"] = take("decoder.additional_fc.bias")
+    if not config.tie_word_embeddings:  # tied, fairseq has no fc_out: it multiplies by the decoder table
+        out["lm_head.weight"] = take("decoder.fc_out.weight")
+        out["lm_head.bias"] = take("decoder.fc_out.bias")
+    take.finish()
     return out
 
 
@@ -275,7 +271,8 @@ def transformer_config(opt: dict, source_vocab: list[str], target_vocab: list[st
         activation_function=opt.get("activation_fn", "relu"),
         dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,  # inference; fine-tuning sets its own
         norm_position="pre" if opt.get("encoder_normalize_before") else "post",
-        # fairseq's sinusoid as computed (module docstring), or its learned tables (either side learned: both tables)
+        # fairseq's sinusoid as computed (module docstring), or its learned tables (either side learned: both
+        # tables)
         position_embedding_type="learned" if learned_positions(opt) else "sinusoidal",
         position_embedding_layout="tensor2tensor",
         position_offset=0 if learned_positions(opt) else ids["pad_token_id"] + 1,  # real tokens from padding_idx + 1
@@ -292,16 +289,38 @@ def learned_positions(opt: dict) -> bool:
     return bool(opt.get("encoder_learned_pos") or opt.get("decoder_learned_pos"))
 
 
+def layer_mapping(side: str) -> LayerMapping:
+    """fairseq's names for a transformer layer of ``side``: the decoder's adds the encoder attention."""
+    modules = {"self_attn.qkv_proj": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
+               "self_attn.out_proj": ("self_attn.out_proj",),
+               "self_attn_layer_norm": ("self_attn_layer_norm",)}
+    if side == "decoder":
+        modules.update({"encoder_attn.q_proj": ("encoder_attn.q_proj",),
+                        "encoder_attn.kv_proj": ("encoder_attn.k_proj", "encoder_attn.v_proj"),
+                        "encoder_attn.out_proj": ("encoder_attn.out_proj",),
+                        "encoder_attn_layer_norm": ("encoder_attn_layer_norm",)})
+    modules.update({"ffn.fc1": ("fc1",), "ffn.fc2": ("fc2",), "final_layer_norm": ("final_layer_norm",)})
+    return LayerMapping(source=f"{side}.layers.{{layer}}", target=f"model.{side}.layers.{{layer}}",
+                        modules=modules)
+
+
+LAYERS = {side: layer_mapping(side) for side in ("encoder", "decoder")}
+
+
 def transformer_state_dict(model: dict, config: TransformerSeq2SeqConfig, opt: dict) -> dict[str, torch.Tensor]:
-    """fairseq's transformer parameter names -> hf_s2s's (q/k/v concatenated, positions as tables)."""
-    state, out = StateDict(model), {}
-    for name in [n for n in state.left if n.endswith("embed_positions._float_tensor")]:  # deprecated buffers
-        state.left.pop(name)
+    """fairseq's transformer parameter names -> hf_s2s's (``LAYERS``: q/k/v concatenated), positions as tables
+    where learned. Under --share-all-embeddings the one token table is the encoder's; under
+    --share-decoder-input-output-embed the output projection is the target table: each checked equal."""
+    take, out = Tensors(model, "a fairseq transformer of these options", ignore=IGNORED), {}
     padding_idx, rows = config.pad_token_id, config.max_position_embeddings
+    tables = {name: take(name) for name in EMBEDDINGS.values()}
+    if config.share_encoder_decoder_embeddings:
+        check_same(tables, "--share-all-embeddings")
     for side in ("encoder", "decoder"):
-        out[f"model.{side}.embed_tokens.weight"] = state.take(f"{side}.embed_tokens.weight")
+        if side == "encoder" or not config.share_encoder_decoder_embeddings:
+            out[f"model.{side}.embed_tokens.weight"] = tables[EMBEDDINGS[side]]
         if opt.get(f"{side}_learned_pos"):
-            table = state.take(f"{side}.embed_positions.weight")[padding_idx + 1 :]
+            table = take(f"{side}.embed_positions.weight")[padding_idx + 1 :]
             if table.shape[0] != rows:
                 raise CheckpointError(f"{side}.embed_positions holds {table.shape[0]} positions, not {rows}")
             out[f"model.{side}.embed_positions.weight_table.weight"] = table
@@ -310,51 +329,35 @@ def transformer_state_dict(model: dict, config: TransformerSeq2SeqConfig, opt: d
             out[f"model.{side}.embed_positions.weight_table.weight"] = sinusoidal_positions(positions, config.d_model,
                                                                                               "tensor2tensor")
         layers = config.encoder_layers if side == "encoder" else config.decoder_layers
-        for layer in range(layers):
-            prefix, target = f"{side}.layers.{layer}.", f"model.{side}.layers.{layer}."
-            for part in ("weight", "bias"):
-                out[f"{target}self_attn.qkv_proj.{part}"] = torch.cat(
-                    [state.take(f"{prefix}self_attn.{p}_proj.{part}") for p in "qkv"])
-                out[f"{target}self_attn.out_proj.{part}"] = state.take(f"{prefix}self_attn.out_proj.{part}")
-                if side == "decoder":
-                    out[f"{target}encoder_attn.q_proj.{part}"] = state.take(f"{prefix}encoder_attn.q_proj.{part}")
-                    out[f"{target}encoder_attn.kv_proj.{part}"] = torch.cat(
-                        [state.take(f"{prefix}encoder_attn.{p}_proj.{part}") for p in "kv"])
-                    out[f"{target}encoder_attn.out_proj.{part}"] = state.take(f"{prefix}encoder_attn.out_proj.{part}")
-                    out[f"{target}encoder_attn_layer_norm.{part}"] = state.take(
-                        f"{prefix}encoder_attn_layer_norm.{part}")
-                out[f"{target}self_attn_layer_norm.{part}"] = state.take(f"{prefix}self_attn_layer_norm.{part}")
-                out[f"{target}ffn.fc1.{part}"] = state.take(f"{prefix}fc1.{part}")
-                out[f"{target}ffn.fc2.{part}"] = state.take(f"{prefix}fc2.{part}")
-                out[f"{target}final_layer_norm.{part}"] = state.take(f"{prefix}final_layer_norm.{part}")
+        out.update(map_layers(take, LAYERS[side], layers))
         if config.norm_position == "pre":
             for part in ("weight", "bias"):
-                out[f"model.{side}.layer_norm.{part}"] = state.take(f"{side}.layer_norm.{part}")
-    projection = state.take("decoder.output_projection.weight")
+                out[f"model.{side}.layer_norm.{part}"] = take(f"{side}.layer_norm.{part}")
+    projection = take("decoder.output_projection.weight")
     if config.tie_word_embeddings:
-        if not torch.equal(projection, out["model.decoder.embed_tokens.weight"]):
-            raise CheckpointError("decoder.output_projection differs from the decoder embedding, though the options "
-                                  "tie them (--share-decoder-input-output-embed)")
+        target_table = tables[EMBEDDINGS["decoder"]]
+        check_same({"decoder.output_projection.weight": projection, EMBEDDINGS["decoder"]: target_table},
+                   "--share-decoder-input-output-embed")
     out["lm_head.weight"] = projection
-    if config.share_encoder_decoder_embeddings:
-        del out["model.decoder.embed_tokens.weight"]  # the encoder's table serves both
-    state.finish()
+    take.finish()
     return out
 
 
 # ---------------------------------------------------------------------------------------------------- convert
 
 def generation_config(config, max_target_positions: int) -> GenerationConfig:
-    """fairseq-generate's defaults: beam 5, normalized scores with --lenpen 1 (sum of log-probabilities over the
-    generated tokens, </s> counted: transformers' length_penalty=1.0), a sentence done when beam hypotheses have
-    finished (early_stopping=True), --min-len 1, <pad> never generated, and the length bound: at most
-    ``max_len_a x source length + max_len_b`` tokens, then </s> forced (hf_s2s's bound counts the </s>: b + 1)."""
+    """fairseq-generate's defaults: beam 5, normalized scores with --lenpen 1 (sum of log-probabilities over
+    the generated tokens, </s> counted: transformers' length_penalty=1.0), a sentence done when beam
+    hypotheses have finished (early_stopping=True), --min-len 1, <pad> never generated, and the length bound:
+    at most ``max_len_a x source length + max_len_b`` tokens, then </s> forced (hf_s2s's bound counts the
+    </s>: b + 1)."""
     generation = GenerationConfig(
         decoder_start_token_id=config.decoder_start_token_id, bos_token_id=config.bos_token_id,
         eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id,
         num_beams=GENERATE_DEFAULTS["beam"], length_penalty=GENERATE_DEFAULTS["lenpen"], early_stopping=True,
         min_new_tokens=GENERATE_DEFAULTS["min_len"], suppress_tokens=[config.pad_token_id],
-        # fairseq caps the tokens before </s> at max_decoder_positions - 1; the start token counts in max_length
+        # fairseq caps the tokens before </s> at max_decoder_positions - 1; the start token counts in
+        # max_length
         max_length=max_target_positions + 1,
     )
     generation.max_len_a = GENERATE_DEFAULTS["max_len_a"]
@@ -362,14 +365,12 @@ def generation_config(config, max_target_positions: int) -> GenerationConfig:
     return generation
 
 
-def vocabularies(checkpoint: Path, files: dict, opt: dict, model: dict) -> tuple[list[str], list[str]]:
+def vocabularies(checkpoint: Path, files: dict, opt: dict,
+                 model: dict) -> tuple[list[str], list[str], Path, Path]:
+    """The source and target dictionaries (token lists in id order) and the files they came from."""
     source_path, target_path = dictionary_paths(checkpoint, files.get("source_vocab"), files.get("target_vocab"), opt)
-    for path in (source_path, target_path):
-        if not path.is_file():
-            raise CheckpointError(f"{path} is not a file: pass the fairseq dictionaries (data-bin/dict.<lang>.txt) "
-                                  "with --source-vocab and --target-vocab")
     source, target = read_dictionary(source_path), read_dictionary(target_path)
-    rows = (model["encoder.embed_tokens.weight"].shape[0], model["decoder.embed_tokens.weight"].shape[0])
+    rows = tuple(getattr(model.get(name), "shape", (None,))[0] for name in EMBEDDINGS.values())
     guessed = not (files.get("source_vocab") and files.get("target_vocab")) and not (
         opt.get("source_lang") and opt.get("target_lang"))
     if guessed and source != target:  # two dict.*.txt beside a checkpoint that does not name its languages
@@ -377,11 +378,25 @@ def vocabularies(checkpoint: Path, files: dict, opt: dict, model: dict) -> tuple
             raise CheckpointError(f"the checkpoint does not name its languages and {source_path.name} and "
                                   f"{target_path.name} have the same size: pass --source-vocab and --target-vocab")
         if (len(target), len(source)) == rows:
-            source, target = target, source
-    if (len(source), len(target)) != rows:
-        raise CheckpointError(f"the dictionaries have {len(source)} (source) and {len(target)} (target) entries, the "
-                              f"checkpoint's embeddings {rows[0]} and {rows[1]} rows: not this model's dictionaries")
-    return source, target
+            source, target, source_path, target_path = target, source, target_path, source_path
+    return source, target, source_path, target_path
+
+
+def not_carried_over(data: dict, opt: dict) -> list[str]:
+    """What fairseq's training configuration applied to the text that the converted folder does not: the --bpe
+    and --tokenizer it names (fairseq-interactive applies them; fairseq-generate reads text already
+    processed)."""
+    notes = []
+    for name, flag in (("bpe", "--bpe"), ("tokenizer", "--tokenizer")):
+        value = (data.get("cfg") or {}).get(name) or opt.get(name)
+        if value:
+            settings = options(value) if isinstance(value, argparse.Namespace | dict) else {"_name": value}
+            shown = ", ".join(f"{k}={v}" for k, v in settings.items() if k != "_name" and v not in (None, ""))
+            named = f"{flag} {settings.get('_name')}" + (f" ({shown})" if shown else "")
+            notes.append(f"{named}: {APPLY_YOURSELF}")
+    if opt.get("share_all_embeddings") and opt.get("arch") in LSTM_ARCHS:
+        notes.append(f"--share-all-embeddings: {RNN_TABLES_COPIED}")
+    return notes
 
 
 @register(TOOLKIT)
@@ -392,45 +407,46 @@ def convert(checkpoint: Path, source_vocab: Path | None = None, target_vocab: Pa
     if unused:
         raise ValueError(f"a fairseq conversion reads the checkpoint and its dictionaries; {unused} is not used")
     data = load_checkpoint(checkpoint, TOOLKIT)
-    if "model" not in data:
-        raise CheckpointError(f"{checkpoint} lacks 'model': not a fairseq checkpoint")
+    if not isinstance(data.get("model"), dict):
+        raise CheckpointError(f"{checkpoint} lacks 'model' (a state dict): not a fairseq checkpoint")
     opt = model_options(data)
     arch = opt.get("arch") or opt.get("_name")
-    source_vocab_tokens, target_vocab_tokens = vocabularies(
+    if arch not in LSTM_ARCHS + TRANSFORMER_ARCHS:
+        raise refuse("arch", arch, f"the converter handles {list(LSTM_ARCHS + TRANSFORMER_ARCHS)}")
+    sources, targets, source_path, target_path = vocabularies(
         checkpoint, {"source_vocab": source_vocab, "target_vocab": target_vocab}, opt, data["model"])
+    if opt.get("share_all_embeddings") and sources != targets:
+        raise refuse("share_all_embeddings", True, f"it needs one dictionary (fairseq-preprocess "
+                     f"--joined-dictionary), but {source_path} and {target_path} differ: pass the "
+                     "dictionaries the model was trained with")
     if arch in LSTM_ARCHS:
         check_lstm_options(opt)
-        config = lstm_config(opt, source_vocab_tokens, target_vocab_tokens)
-        model = RNNSeq2SeqForConditionalGeneration(config)
-        state = lstm_state_dict(data["model"], config)
+        config = lstm_config(opt, sources, targets)
+        state = lstm_state_dict(data["model"], config, opt)
         architecture = "lstm"
         details = {"arch": arch, "encoder_bidirectional": config.bidirectional, "layers": config.decoder_layers,
                    "encoder_hidden_size": opt["encoder_hidden_size"], "decoder_hidden_size": config.decoder_hidden_size,
-                   "decoder_out_embed_dim": opt["decoder_out_embed_dim"],
-                   "share_decoder_input_output_embed": config.tie_word_embeddings}
-    elif arch in TRANSFORMER_ARCHS:
+                   "decoder_out_embed_dim": opt["decoder_out_embed_dim"]}
+    else:
         check_transformer_options(opt)
-        config = transformer_config(opt, source_vocab_tokens, target_vocab_tokens)
-        model = TransformerSeq2SeqForConditionalGeneration(config)
+        config = transformer_config(opt, sources, targets)
         state = transformer_state_dict(data["model"], config, opt)
         architecture = "transformer"
         details = {"arch": arch, "d_model": config.d_model, "layers": [config.encoder_layers, config.decoder_layers],
                    "normalize_before": config.norm_position == "pre",
-                   "learned_pos": [bool(opt.get("encoder_learned_pos")), bool(opt.get("decoder_learned_pos"))],
-                   "share_decoder_input_output_embed": config.tie_word_embeddings,
-                   "share_all_embeddings": config.share_encoder_decoder_embeddings}
-    else:
-        raise refuse("arch", arch, f"the converter handles {list(LSTM_ARCHS + TRANSFORMER_ARCHS)}")
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    tied = {"lm_head.weight", "model.decoder.embed_tokens.weight"} if config.tie_word_embeddings else set()
-    missing = [name for name in missing if name not in tied]
-    if missing or unexpected:
-        raise CheckpointError(f"conversion mismatch: missing {missing}, unexpected {unexpected}")
+                   "learned_pos": [bool(opt.get(f"{side}_learned_pos")) for side in ("encoder", "decoder")]}
+    details.update({"share_decoder_input_output_embed": config.tie_word_embeddings,
+                    "share_all_embeddings": bool(opt.get("share_all_embeddings"))})
+    check_vocabulary_sizes(state, len(sources), len(targets), str(source_path), str(target_path))
+    model = (RNNSeq2SeqForConditionalGeneration if architecture == "lstm"
+             else TransformerSeq2SeqForConditionalGeneration)(config)
+    load_converted(model, state)
     model.eval()
     model.generation_config = generation_config(config, int(opt.get("max_target_positions") or 1024))
     model._set_default_generation_length()
-    tokenizer = translation_tokenizer(source_vocab_tokens, target_vocab_tokens, SPECIALS, source_eos=True)
-    return Converted(model=model, tokenizer=tokenizer, toolkit=TOOLKIT, architecture=architecture, details=details)
+    tokenizer = translation_tokenizer(sources, targets, SPECIALS, source_eos=True)
+    return Converted(model=model, tokenizer=tokenizer, toolkit=TOOLKIT, architecture=architecture,
+                     details=details, not_carried_over=not_carried_over(data, opt))
 
 
 __all__ = ["convert", "read_dictionary"]

@@ -5,23 +5,32 @@ Supported: the RNN encoder-decoder (``-encoder_type rnn|brnn``, ``-decoder_type 
 vocabularies). It maps onto ``rnn_seq2seq`` with the switches that reproduce OpenNMT-py's math exactly:
 
 - ``dot`` / ``general`` -> ``luong_dot`` / ``luong_general`` (OpenNMT-py scores ``(W_a h_t) . h_s``, hf_s2s
-  ``h_t . (W_k h_s)``: ``W_k = W_a^T``); ``mlp`` -> ``luong_concat`` with ``attention_query_bias`` (``linear_query``
-  has a bias) and ``readout_activation="none"`` (no tanh on ``linear_out``'s result, which has a bias);
+  ``h_t . (W_k h_s)``: ``W_k = W_a^T``); ``mlp`` -> ``luong_concat`` with ``attention_query_bias``
+  (``linear_query`` has a bias) and ``readout_activation="none"`` (no tanh on ``linear_out``'s result, which
+  has a bias);
 - the attentional vector ``tanh(W_out [c_t; h_t])`` is hf_s2s's readout (a zero bias for ``dot``/``general``);
-- the decoder starts from every encoder layer's final (hidden, cell) states: ``decoder_init="final_states"``, or
-  ``"final_states_bridge"`` with ``-bridge`` (OpenNMT-py's ReLU bridge and its row layout);
-- the generator ``Linear`` has a bias: ``output_bias``; sources get no end token (OpenNMT-py 3.x numericalize).
+- the decoder starts from every encoder layer's final (hidden, cell) states: ``decoder_init="final_states"``,
+  or ``"final_states_bridge"`` with ``-bridge`` (OpenNMT-py's ReLU bridge and its row layout);
+- the generator ``Linear`` has a bias: ``output_bias``; sources get no end token (OpenNMT-py 3.x
+  numericalize).
 
 Also the Transformer (``-encoder_type transformer -decoder_type transformer``, ``-position_encoding`` with
-``SinusoidalInterleaved`` or ``SinusoidalConcat``, ``-layer_norm standard``, ``relu``/``gelu``, with or without
-``-add_qkvbias`` / ``-add_ffnbias``, shared or separate embeddings). It maps onto ``transformer_seq2seq`` (pre-LN with final
-LayerNorms, embeddings scaled by sqrt(d)) with ``position_embedding_layout="interleaved"`` (``"tensor2tensor"``),
-``layer_norm_eps=-norm_eps``, ``output_bias`` (the generator) and ``source_eos=False``; the separate query, key and
-value projections are concatenated into hf_s2s's fused ones, absent biases are zeros.
+``SinusoidalInterleaved`` or ``SinusoidalConcat``, ``-layer_norm standard``, ``relu``/``gelu``, with or
+without ``-add_qkvbias`` / ``-add_ffnbias``, shared or separate embeddings). It maps onto
+``transformer_seq2seq`` (pre-LN with final LayerNorms, embeddings scaled by sqrt(d)) with
+``position_embedding_layout="interleaved"`` (``"tensor2tensor"``), ``layer_norm_eps=-norm_eps``,
+``output_bias`` (the generator) and ``source_eos=False``; the separate query, key and value projections are
+concatenated into hf_s2s's fused ones, absent biases are zeros. ``-share_embeddings`` (one vocabulary, one
+token table saved under both sides' names) maps onto ``share_encoder_decoder_embeddings`` and
+``-share_decoder_embeddings`` onto ``tie_word_embeddings``.
 
-Every checkpoint tensor is mapped or the conversion fails naming it; options the converter cannot express exactly
-(copy or coverage attention, context gates, source features, sparsemax, relative or rotary positions, ...) are
-refused, naming the option.
+The generation config is ``onmt_translate``'s defaults for a batch of one line (beam 5, at most
+``int(1.25 x source + 5)`` tokens). The -transforms that change the text at translation time (subword models,
+prefixes, ...) are not carried over: they are returned as notes.
+
+Every checkpoint tensor is mapped or the conversion fails naming it; options the converter cannot express
+exactly (copy or coverage attention, context gates, source features, sparsemax, relative or rotary positions,
+...) are refused, naming the option.
 """
 
 from pathlib import Path
@@ -34,9 +43,10 @@ from ..models.configuration_rnn_seq2seq import RNNSeq2SeqConfig
 from ..models.configuration_transformer_seq2seq import TransformerSeq2SeqConfig
 from ..models.modeling_rnn_seq2seq import RNNSeq2SeqForConditionalGeneration
 from ..models.modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
-from .base import Converted, register
+from .base import APPLY_YOURSELF, RNN_TABLES_COPIED, Converted, register
 from .checkpoints import CheckpointError, load_checkpoint, options
-from .vocabulary import SpecialTokens, translation_tokenizer
+from .vocabulary import SpecialTokens, check_vocabulary_sizes, translation_tokenizer
+from .weights import LayerMapping, Tensors, check_same, load_converted, map_layers
 
 TOOLKIT = "opennmt-py"
 # OpenNMT-py 3.x's onmt.constants.DefaultTokens
@@ -44,6 +54,8 @@ SPECIALS = SpecialTokens(unk="<unk>", pad="<blank>", bos="<s>", eos="</s>")
 # onmt_translate's defaults (onmt/opts.py): what the converted folder's generation config reproduces
 TRANSLATE_DEFAULTS = {"beam_size": 5, "max_length": 250, "max_length_ratio": 1.25, "batch_size": 30}
 
+# the token tables' names; under -share_embeddings they are one tensor, saved under both
+EMBEDDINGS = {side: f"{side}.embeddings.make_embedding.emb_luts.0.weight" for side in ("encoder", "decoder")}
 ATTENTION_TYPES = {"dot": "luong_dot", "general": "luong_general", "mlp": "luong_concat"}
 CELL_TYPES = {"LSTM": "lstm", "GRU": "gru"}
 # option -> the values this converter reproduces exactly (anything else is refused, naming the option)
@@ -61,10 +73,22 @@ REQUIRED = {
     "lora_layers": ([], None),
     "quant_layers": ([], None),
 }
+# -transforms that change only the training data (filters, noise, augmentation): nothing to do at translation
+# time
+TRAINING_ONLY_TRANSFORMS = {"filtertoolong", "clean", "switchout", "tokendrop", "tokenmask", "bart",
+                            "uppercase"}
+# the options naming each text transform's model files or strings, shown where the folder does not apply it
+TRANSFORM_FILES = {
+    "sentencepiece": ("src_subword_model", "tgt_subword_model"),
+    "bpe": ("src_subword_model", "tgt_subword_model"),
+    "onmt_tokenize": ("src_subword_type", "src_subword_model", "tgt_subword_model", "src_onmttok_kwargs"),
+    "prefix": ("src_prefix", "tgt_prefix"),
+    "suffix": ("src_suffix", "tgt_suffix"),
+}
 # -position_encoding_type -> position_embedding_layout: the same sinusoids, both from position 0
 POSITION_LAYOUTS = {"SinusoidalInterleaved": "interleaved", "SinusoidalConcat": "tensor2tensor"}
-# and, for the Transformer, these (relative/rotary/ALiBi positions, grouped-query attention, parallel residuals,
-# RMSNorm, average attention, sliding windows, mixtures of experts, guided alignment)
+# and, for the Transformer, these (relative/rotary/ALiBi positions, grouped-query attention, parallel
+# residuals, RMSNorm, average attention, sliding windows, mixtures of experts, guided alignment)
 TRANSFORMER_REQUIRED = {
     "position_encoding": (True,),
     "position_encoding_type": ("SinusoidalInterleaved", "SinusoidalConcat"),
@@ -139,6 +163,7 @@ def rnn_config(opt: dict, source_vocab: list[str], target_vocab: list[str]) -> R
         readout_activation="none" if mlp else "tanh",
         attention_query_bias=mlp,
         output_bias=True,
+        tie_word_embeddings=bool(opt.get("share_decoder_embeddings")),  # the generator is the target table
         source_eos=False,
         dropout=0.0,  # inference; fine-tuning sets its own
         pad_token_id=target_vocab.index(SPECIALS.pad),
@@ -148,18 +173,17 @@ def rnn_config(opt: dict, source_vocab: list[str], target_vocab: list[str]) -> R
     )
 
 
-def rnn_state_dict(model: dict, generator: dict, config: RNNSeq2SeqConfig) -> dict[str, torch.Tensor]:
-    """OpenNMT-py's parameter names -> hf_s2s's; a checkpoint tensor left unmapped is an error naming it."""
-    out, left = {}, dict(model)
-
-    def take(name: str) -> torch.Tensor:
-        if name not in left:
-            raise CheckpointError(f"the checkpoint lacks {name}, which an OpenNMT-py RNN of these options has")
-        return left.pop(name).float()
-
-    out["model.encoder.embed_tokens.weight"] = take("encoder.embeddings.make_embedding.emb_luts.0.weight")
-    out["model.decoder.embed_tokens.weight"] = take("decoder.embeddings.make_embedding.emb_luts.0.weight")
-    for name in [n for n in left if n.startswith("encoder.rnn.")]:  # nn.LSTM / nn.GRU: the same names
+def rnn_state_dict(model: dict, generator: dict, config: RNNSeq2SeqConfig,
+                   opt: dict) -> dict[str, torch.Tensor]:
+    """OpenNMT-py's parameter names -> hf_s2s's; a checkpoint tensor left unmapped is an error naming it.
+    Under -share_embeddings both token tables are written (hf_s2s's RNN keeps one a side): equal, checked."""
+    take, out = Tensors(model, "an OpenNMT-py RNN of these options"), {}
+    tables = {name: take(name) for name in EMBEDDINGS.values()}
+    if opt.get("share_embeddings"):
+        check_same(tables, "-share_embeddings")
+    out["model.encoder.embed_tokens.weight"] = tables[EMBEDDINGS["encoder"]]
+    out["model.decoder.embed_tokens.weight"] = tables[EMBEDDINGS["decoder"]]
+    for name in [n for n in take.left if n.startswith("encoder.rnn.")]:  # nn.LSTM / nn.GRU: the same names
         out["model.encoder." + name.removeprefix("encoder.")] = take(name)
     for kind in range(2 if config.cell_type == "lstm" else 1):
         if config.decoder_init == "final_states_bridge":
@@ -179,12 +203,9 @@ def rnn_state_dict(model: dict, generator: dict, config: RNNSeq2SeqConfig) -> di
         out["model.decoder.attention.energy.weight"] = take("decoder.attn.v.weight")
     readout = take("decoder.attn.linear_out.weight")
     out["model.decoder.readout.weight"] = readout
-    bias = "decoder.attn.linear_out.bias"
-    out["model.decoder.readout.bias"] = take(bias) if bias in left else readout.new_zeros(readout.shape[0])
-    if left:
-        raise CheckpointError(f"the checkpoint holds parameters this converter does not know: {sorted(left)[:5]}; "
-                              "they belong to an option it does not support")
-    out.update(generator_state(generator))
+    out["model.decoder.readout.bias"] = take.bias_or_zeros("decoder.attn.linear_out.bias", readout)
+    take.finish()
+    out.update(generator_state(generator, opt, out))
     return out
 
 
@@ -203,8 +224,8 @@ def check_transformer_options(opt: dict) -> None:
 
 def transformer_config(opt: dict, source_vocab: list[str], target_vocab: list[str]) -> TransformerSeq2SeqConfig:
     """The transformer_seq2seq config whose math is OpenNMT-py's for these options: pre-LN layers with final
-    LayerNorms, embeddings x sqrt(d) + interleaved sinusoids from position 0, LayerNorm eps -norm_eps, a generator
-    with a bias, sources without </s>."""
+    LayerNorms, embeddings x sqrt(d) + interleaved sinusoids from position 0, LayerNorm eps -norm_eps, a
+    generator with a bias, sources without </s>."""
     shared = bool(opt.get("share_embeddings"))
     return TransformerSeq2SeqConfig(
         vocab_size=len(source_vocab),
@@ -234,91 +255,81 @@ def transformer_config(opt: dict, source_vocab: list[str], target_vocab: list[st
     )
 
 
-def transformer_state_dict(model: dict, generator: dict, config: TransformerSeq2SeqConfig) -> dict[str, torch.Tensor]:
-    """OpenNMT-py's Transformer parameter names -> hf_s2s's: separate query/key/value Linears concatenated into the
-    fused ``qkv_proj`` (self-attention, order q, k, v) and ``kv_proj`` (cross-attention, k, v); biases absent
-    without ``-add_qkvbias`` / ``-add_ffnbias`` become zeros. The stored sinusoid tables (``pe.pe``) are checked
-    against hf_s2s's (its ``position_embedding_layout``) and dropped. A checkpoint tensor left unmapped is an error
-    naming it."""
-    out, left = {}, dict(model)
-    d_model = config.d_model
+# The names of a Transformer layer's modules (hf_s2s's: OpenNMT-py's); the encoder's and the decoder's layers
+# share the self-attention's and the feed-forward's, and differ in their LayerNorms' names and the decoder's
+# cross-attention
+SELF_ATTENTION = {
+    "self_attn.qkv_proj": ("self_attn.linear_query", "self_attn.linear_keys", "self_attn.linear_values"),
+    "self_attn.out_proj": ("self_attn.final_linear",),
+}
+FEED_FORWARD = {"final_layer_norm": ("feed_forward.layer_norm",), "ffn.fc1": ("feed_forward.w_1",),
+                "ffn.fc2": ("feed_forward.w_2",)}
+CROSS_ATTENTION = {"encoder_attn.q_proj": ("context_attn.linear_query",),
+                   "encoder_attn.kv_proj": ("context_attn.linear_keys", "context_attn.linear_values"),
+                   "encoder_attn.out_proj": ("context_attn.final_linear",)}
+# Linears have biases only with -add_qkvbias / -add_ffnbias: absent, they are zeros
+LINEARS = frozenset(SELF_ATTENTION) | frozenset(CROSS_ATTENTION) | {"ffn.fc1", "ffn.fc2"}
+ENCODER_LAYER = LayerMapping(
+    source="encoder.transformer.{layer}", target="model.encoder.layers.{layer}",
+    modules={"self_attn_layer_norm": ("layer_norm",), **SELF_ATTENTION, **FEED_FORWARD},
+    optional_bias=LINEARS)
+DECODER_LAYER = LayerMapping(
+    source="decoder.transformer_layers.{layer}", target="model.decoder.layers.{layer}",
+    modules={"self_attn_layer_norm": ("layer_norm_1",), **SELF_ATTENTION,
+             "encoder_attn_layer_norm": ("layer_norm_2",), **CROSS_ATTENTION, **FEED_FORWARD},
+    optional_bias=LINEARS)
 
-    def take(name: str) -> torch.Tensor:
-        if name not in left:
-            raise CheckpointError(f"the checkpoint lacks {name}, which an OpenNMT-py Transformer of these options has")
-        return left.pop(name).float()
 
-    def linear(source: str, target: str) -> None:
-        weight = take(f"{source}.weight")
-        out[f"{target}.weight"] = weight
-        bias = f"{source}.bias"
-        out[f"{target}.bias"] = take(bias) if bias in left else weight.new_zeros(weight.shape[0])
+def embedding_tables(take: Tensors, opt: dict) -> dict[str, torch.Tensor]:
+    """The token tables: one, the encoder's, under -share_embeddings (OpenNMT-py's decoder table is the same
+    tensor, saved under both names); else one a side."""
+    tables = {side: take(name) for side, name in EMBEDDINGS.items()}
+    if opt.get("share_embeddings"):
+        check_same({EMBEDDINGS[side]: tables[side] for side in tables}, "-share_embeddings")
+        del tables["decoder"]
+    return {f"model.{side}.embed_tokens.weight": table for side, table in tables.items()}
 
-    def fused(source: str, parts: tuple[str, ...], target: str) -> None:
-        for part in parts:
-            linear(f"{source}.linear_{part}", f"{target}.{part}")
-        for kind in ("weight", "bias"):
-            out[f"{target}.{kind}"] = torch.cat([out.pop(f"{target}.{part}.{kind}") for part in parts])
 
-    def layer_norm(source: str, target: str) -> None:
-        for kind in ("weight", "bias"):
-            out[f"{target}.{kind}"] = take(f"{source}.{kind}")
-
+def transformer_state_dict(model: dict, generator: dict, config: TransformerSeq2SeqConfig,
+                           opt: dict) -> dict[str, torch.Tensor]:
+    """OpenNMT-py's Transformer parameter names -> hf_s2s's (``ENCODER_LAYER``, ``DECODER_LAYER``): separate
+    query/key/value Linears concatenated into the fused ``qkv_proj`` / ``kv_proj``; biases absent without
+    ``-add_qkvbias`` / ``-add_ffnbias`` become zeros. The stored sinusoid tables (``pe.pe``) are checked
+    against hf_s2s's (its ``position_embedding_layout``) and dropped. A checkpoint tensor left unmapped is an
+    error naming it."""
+    take = Tensors(model, "an OpenNMT-py Transformer of these options")
+    out = {}
     for side in ("encoder", "decoder"):
         table = take(f"{side}.embeddings.make_embedding.pe.pe")[:, 0]  # (max_len, D)
-        ours = sinusoidal_positions(torch.arange(table.shape[0]), d_model, config.position_embedding_layout)
+        layout = config.position_embedding_layout
+        ours = sinusoidal_positions(torch.arange(table.shape[0]), config.d_model, layout)
         if not torch.allclose(table, ours, atol=1e-4):
             kind = next(k for k, v in POSITION_LAYOUTS.items() if v == config.position_embedding_layout)
             raise CheckpointError(f"{side}.embeddings.make_embedding.pe.pe is not the {kind} table hf_s2s computes: "
                                   "the converter cannot reproduce these positions")
-        layer_norm(f"{side}.layer_norm", f"model.{side}.layer_norm")
-    out["model.encoder.embed_tokens.weight"] = take("encoder.embeddings.make_embedding.emb_luts.0.weight")
-    decoder_table = take("decoder.embeddings.make_embedding.emb_luts.0.weight")
-    if config.share_encoder_decoder_embeddings:
-        if not torch.equal(decoder_table, out["model.encoder.embed_tokens.weight"]):
-            raise CheckpointError("-share_embeddings is set but the encoder's and decoder's tables differ")
-    else:
-        out["model.decoder.embed_tokens.weight"] = decoder_table
-    for layer in range(config.encoder_layers):
-        source, target = f"encoder.transformer.{layer}", f"model.encoder.layers.{layer}"
-        layer_norm(f"{source}.layer_norm", f"{target}.self_attn_layer_norm")
-        fused(f"{source}.self_attn", ("query", "keys", "values"), f"{target}.self_attn.qkv_proj")
-        linear(f"{source}.self_attn.final_linear", f"{target}.self_attn.out_proj")
-        layer_norm(f"{source}.feed_forward.layer_norm", f"{target}.final_layer_norm")
-        linear(f"{source}.feed_forward.w_1", f"{target}.ffn.fc1")
-        linear(f"{source}.feed_forward.w_2", f"{target}.ffn.fc2")
-    for layer in range(config.decoder_layers):
-        source, target = f"decoder.transformer_layers.{layer}", f"model.decoder.layers.{layer}"
-        layer_norm(f"{source}.layer_norm_1", f"{target}.self_attn_layer_norm")
-        fused(f"{source}.self_attn", ("query", "keys", "values"), f"{target}.self_attn.qkv_proj")
-        linear(f"{source}.self_attn.final_linear", f"{target}.self_attn.out_proj")
-        layer_norm(f"{source}.layer_norm_2", f"{target}.encoder_attn_layer_norm")
-        linear(f"{source}.context_attn.linear_query", f"{target}.encoder_attn.q_proj")
-        fused(f"{source}.context_attn", ("keys", "values"), f"{target}.encoder_attn.kv_proj")
-        linear(f"{source}.context_attn.final_linear", f"{target}.encoder_attn.out_proj")
-        layer_norm(f"{source}.feed_forward.layer_norm", f"{target}.final_layer_norm")
-        linear(f"{source}.feed_forward.w_1", f"{target}.ffn.fc1")
-        linear(f"{source}.feed_forward.w_2", f"{target}.ffn.fc2")
-    if left:
-        raise CheckpointError(f"the checkpoint holds parameters this converter does not know: {sorted(left)[:5]}; "
-                              "they belong to an option it does not support")
-    out.update(generator_state(generator))
-    if config.tie_word_embeddings:
-        target_table = out["model.decoder.embed_tokens.weight" if "model.decoder.embed_tokens.weight" in out
-                           else "model.encoder.embed_tokens.weight"]
-        if not torch.equal(out["lm_head.weight"], target_table):
-            raise CheckpointError("-share_decoder_embeddings is set but the generator's weight is not the target "
-                                  "embedding table")
+        for kind in ("weight", "bias"):
+            out[f"model.{side}.layer_norm.{kind}"] = take(f"{side}.layer_norm.{kind}")
+    out.update(embedding_tables(take, opt))
+    out.update(map_layers(take, ENCODER_LAYER, config.encoder_layers))
+    out.update(map_layers(take, DECODER_LAYER, config.decoder_layers))
+    take.finish()
+    out.update(generator_state(generator, opt, out))
     return out
 
 
-def generator_state(generator: dict) -> dict[str, torch.Tensor]:
-    """OpenNMT-py's generator (a Linear with a bias) as hf_s2s's lm_head."""
-    generator = dict(generator)
-    unknown = sorted(set(generator) - {"weight", "bias"})
-    if unknown:
-        raise CheckpointError(f"the generator holds {unknown}: only OpenNMT-py's Linear generator is supported")
-    return {"lm_head.weight": generator["weight"].float(), "lm_head.bias": generator["bias"].float()}
+def generator_state(generator: dict, opt: dict, mapped: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """OpenNMT-py's generator (a Linear with a bias) as hf_s2s's lm_head; under -share_decoder_embeddings its
+    weight is the target token table (``mapped`` holds it), checked equal."""
+    take = Tensors(generator, "OpenNMT-py's generator")
+    out = {"lm_head.weight": take("weight"), "lm_head.bias": take("bias")}
+    if take.left:
+        raise CheckpointError(f"the generator holds {sorted(take.left)}: only OpenNMT-py's Linear generator "
+                              "is supported")
+    if opt.get("share_decoder_embeddings"):
+        table = mapped.get("model.decoder.embed_tokens.weight", mapped["model.encoder.embed_tokens.weight"])
+        check_same({"generator.weight": out["lm_head.weight"], EMBEDDINGS["decoder"]: table},
+                   "-share_decoder_embeddings")
+    return out
 
 
 def vocabularies(checkpoint: dict) -> tuple[list[str], list[str]]:
@@ -335,10 +346,11 @@ def vocabularies(checkpoint: dict) -> tuple[list[str], list[str]]:
 def opennmt_max_lengths(source_lengths: list[int], batch_size: int = TRANSLATE_DEFAULTS["batch_size"],
                         max_length: int = TRANSLATE_DEFAULTS["max_length"],
                         max_length_ratio: float = TRANSLATE_DEFAULTS["max_length_ratio"]) -> list[int]:
-    """The most tokens ``onmt_translate`` (3.5.1, ``-batch_type sents``) lets each input line generate, </s> not
-    counted: it sorts the lines by source length (stably), cuts them into batches of ``batch_size`` and gives a whole
-    batch ``int(min(max_length, longest source x max_length_ratio + 5))`` (``Translator.translate_batch``). So a
-    line's cap depends on its neighbours; ``generate(max_new_tokens=...)`` per line reproduces it."""
+    """The most tokens ``onmt_translate`` (3.5.1, ``-batch_type sents``) lets each input line generate, </s>
+    not counted: it sorts the lines by source length (stably), cuts them into batches of ``batch_size`` and
+    gives a whole batch ``int(min(max_length, longest source x max_length_ratio + 5))``
+    (``Translator.translate_batch``). So a line's cap depends on its neighbours;
+    ``generate(max_new_tokens=...)`` per line reproduces it."""
     order = sorted(range(len(source_lengths)), key=lambda i: source_lengths[i])
     caps = [max_length] * len(source_lengths)
     for start in range(0, len(order), batch_size):
@@ -350,6 +362,20 @@ def opennmt_max_lengths(source_lengths: list[int], batch_size: int = TRANSLATE_D
     return caps
 
 
+def not_carried_over(opt: dict) -> list[str]:
+    """What OpenNMT-py did to the text around the model that the converted folder does not do: the transforms
+    of the training options that change a sentence at translation time (segmentation, normalization,
+    prefixes...). The training-only ones (filters, noise, augmentation) need nothing."""
+    notes = []
+    for name in sorted(set(opt.get("transforms") or []) - TRAINING_ONLY_TRANSFORMS):
+        files = {key: opt[key] for key in TRANSFORM_FILES.get(name, ()) if opt.get(key)}
+        shown = "".join(f" -{key} {value}" for key, value in files.items())
+        notes.append(f"-transforms {name}{shown}: OpenNMT-py applied it to the text; {APPLY_YOURSELF}")
+    if opt.get("share_embeddings") and opt.get("encoder_type") != "transformer":
+        notes.append(f"-share_embeddings: {RNN_TABLES_COPIED}")
+    return notes
+
+
 @register(TOOLKIT)
 def convert(checkpoint: Path, **files) -> Converted:
     """An OpenNMT-py 3.x checkpoint (vocabularies and options inside it) as an hf_s2s model and tokenizer."""
@@ -358,9 +384,14 @@ def convert(checkpoint: Path, **files) -> Converted:
         raise ValueError(f"an OpenNMT-py checkpoint holds its vocabularies and options; {unused} is not used")
     data = load_checkpoint(checkpoint, TOOLKIT)
     for key in ("model", "generator", "vocab", "opt"):
-        if key not in data:
+        if data.get(key) is None:
             raise CheckpointError(f"{checkpoint} lacks {key!r}: not an OpenNMT-py checkpoint")
-    opt = options(data["opt"])
+    for key in ("model", "generator"):
+        if not isinstance(data[key], dict):
+            kind = type(data[key]).__name__
+            raise CheckpointError(f"{checkpoint}'s {key!r} is a {kind}, not a state dict: not an OpenNMT-py "
+                                  "3.x checkpoint")
+    opt = options(data["opt"], f"{checkpoint}'s options (opt)")
     transformer = opt.get("encoder_type") == "transformer"
     (check_transformer_options if transformer else check_options)(opt)
     source_vocab, target_vocab = vocabularies(data)
@@ -368,14 +399,14 @@ def convert(checkpoint: Path, **files) -> Converted:
     if source_vocab.index(SPECIALS.pad) != config.pad_token_id:
         raise CheckpointError("the source and target vocabularies put <blank> at different ids")
     if transformer:
-        model = TransformerSeq2SeqForConditionalGeneration(config)
-        state = transformer_state_dict(data["model"], data["generator"], config)
+        state = transformer_state_dict(data["model"], data["generator"], config, opt)
     else:
-        model = RNNSeq2SeqForConditionalGeneration(config)
-        state = rnn_state_dict(data["model"], data["generator"], config)
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    if missing or unexpected:
-        raise CheckpointError(f"conversion mismatch: missing {missing}, unexpected {unexpected}")
+        state = rnn_state_dict(data["model"], data["generator"], config, opt)
+    check_vocabulary_sizes(state, len(source_vocab), len(target_vocab), f"{checkpoint}'s vocab['src']",
+                           f"{checkpoint}'s vocab['tgt']")
+    model = (TransformerSeq2SeqForConditionalGeneration if transformer
+             else RNNSeq2SeqForConditionalGeneration)(config)
+    load_converted(model, state)
     model.eval()
     model.generation_config = GenerationConfig(
         decoder_start_token_id=config.decoder_start_token_id, bos_token_id=config.bos_token_id,
@@ -383,25 +414,28 @@ def convert(checkpoint: Path, **files) -> Converted:
         num_beams=TRANSLATE_DEFAULTS["beam_size"], length_penalty=1.0, early_stopping=True,
         max_length=TRANSLATE_DEFAULTS["max_length"] + 1,  # the decoder start token counts in generate's max_length
     )
-    # onmt_translate's -max_length_ratio cap for a batch of one line: floor(1.25 x source length + 5) tokens
+    # onmt_translate lets a batch of one line run int(1.25 x source length + 5) decoding steps and stops a
+    # line that has not produced </s> by then (DecodeStrategy.ensure_max_length): that many tokens, </s> not
+    # counted. hf_s2s's bound counts the </s> it forces: b + 1.
     model.generation_config.max_len_a = TRANSLATE_DEFAULTS["max_length_ratio"]
-    model.generation_config.max_len_b = 5
+    model.generation_config.max_len_b = 5 + 1
     model._set_default_generation_length()
     tokenizer = translation_tokenizer(source_vocab, target_vocab, SPECIALS, source_eos=False)
     if transformer:
         details = {"encoder_type": "transformer", "layers": [opt["enc_layers"], opt["dec_layers"]],
                    "hidden_size": opt["enc_hid_size"], "heads": opt["heads"], "transformer_ff": opt["transformer_ff"],
                    "position_encoding_type": opt.get("position_encoding_type"), "norm_eps": config.layer_norm_eps,
-                   "add_qkvbias": bool(opt.get("add_qkvbias")), "add_ffnbias": bool(opt.get("add_ffnbias")),
-                   "share_embeddings": bool(opt.get("share_embeddings")),
-                   "share_decoder_embeddings": bool(opt.get("share_decoder_embeddings"))}
+                   "add_qkvbias": bool(opt.get("add_qkvbias")), "add_ffnbias": bool(opt.get("add_ffnbias"))}
     else:
         details = {"rnn_type": opt["rnn_type"], "encoder_type": opt["encoder_type"],
                    "global_attention": opt["global_attention"], "input_feed": int(opt.get("input_feed", 1)),
                    "bridge": bool(opt.get("bridge")), "layers": opt["dec_layers"], "hidden_size": opt["dec_hid_size"]}
+    details.update({name: bool(opt.get(name)) for name in ("share_vocab", "share_embeddings",
+                                                            "share_decoder_embeddings")})
     details["transforms"] = sorted(opt.get("transforms") or [])
     architecture = "transformer" if transformer else "rnn"
-    return Converted(model=model, tokenizer=tokenizer, toolkit=TOOLKIT, architecture=architecture, details=details)
+    return Converted(model=model, tokenizer=tokenizer, toolkit=TOOLKIT, architecture=architecture,
+                     details=details, not_carried_over=not_carried_over(opt))
 
 
 __all__ = ["convert", "opennmt_max_lengths"]

@@ -1,18 +1,20 @@
 """A toolkit's vocabulary as a transformers tokenizer that maps every token to the id the toolkit gave it.
 
-The old toolkits read text already split into tokens (words, or subwords from an external BPE / SentencePiece step
-that the user ran before training and runs before translating): a line is its tokens separated by spaces. The
-tokenizer here does exactly that, a whitespace split and a word-level lookup in the toolkit's own order, so a
-converted folder sees the same ids the toolkit saw. Segmenting raw text into subwords stays the user's step, as it
-was with the toolkit.
+The old toolkits read text already split into tokens (words, or subwords from an external BPE / SentencePiece
+step that the user ran before training and runs before translating): a line is its tokens separated by spaces.
+The tokenizer here does exactly that, a whitespace split and a word-level lookup in the toolkit's own order,
+so a converted folder sees the same ids the toolkit saw. Segmenting raw text into subwords stays the user's
+step, as it was with the toolkit.
 """
 
 from dataclasses import dataclass
 
+import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from ..data.tokenization import TranslationTokenizers
+from .checkpoints import CheckpointError
 
 
 @dataclass(frozen=True)
@@ -26,9 +28,9 @@ class SpecialTokens:
 
 
 def word_level_tokenizer(tokens: list[str], specials: SpecialTokens, append_eos: bool) -> PreTrainedTokenizerFast:
-    """A tokenizer over ``tokens`` (token i gets id i, the toolkit's order) that splits on whitespace and, when
-    ``append_eos``, ends every encoded sequence with the end token (the toolkits that give the encoder an end token
-    do so; the decoder's labels always end with it)."""
+    """A tokenizer over ``tokens`` (token i gets id i, the toolkit's order) that splits on whitespace and,
+    when ``append_eos``, ends every encoded sequence with the end token (the toolkits that give the encoder an
+    end token do so; the decoder's labels always end with it)."""
     duplicates = sorted({token for token in tokens if tokens.count(token) > 1}) if len(set(tokens)) < len(tokens) else []
     if duplicates:
         raise ValueError(f"the vocabulary lists {', '.join(map(repr, duplicates[:5]))} more than once: ids would be "
@@ -53,8 +55,8 @@ def word_level_tokenizer(tokens: list[str], specials: SpecialTokens, append_eos:
 def translation_tokenizer(source_tokens: list[str], target_tokens: list[str], specials: SpecialTokens,
                           source_eos: bool) -> PreTrainedTokenizerBase:
     """One tokenizer for the converted folder: joint when both sides list the same tokens, else the
-    separate-vocabulary tokenizer (sources encode with the source vocabulary, ``text_target=`` and ``decode`` use
-    the target one). Labels always end with the end token; sources do when ``source_eos``."""
+    separate-vocabulary tokenizer (sources encode with the source vocabulary, ``text_target=`` and ``decode``
+    use the target one). Labels always end with the end token; sources do when ``source_eos``."""
     for side, tokens in (("source", source_tokens), ("target", target_tokens)):
         ids = [tokens.index(token) if token in tokens else None for token in (specials.unk, specials.pad, specials.eos)]
         if None in ids:
@@ -71,4 +73,22 @@ def translation_tokenizer(source_tokens: list[str], target_tokens: list[str], sp
     return TranslationTokenizers(source, target).as_tokenizer()
 
 
-__all__ = ["SpecialTokens", "translation_tokenizer", "word_level_tokenizer"]
+def check_vocabulary_sizes(state: dict[str, torch.Tensor], source_size: int, target_size: int,
+                           source_from: str, target_from: str) -> None:
+    """Refuse vocabularies whose sizes are not the converted model's token tables' (``state``, hf_s2s names):
+    the source one against the encoder's table, the target one against the decoder's (the encoder's when
+    shared) and the output layer's rows. ``source_from`` / ``target_from`` say where each vocabulary was
+    read."""
+    encoder = state["model.encoder.embed_tokens.weight"]
+    tables = [("source", source_size, source_from, "the encoder's token table", encoder),
+              ("target", target_size, target_from, "the decoder's token table",
+               state.get("model.decoder.embed_tokens.weight", encoder)),
+              ("target", target_size, target_from, "the output layer", state.get("lm_head.weight"))]
+    for side, size, where, what, table in tables:
+        if table is not None and table.shape[0] != size:
+            raise CheckpointError(f"{where} lists {size} {side} tokens (specials included), but {what} in "
+                                  f"the checkpoint has {table.shape[0]} rows: not this model's {side} "
+                                  "vocabulary")
+
+
+__all__ = ["SpecialTokens", "check_vocabulary_sizes", "translation_tokenizer", "word_level_tokenizer"]

@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from .attention import eager_attention
-from .decoding import batches_by_length, is_blank
-from .translate import DEFAULT_BATCH_SIZE, _source_limit, check_decoding_options, encode_sources
+from .decoding import batches_by_length, check_count, is_blank
+from .translate import DEFAULT_BATCH_SIZE, _source_limit, encode_sources
 
 
 def _encode(model, tokenizer, sentences: list[str], max_source_length: int | None) -> list[list[int]]:
@@ -25,12 +25,12 @@ def _pad(model, tokenizer, encoded: list[list[int]]) -> dict[str, torch.Tensor]:
     return batch.to(next(model.parameters()).device)
 
 
-def check_has_encoder_attention(model) -> None:
-    """Refuse a model whose encoder has no self-attention (the RNN family: a GRU/LSTM reads the source in order)."""
-    config = model.config
+def check_has_encoder_attention(config, name: str = "the model") -> None:
+    """Refuse, from its config, a model (``name``) whose encoder has no self-attention (the RNN family: a GRU/LSTM
+    reads the source in order)."""
     if getattr(config, "encoder_attention_heads", None) is None:
         raise ValueError(
-            f"{type(model).__name__} ({config.model_type}) has no encoder self-attention: its encoder is a "
+            f"{name} ({config.model_type}) has no encoder self-attention: its encoder is a "
             f"{str(getattr(config, 'cell_type', 'recurrent')).upper()} network; encoder attention needs a Transformer "
             "(model_type 'transformer_seq2seq'). Its decoder's attention over the source is the alignment "
             "(hf_s2s.inference.translate.alignment, translate --plot-alignment)"
@@ -46,7 +46,7 @@ def encoder_attention(model, tokenizer, sentences: list[str], *, max_source_leng
     row sums to 1, and padding columns (keys) and padding rows (a pad position is no token) are exactly 0; the
     tokens of sentence n are its first ``len(tokens[n])`` positions. The eager kernel is switched on for the pass
     (the others return no weights). A Transformer only: see :func:`check_has_encoder_attention`."""
-    check_has_encoder_attention(model)
+    check_has_encoder_attention(model.config, type(model).__name__)
     model.eval()
     batch = _pad(model, tokenizer, _encode(model, tokenizer, sentences, max_source_length))
     with eager_attention([model]):
@@ -65,7 +65,7 @@ def sentence_embeddings(model, tokenizer, sentences: list[str], *, batch_size: i
     """One vector per sentence: the mean of the encoder's memory over its real tokens (its </s> included, padding
     never), for both families. Sentences are encoded in batches of similar length; a sentence's vector does not
     depend on its batch. Returns (N, E) float32 on the model's device."""
-    check_decoding_options(num_beams=None, batch_size=batch_size)
+    check_count("batch_size", batch_size)
     if not sentences:
         raise ValueError("sentence_embeddings got no sentences")
     blank = [i for i, sentence in enumerate(sentences) if is_blank(sentence)]

@@ -26,10 +26,10 @@ What has to be translated between the two conventions (checked against CTranslat
 :func:`translate_ctranslate2` translates sentences with the exported model as ``translate()`` does with the model: the
 options completed from the folder's generation config by the same function
 (:func:`hf_s2s.inference.translate.resolve_options`, the length bound and the minimum and maximum lengths included),
-the same input lines
-(:func:`hf_s2s.inference.decoding.decode_lines`), and what CTranslate2 decodes otherwise than generate() refused
-by name (:func:`ctranslate2_options`); ``hf-s2s translate --engine ctranslate2`` and ``hf-s2s serve --engine
-ctranslate2`` use it through :mod:`hf_s2s.inference.engines`.
+what CTranslate2 decodes otherwise than generate() refused by name (:func:`check_ctranslate2_options`), and the same
+input lines (:func:`hf_s2s.inference.decoding.decode_lines`). The ctranslate2 engine of :mod:`hf_s2s.inference.engines`
+(``hf-s2s translate --engine ctranslate2``, ``hf-s2s serve --engine ctranslate2``) resolves its options itself and
+decodes with :func:`translate_ctranslate2_with_options`.
 
 ctranslate2 is an optional dependency (``pip install 'hf_s2s[ctranslate2]'``); this module imports it only when
 called.
@@ -47,7 +47,7 @@ from ..models.modeling_common import DEFAULT_GENERATION_MAX_LENGTH, source_lengt
 from ..models.modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
 from ..models.output_record import check_output_folder, clear_output, record_output
 from .decoding import DecodingOptions, decode_lines
-from .translate import DEFAULT_BATCH_SIZE, Hypothesis, _source_limit, check_translation, tokenizer_encoder
+from .translate import DEFAULT_BATCH_SIZE, Hypothesis, _source_limit, resolve_options, tokenizer_encoder
 
 # Positions a sinusoidal model's exported table holds at least (max_position_embeddings if more), source and target
 # alike: CTranslate2 truncates inputs to 1024 tokens by default, so every input it accepts by default has them.
@@ -333,14 +333,12 @@ def _generated(output, eos_token: str) -> int:
     return len(tokens) - (tokens[-1:] == [eos_token])
 
 
-def ctranslate2_options(model, *, batch_size: int = DEFAULT_BATCH_SIZE, **call) -> DecodingOptions:
-    """:func:`hf_s2s.inference.translate.check_translation` for CTranslate2: ``call``'s options completed from
-    ``model``'s generation config as for generate(), refusing, by name, what CTranslate2 decodes otherwise: a
-    generation setting other than ``CTRANSLATE2_SETTINGS``, and with beam search a minimum length or suppressed
-    tokens (CTranslate2 removes the tokens before it normalizes the probabilities, generate() after, so other
-    hypotheses win) and an early_stopping set to False or "never" (CTranslate2 ends a sentence once num_beams
-    hypotheses have finished: generate()'s early_stopping=True; unset, it is CTranslate2's own search)."""
-    options = check_translation(model, batch_size=batch_size, engine=ENGINE, implements=CTRANSLATE2_SETTINGS, **call)
+def check_ctranslate2_options(options: DecodingOptions) -> None:
+    """Refuse, by name, options CTranslate2 decodes otherwise than generate() with beam search: a minimum length or
+    suppressed tokens (CTranslate2 removes the tokens before it normalizes the probabilities, generate() after, so
+    other hypotheses win) and an early_stopping set to False or "never" (CTranslate2 ends a sentence once num_beams
+    hypotheses have finished: generate()'s early_stopping=True; unset, it is CTranslate2's own search). The generation
+    settings it does not implement are refused while the options are resolved (``CTRANSLATE2_SETTINGS``)."""
     if options.num_beams > 1:
         beam_only = [f"{name}={value!r}" for name, value, refused in (
             ("min_new_tokens", options.min_new_tokens, options.min_new_tokens > 0),
@@ -351,6 +349,14 @@ def ctranslate2_options(model, *, batch_size: int = DEFAULT_BATCH_SIZE, **call) 
                              f"with {', '.join(beam_only)} (from the generation config or the call; min_length counts "
                              "as min_new_tokens): decode with num_beams 1 (--beams 1), or with generate() (--engine "
                              "torch)")
+
+
+def ctranslate2_options(model, **call) -> DecodingOptions:
+    """``call``'s options (generate()'s names) completed from ``model``'s generation config as for generate()
+    (:func:`hf_s2s.inference.translate.resolve_options`), refusing, by name, a generation setting other than
+    ``CTRANSLATE2_SETTINGS`` and what :func:`check_ctranslate2_options` refuses."""
+    options = resolve_options(model, engine=ENGINE, implements=CTRANSLATE2_SETTINGS, **call)
+    check_ctranslate2_options(options)
     return options
 
 
@@ -361,9 +367,18 @@ def translate_ctranslate2(translator, model, tokenizer, sentences: list[str], *,
     exported with ``tokenizer``): the same options (``call``: ``num_beams``, ``max_new_tokens``, ``max_len_a``, ...,
     generate()'s names), completed from ``model``'s generation config by the same function and refused where
     CTranslate2 decodes otherwise (:func:`ctranslate2_options`; ``model`` may be any object with the exported model's
-    ``config`` and ``generation_config``), the same blank lines, cut sources and length-sorted batches
-    (:func:`hf_s2s.inference.decoding.decode_lines`); returns each sentence's ``num_return_sequences`` best
-    hypotheses.
+    ``config`` and ``generation_config``), then :func:`translate_ctranslate2_with_options`."""
+    return translate_ctranslate2_with_options(translator, model, tokenizer, sentences, ctranslate2_options(model, **call),
+                                              batch_size=batch_size, max_source_length=max_source_length, scores=scores)
+
+
+def translate_ctranslate2_with_options(translator, model, tokenizer, sentences: list[str], options: DecodingOptions, *,
+                                       batch_size: int = DEFAULT_BATCH_SIZE, max_source_length: int | None = None,
+                                       scores: bool = True) -> list[list[Hypothesis]]:
+    """Each sentence's ``options.num_return_sequences`` best hypotheses, with options already resolved for CTranslate2
+    (:func:`ctranslate2_options`, or the ctranslate2 engine's), which are not checked again; the input lines as every
+    engine reads them (:func:`hf_s2s.inference.decoding.decode_lines`: blank lines, cut sources, length-sorted
+    batches).
 
     The source-relative length bound, which CTranslate2 lacks (its ``max_decoding_length`` holds for a whole batch):
     a row may generate its bound minus one token, then ends as generate() forces it to, with </s>. Greedy search is
@@ -374,7 +389,6 @@ def translate_ctranslate2(translator, model, tokenizer, sentences: list[str], *,
     Scores are CTranslate2's: greedy, the sum of the token log-probabilities (as ``translate``'s); beam search,
     CTranslate2's length-normalized score. Greedy tokens are ``generate()``'s; beam search's are
     ``generate(..., early_stopping=True)``'s (CTranslate2 ends a sentence once ``num_beams`` hypotheses are done)."""
-    options = ctranslate2_options(model, batch_size=batch_size, **call)
     limit, reason = _source_limit(tokenizer, max_source_length, [model.config])
     target = target_side(tokenizer)
     eos_token = target.convert_ids_to_tokens(_special_token_id(model, "eos_token_id"))
@@ -423,6 +437,6 @@ def translate_ctranslate2(translator, model, tokenizer, sentences: list[str], *,
                         batch_size=batch_size, blank=blank)
 
 
-__all__ = ["CTRANSLATE2_SETTINGS", "SINUSOIDAL_POSITIONS", "build_ctranslate2_spec", "check_export_options",
-           "ctranslate2_options", "export_ctranslate2", "export_vocabularies", "exported_translator",
-           "translate_ctranslate2", "translate_ids"]
+__all__ = ["CTRANSLATE2_SETTINGS", "SINUSOIDAL_POSITIONS", "build_ctranslate2_spec", "check_ctranslate2_options",
+           "check_export_options", "ctranslate2_options", "export_ctranslate2", "export_vocabularies",
+           "exported_translator", "translate_ctranslate2", "translate_ctranslate2_with_options", "translate_ids"]

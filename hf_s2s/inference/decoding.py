@@ -1,10 +1,13 @@
-"""What every way of translating shares: ``generate()`` through :func:`hf_s2s.inference.translate.translate` (the
-torch engine), CTranslate2 (:func:`hf_s2s.inference.ctranslate2.translate_ctranslate2`) and the ONNX runtime
-(:class:`hf_s2s.inference.onnx_runtime.OnnxSeq2Seq`).
+"""What every engine shares (:mod:`hf_s2s.inference.engines`: ``generate()`` through
+:func:`hf_s2s.inference.translate.translate_with_options`, CTranslate2 through
+:func:`hf_s2s.inference.ctranslate2.translate_ctranslate2_with_options`, and the ONNX runtime,
+:class:`hf_s2s.inference.onnx_runtime.OnnxSeq2Seq`).
 
 - :meth:`DecodingOptions.resolve`: a call's options completed from a folder's generation config as ``generate()``
-  completes them (the call's value, else the config's, else transformers' default), checked, and every other setting
-  of the config that changes the tokens refused by name where the engine does not implement it.
+  completes them (the call's value, else the config's, else transformers' default, but for the families'
+  own max_length), checked (:func:`check_values`, the one place each option's check lives), and every other setting
+  of the config that changes the tokens refused by name where the engine does not implement it. :func:`check_call`
+  runs the same checks on a command line's values alone, before any folder is read.
 - :func:`decode_lines`: a blank line is not decoded (its hypotheses are blank), a source longer than the limit
   (:func:`source_limit`) is cut to it and named in one warning, and the rest is decoded in batches of similar length.
 
@@ -22,10 +25,12 @@ from numbers import Real
 # One logger for the warning about cut sources, whichever path decodes (and in an ONNX export's copy of this file).
 logger = logging.getLogger("hf_s2s.inference.decoding")
 
-# generate()'s length where neither the call nor the generation config sets one (transformers 5's
-# GenerationConfig._get_default_generation_params: max_length 20, counted after the decoder's start token), cut to the
-# model's max_position_embeddings decoder positions.
-GENERATE_DEFAULT_NEW_TOKENS = 20
+# The max_length generate() decodes an hf_s2s model with where neither the call nor the generation config sets
+# a length (a folder without generation_config.json), counting the decoder's start token: the families' own
+# (hf_s2s.models.modeling_common.DEFAULT_GENERATION_MAX_LENGTH), not transformers' generic 20; cut to the
+# model's max_position_embeddings decoder positions. A copy, as the limits below are (tests/test_decoding.py
+# proves it against generate()).
+DEFAULT_MAX_LENGTH = 128
 DEFAULT_LENGTH_PENALTY = 1.0
 # Beam search divides a score by length ** penalty: GNMT's alpha and fairseq's --lenpen sit in [0, 2] (negative
 # favours short outputs); within +-5, length ** penalty stays finite in float32 for any output of < 40,000 tokens.
@@ -42,9 +47,19 @@ _SHOWN_CUTS = 10
 OPTIONS = ("num_beams", "num_return_sequences", "max_length", "max_new_tokens", "min_length", "min_new_tokens",
            "length_penalty", "early_stopping", "max_len_a", "max_len_b")
 BOUND = ("max_len_a", "max_len_b")  # None given for both: no source-relative bound (not "not given")
+# hf_s2s's own options beyond generate()'s, each with its value that turns it off: an engine decodes one only where it
+# names it among the settings it implements (the torch engine implements them all).
+OWN_OPTIONS = {"coverage_penalty": 0.0}
 # hf-s2s translate's flag for each option that has one, named in the errors.
 FLAGS = {"num_beams": "--beams", "num_return_sequences": "--nbest", "max_new_tokens": "--max-new-tokens",
-         "length_penalty": "--length-penalty", "batch_size": "--batch-size"}
+         "length_penalty": "--length-penalty", "batch_size": "--batch-size", "max_len_a": "--max-len-a",
+         "max_len_b": "--max-len-b", "no_length_bound": "--no-length-bound", "coverage_penalty": "--coverage-penalty"}
+# Whole-number options and their least value (max_length counts the decoder's start token).
+COUNTS = {"num_beams": 1, "num_return_sequences": 1, "max_new_tokens": 1, "max_length": 2, "min_length": 0,
+          "min_new_tokens": 0}
+# GNMT's beta: Wu et al. 2016 searched [0, 1], and on the reference models 0.05 already costs 6 to 9 BLEU (README);
+# 10 leaves room to experiment while refusing typos and overflows (1e18, inf).
+COVERAGE_PENALTY_LIMIT = 10.0
 
 # The generation config's other fields that change the tokens, each with the value under which generate() decodes as
 # without it. An engine names those it implements (the torch engine is generate(): all of them); a config (or call)
@@ -119,6 +134,17 @@ def check_length_bound(max_len_a, max_len_b, complete: bool = True, names: tuple
                          "set max_len_a or max_len_b above 0, or both to None for no bound")
 
 
+def check_length_bound_flags(max_len_a, max_len_b, flags: tuple[str, str], complete: bool = False) -> None:
+    """:func:`check_length_bound` on a command line's values, each error naming the flags (``flags``): an upper limit
+    by its own flag, the others prefixed with both."""
+    try:
+        check_length_bound(max_len_a, max_len_b, complete=complete, names=flags)
+    except ValueError as error:
+        if str(error).startswith(flags):
+            raise
+        raise ValueError(f"{flags[0]}/{flags[1]}: {error}") from None
+
+
 def check_positions(new_tokens: int, position_limit: int | None, given: str, model: str = "the model") -> None:
     """Refuse more new tokens than a learned position table holds: the decoder embeds the start token and every
     generated token but the last. ``given`` says where ``new_tokens`` comes from, ``model`` names the model."""
@@ -129,16 +155,80 @@ def check_positions(new_tokens: int, position_limit: int | None, given: str, mod
 
 
 def check_settings(config: dict, engine: str, implements: Collection[str], given: Collection[str] = ()) -> None:
-    """Refuse a generation setting (``SETTINGS``) that ``config`` sets to change the tokens and that ``engine`` does not
-    implement (``implements``), naming it and where it is set (``given``: the call's names; the others, the
-    generation config's)."""
-    for name, neutral in SETTINGS.items():
+    """Refuse a generation setting (``SETTINGS``) or an option of hf_s2s's own (``OWN_OPTIONS``) that ``config`` sets
+    to change the tokens and that ``engine`` does not implement (``implements``), naming it and where it is set
+    (``given``: the call's names; the others, the generation config's)."""
+    for name, neutral in {**SETTINGS, **OWN_OPTIONS}.items():
         value = config.get(name)
         unset = value is None or value == neutral or (neutral is None and value in ([], ()))
         if name not in implements and not unset:
             where = "the call" if name in given else "the generation config"
-            raise ValueError(f"{where} sets {name}={value!r}, which {engine} does not implement: set it to {neutral!r} "
-                             "(generate()'s default), or decode with generate() (the torch engine)")
+            flag = f" ({FLAGS[name]})" if name in FLAGS else ""
+            default = "off" if name in OWN_OPTIONS else "generate()'s default"
+            raise ValueError(f"{where} sets {name}={value!r}{flag}, which {engine} does not implement: set it to "
+                             f"{neutral!r} ({default}), or decode with generate() (the torch engine, --engine torch)")
+
+
+def check_coverage_penalty(coverage_penalty, num_beams: int | None, do_sample: bool = False) -> None:
+    """GNMT's coverage penalty beta in [0, COVERAGE_PENALTY_LIMIT], on beam search only (``num_beams`` None: not known
+    yet)."""
+    check_number("coverage_penalty", FLAGS["coverage_penalty"], coverage_penalty, 0.0, COVERAGE_PENALTY_LIMIT,
+                 "GNMT's beta; 0 = off")
+    if coverage_penalty and (num_beams == 1 or do_sample):
+        raise ValueError(f"coverage_penalty (--coverage-penalty {coverage_penalty}) re-ranks beam search hypotheses: "
+                         "it needs num_beams (--beams) > 1 and no sampling")
+
+
+def check_values(values: dict, complete: bool = True) -> None:
+    """Every value of ``values`` (``OPTIONS``, ``OWN_OPTIONS``, generate()'s names), checked: the one place each
+    option's check lives. ``complete``: the options as they decode (DecodingOptions.resolve: unset ones take
+    generate()'s defaults, and the length bound None for both is off); else a command line's values before any
+    folder is read (None: not given, so the checks that need two values run only where both are given), the errors
+    naming its flags."""
+    for name, low in COUNTS.items():
+        if values.get(name) is not None:
+            check_count(name, values[name], low)
+    if values.get("length_penalty") is not None:
+        check_length_penalty(values["length_penalty"])
+    if values.get("early_stopping") not in (None, True, False, "never"):
+        raise ValueError(f"early_stopping must be True, False or 'never', got {values['early_stopping']!r}")
+    max_len_a, max_len_b = values.get("max_len_a"), values.get("max_len_b")
+    if complete:
+        check_length_bound(max_len_a, max_len_b)
+    else:
+        check_length_bound_flags(max_len_a, max_len_b, (FLAGS["max_len_a"], FLAGS["max_len_b"]),
+                                 complete=None not in (max_len_a, max_len_b))
+    do_sample = bool(values.get("do_sample"))
+    default = 1 if complete else None  # generate()'s beam count and hypotheses per sentence; else not known yet
+    num_beams, num_return_sequences = (default if values.get(name) is None else values[name]
+                                       for name in ("num_beams", "num_return_sequences"))
+    if num_beams is not None and num_return_sequences is not None:
+        check_beams(num_beams, num_return_sequences, do_sample)
+    if values.get("coverage_penalty") is not None:
+        check_coverage_penalty(values["coverage_penalty"], num_beams, do_sample)
+
+
+def check_call(**call) -> None:
+    """A command line's decoding options (generate()'s names; None: not given, the generation config decides), checked
+    before any folder is read, so that a wrong value costs no loading (:func:`check_values`, ``complete=False``):
+    :meth:`DecodingOptions.resolve` checks them again with the values the generation config completes them with."""
+    unknown = sorted(set(call) - set(OPTIONS) - set(OWN_OPTIONS))
+    if unknown:
+        raise ValueError(f"unknown decoding option(s) {', '.join(unknown)}; allowed: {', '.join(OPTIONS)}, "
+                         f"{', '.join(OWN_OPTIONS)}")
+    check_values(call, complete=False)
+
+
+def length_bound_call(max_len_a: float | None, max_len_b: int | None, no_length_bound: bool,
+                      flags: tuple[str, str, str] = ("max_len_a", "max_len_b", "no_length_bound")) -> dict:
+    """The source-relative length bound's call options (generate()'s names) from a command line's or a request's three
+    (named by ``flags`` in the error): the values given (None: not given, the generation config keeps its own), or None
+    for both when ``no_length_bound`` turns the bound off, which values given beside it contradict (a ValueError)."""
+    given = {name: value for name, value in zip(BOUND, (max_len_a, max_len_b), strict=True) if value is not None}
+    if no_length_bound and given:
+        named = " and ".join(flag for flag, name in zip(flags, BOUND, strict=False) if name in given)
+        raise ValueError(f"{flags[2]} turns the length bound off; it cannot be combined with {named}")
+    return dict.fromkeys(BOUND) if no_length_bound else given
 
 
 # ---------------------------------------------------------------------------------------------------- options
@@ -147,7 +237,7 @@ def check_settings(config: dict, engine: str, implements: Collection[str], given
 def _new_tokens(config: dict, given: Collection[str], max_position_embeddings: int | None) -> tuple[int, str]:
     """The most tokens generate() generates with ``config`` (the call's values over the generation config's), and
     where that comes from, for the errors: ``max_new_tokens``, else ``max_length`` (which counts the decoder's start
-    token), else transformers' default, cut to ``max_position_embeddings`` decoder positions."""
+    token), else :data:`DEFAULT_MAX_LENGTH`, cut to ``max_position_embeddings`` decoder positions."""
     if config.get("max_new_tokens") is not None:
         where = "max_new_tokens (--max-new-tokens)" if "max_new_tokens" in given else \
             "the generation config's max_new_tokens"
@@ -156,8 +246,8 @@ def _new_tokens(config: dict, given: Collection[str], max_position_embeddings: i
         where = "max_length" if "max_length" in given else "the generation config's max_length"
         new_tokens = config["max_length"] - 1
         return new_tokens, f"{where} {config['max_length']} ({new_tokens} new tokens)"
-    new_tokens = min(GENERATE_DEFAULT_NEW_TOKENS + 1, max_position_embeddings or math.inf) - 1
-    return new_tokens, f"generate()'s default of {new_tokens} new tokens"
+    new_tokens = min(DEFAULT_MAX_LENGTH, max_position_embeddings or math.inf) - 1
+    return new_tokens, f"the default of {new_tokens} new tokens"
 
 
 @dataclass(frozen=True)
@@ -174,27 +264,30 @@ class DecodingOptions:
     max_len_a: float | None  # the source-relative bound: at most floor(max_len_a x source tokens + max_len_b) tokens,
     max_len_b: int | None  # </s> included (None for both: no bound)
     suppress_tokens: tuple[int, ...]  # never generated (the generation config's)
+    coverage_penalty: float = 0.0  # GNMT's coverage penalty beta on beam search (0: off; hf_s2s.inference.penalties)
 
     @classmethod
     def resolve(cls, generation_config: dict, *, engine: str = "generate()", implements: Collection[str] | None = None,
                 max_position_embeddings: int | None = None, position_limit: int | None = None,
-                **call) -> "DecodingOptions":
+                model: str = "the model", **call) -> "DecodingOptions":
         """The options of a call, completed as generate() completes them.
 
         generation_config: the folder's (generation_config.json, or a ``GenerationConfig.to_dict()``), None values
         unset, with the length bound a folder saved without it decodes with. call: ``OPTIONS`` and ``SETTINGS`` in
         generate()'s names; a value None is not given (the config decides), but ``max_len_a``/``max_len_b`` None are
         given: no bound. As generate(): ``max_new_tokens`` wins over ``max_length`` (which counts the start token),
-        wherever each is set; without either, 20 new tokens, at most ``max_position_embeddings`` positions; and
+        wherever each is set; without either, ``DEFAULT_MAX_LENGTH`` - 1 new tokens, at most
+        ``max_position_embeddings`` positions; and
         ``min_new_tokens`` over ``min_length`` alike.
 
-        implements: the ``SETTINGS`` the engine decodes (None: all, generate() itself); another one set to change the
-        tokens is a ValueError naming it and ``engine``. position_limit: a learned position table's rows (None: no
-        limit), which more new tokens than it holds is refused against. Bad values are a ValueError naming the option
-        and what is allowed."""
-        unknown = sorted(set(call) - set(OPTIONS) - set(SETTINGS))
+        implements: the ``SETTINGS`` and ``OWN_OPTIONS`` the engine decodes (None: all, generate() itself); another one
+        set to change the tokens is a ValueError naming it and ``engine``. position_limit: a learned position table's
+        rows (None: no limit), which more new tokens than it holds is refused against, naming ``model``. Bad values
+        are a ValueError naming the option and what is allowed (:func:`check_values`)."""
+        unknown = sorted(set(call) - set(OPTIONS) - set(SETTINGS) - set(OWN_OPTIONS))
         if unknown:
-            raise ValueError(f"unknown decoding option(s) {', '.join(unknown)}; allowed: {', '.join(OPTIONS)}")
+            raise ValueError(f"unknown decoding option(s) {', '.join(unknown)}; allowed: {', '.join(OPTIONS)}, "
+                             f"{', '.join(OWN_OPTIONS)}")
         given = {name: value for name, value in call.items() if value is not None or name in BOUND}
         if given.get("max_new_tokens") is not None and given.get("max_length") is not None:
             raise ValueError(f"give max_new_tokens ({given['max_new_tokens']}) or max_length ({given['max_length']}), "
@@ -207,41 +300,33 @@ class DecodingOptions:
 
         if implements is not None:
             check_settings(config, engine, implements, given)
-        for name in ("num_beams", "num_return_sequences", "max_new_tokens"):
-            if config.get(name) is not None:
-                check_count(name, config[name])
-        for name, low in (("max_length", 2), ("min_length", 0), ("min_new_tokens", 0)):
-            if config.get(name) is not None:
-                check_count(name, config[name], low)
-        num_beams, num_return_sequences = get("num_beams", 1), get("num_return_sequences", 1)
-        check_beams(num_beams, num_return_sequences, do_sample=bool(config.get("do_sample")))
+        check_values(config)
         max_new_tokens, source = _new_tokens(config, given, max_position_embeddings)
-        check_positions(max_new_tokens, position_limit, source)
-        min_new_tokens = get("min_new_tokens", max(get("min_length", 0) - 1, 0))
-        length_penalty = get("length_penalty", DEFAULT_LENGTH_PENALTY)
-        check_length_penalty(length_penalty)
-        early_stopping = config.get("early_stopping")
-        if early_stopping not in (None, True, False, "never"):
-            raise ValueError(f"early_stopping must be True, False or 'never', got {early_stopping!r}")
-        max_len_a, max_len_b = config.get("max_len_a"), config.get("max_len_b")
-        check_length_bound(max_len_a, max_len_b)
-        return cls(num_beams=num_beams, num_return_sequences=num_return_sequences, max_new_tokens=max_new_tokens,
-                   min_new_tokens=min_new_tokens, length_penalty=float(length_penalty), early_stopping=early_stopping,
-                   max_len_a=max_len_a, max_len_b=max_len_b,
-                   suppress_tokens=tuple(int(token) for token in get("suppress_tokens", ())))
+        check_positions(max_new_tokens, position_limit, source, model)
+        return cls(num_beams=get("num_beams", 1), num_return_sequences=get("num_return_sequences", 1),
+                   max_new_tokens=max_new_tokens,
+                   min_new_tokens=get("min_new_tokens", max(get("min_length", 0) - 1, 0)),
+                   length_penalty=float(get("length_penalty", DEFAULT_LENGTH_PENALTY)),
+                   early_stopping=config.get("early_stopping"), max_len_a=config.get("max_len_a"),
+                   max_len_b=config.get("max_len_b"),
+                   suppress_tokens=tuple(int(token) for token in get("suppress_tokens", ())),
+                   coverage_penalty=float(get("coverage_penalty", 0.0)))
 
     def decoding_kwargs(self) -> dict:
         """The options as ``translate`` / ``translate_ctranslate2`` / ``OnnxSeq2Seq.translate`` keyword arguments
-        (``OPTIONS``): resolving them again gives these options."""
+        (``OPTIONS``, and ``OWN_OPTIONS`` that are on): resolving them again gives these options."""
         call = {name: getattr(self, name) for name in ("num_beams", "num_return_sequences", "max_new_tokens",
                                                         "min_new_tokens", "length_penalty", *BOUND)}
-        return call if self.early_stopping is None else {**call, "early_stopping": self.early_stopping}
+        if self.early_stopping is not None:
+            call["early_stopping"] = self.early_stopping
+        return {**call, **{name: getattr(self, name) for name, off in OWN_OPTIONS.items() if getattr(self, name) != off}}
 
     def generate_kwargs(self) -> dict:
-        """The options as ``generate()`` arguments. The minimum goes as ``min_length`` (start token counted):
-        generate() warns about a ``min_new_tokens`` given where the model's generation config sets ``min_length``."""
-        kwargs = {**self.decoding_kwargs(), "min_length": 1 + self.min_new_tokens, "min_new_tokens": None}
-        return kwargs
+        """The options as ``generate()`` arguments (``OWN_OPTIONS`` left out: generate() has none of them). The minimum
+        goes as ``min_length`` (start token counted): generate() warns about a ``min_new_tokens`` given where the
+        model's generation config sets ``min_length``."""
+        kwargs = {name: value for name, value in self.decoding_kwargs().items() if name not in OWN_OPTIONS}
+        return {**kwargs, "min_length": 1 + self.min_new_tokens, "min_new_tokens": None}
 
 
 # ---------------------------------------------------------------------------------------------------- input lines

@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 from torch import nn
 from transformers import (
+    GenerationConfig,
     GenerationMixin,
     PreTrainedConfig,
     PreTrainedModel,
@@ -40,9 +41,8 @@ from transformers.utils import can_return_tuple
 
 from ..data.tokenization import check_tokenizer_fits_model, target_side
 from ..data.vocabulary import VOCABULARY_FIELDS, check_same_vocabulary
-from ..models.loading import load_config, load_model, load_tokenizer
-from ..models.modeling_common import Seq2SeqGeneration
-from ..models.shortlist import OutputVocabulary
+from ..models.loading import load_config, load_generation_config, load_model, load_tokenizer
+from ..models.modeling_common import GenerationLengthDefault
 from ..models.transformers_compat import cache_argument, cache_output, output_cache
 from .attention import eager_attention
 
@@ -135,7 +135,7 @@ class EnsembleEncoder(nn.Module):
                                      source_mask=attention_mask)
 
 
-class Seq2SeqEnsemble(Seq2SeqGeneration, PreTrainedModel, GenerationMixin):
+class Seq2SeqEnsemble(GenerationLengthDefault, PreTrainedModel, GenerationMixin):
     """Several hf_s2s generation models of one vocabulary, decoded as one model by ``generate()``: each step's
     logits are the log of the mean of the members' next-token probabilities (fairseq's rule; see the module
     docstring). Its cache (:class:`EnsembleCache`) holds each member's. The generation config is the first
@@ -197,13 +197,11 @@ class Seq2SeqEnsemble(Seq2SeqGeneration, PreTrainedModel, GenerationMixin):
         encoder_outputs: EnsembleEncoderOutput | None = None,
         cache: EnsembleCache | None = None,
         use_cache: bool | None = None,
-        output_vocabulary: OutputVocabulary | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
         """input_ids, attention_mask (B, S); decoder_input_ids (B, T) (the new tokens only once the cache holds the
         earlier ones). Returns logits (B, T, V): log of the mean of the members' probabilities, in float32 (one
-        member's own logits for an ensemble of one: their log_softmax, which generate() takes, is the same). With
-        ``output_vocabulary`` (a shortlist's K tokens) every member reads reduced ids and gives (B, T, K) logits."""
+        member's own logits for an ensemble of one: their log_softmax, which generate() takes, is the same)."""
         cache = cache_argument(cache, kwargs)
         if encoder_outputs is None:
             encoder_outputs = self.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
@@ -217,7 +215,7 @@ class Seq2SeqEnsemble(Seq2SeqGeneration, PreTrainedModel, GenerationMixin):
                              decoder_attention_mask=decoder_attention_mask,
                              encoder_outputs=BaseModelOutput(last_hidden_state=memory), cache=member_cache,
                              use_cache=use_cache, output_attentions=self.tracks_coverage or None, return_dict=True,
-                             output_vocabulary=output_vocabulary, **kwargs)
+                             **kwargs)
             if len(self.members) > 1:
                 log_probs.append(outputs.logits.float().log_softmax(dim=-1))  # (B, T, V)
             new_caches.append(output_cache(outputs))
@@ -262,14 +260,16 @@ class DecodingFolders:
     names: list[str]  # the folders, as given
     tokenizer: PreTrainedTokenizerBase  # the first folder's (the others' are the same vocabularies)
     configs: list[PreTrainedConfig]  # one per folder
+    generation_config: GenerationConfig  # the first folder's, which an ensemble decodes with
 
 
 def read_for_decoding(folders: Sequence[str | Path]) -> DecodingFolders:
-    """The tokenizers and configs of ``folders`` (no weights), refused where they cannot decode together or at all:
-    members of different vocabularies, source or target, or special token ids, in their tokenizers or their configs
-    (:func:`hf_s2s.data.vocabulary.check_same_vocabulary`), a tokenizer that does not fit its model (more tokens
-    than its embedding table has rows: a token id past the table would be a wrong lookup; special ids that differ;
-    :func:`hf_s2s.data.tokenization.check_tokenizer_fits_model`), and members whose weights load in different dtypes."""
+    """The tokenizers, configs and (the first folder's) generation config of ``folders``, no weights, refused where they
+    cannot decode together or at all: members of different vocabularies, source or target, or special token ids, in
+    their tokenizers or their configs (:func:`hf_s2s.data.vocabulary.check_same_vocabulary`), a tokenizer that does
+    not fit its model (more tokens than its embedding table has rows: a token id past the table would be a wrong
+    lookup; special ids that differ; :func:`hf_s2s.data.tokenization.check_tokenizer_fits_model`), and members whose
+    weights load in different dtypes."""
     names = [str(folder) for folder in folders]
     if not names:
         raise ValueError("decoding needs at least one model folder, got none")
@@ -286,16 +286,20 @@ def read_for_decoding(folders: Sequence[str | Path]) -> DecodingFolders:
         listed = ", ".join(f"{name} {dtype}" for name, dtype in zip(names, dtypes, strict=True))
         raise ValueError(f"the folders hold weights of different dtypes ({listed}): an ensemble computes in one dtype; "
                          "save the members in one (model.to(torch.float32).save_pretrained(folder))")
-    return DecodingFolders(names, tokenizers[0], configs)
+    return DecodingFolders(names, tokenizers[0], configs, load_generation_config(folders[0], configs[0]))
 
 
 def load_for_decoding(folders: Sequence[str | Path], read: DecodingFolders | None = None):
     """``(model, tokenizer)`` to decode with: one folder's model, or the :class:`Seq2SeqEnsemble` of several (the
     tokenizer, and so the generation config, of the first). The folders are checked by :func:`read_for_decoding`
     (``read``: its result, when the caller already has it) before any weights are loaded, and every folder is then
-    loaded strictly (:func:`hf_s2s.models.loading.load_model`)."""
+    loaded strictly (:func:`hf_s2s.models.loading.load_model`), the first with the generation config ``read`` holds
+    (built again from config.json where the folder has no generation_config.json, as ``read`` built it)."""
     read = read if read is not None else read_for_decoding(folders)
-    models = [load_model(folder) for folder in folders]
+    # Without a generation_config.json, from_pretrained builds the same config from config.json as read did, and
+    # the family then says in one warning line that it decodes with its own lengths: given one, it would not.
+    given = read.generation_config if (Path(folders[0]) / "generation_config.json").is_file() else None
+    models = [load_model(folders[0], generation_config=given), *map(load_model, folders[1:])]
     if len(models) == 1:
         return models[0], read.tokenizer
     return Seq2SeqEnsemble(models), read.tokenizer

@@ -44,9 +44,9 @@ from pathlib import Path
 import numpy as np
 
 if __package__:  # hf_s2s.inference.onnx_runtime
-    from .decoding import DecodingOptions, decode_lines, encode_lines, source_limit
+    from .decoding import DecodingOptions, decode_lines, encode_lines, length_bound_call, source_limit
 else:  # an export's copy, beside its copy of decoding.py (``python OUT/onnx_runtime.py`` puts OUT on the path)
-    from decoding import DecodingOptions, decode_lines, encode_lines, source_limit
+    from decoding import DecodingOptions, decode_lines, encode_lines, length_bound_call, source_limit
 
 MANIFEST_FILE = "onnx_manifest.json"
 MANIFEST_FORMAT = 1
@@ -131,22 +131,28 @@ class LogitsProcessors:
 
 
 def greedy_search(step, options: DecodingOptions, special: SpecialTokens, processors: LogitsProcessors,
-                  rows: int) -> np.ndarray:
+                  rows: int, scores: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
     """transformers' greedy loop. step(tokens (R,)) -> logits (R, V), advancing the decoder state.
-    Returns the sequences (R, length), start token first, pad after each row's end."""
+    Returns the sequences (R, length), start token first, pad after each row's end, and with ``scores`` each row's
+    score (R,) as ``hf-s2s translate`` gives it: the sum of the log-probabilities of its tokens (after the logits
+    processors) up to its first end token; else None."""
     sequences = np.full((rows, 1), special.decoder_start_token_id, dtype=np.int64)
     unfinished = np.ones(rows, dtype=bool)
+    totals = np.zeros(rows, dtype=np.float32) if scores else None
     eos = np.asarray(special.eos_token_ids, dtype=np.int64)
     max_length = 1 + options.max_new_tokens  # decoder positions, the start token included
     while True:
-        scores = processors(sequences.shape[1], np.asarray(step(sequences[:, -1]), dtype=np.float32))
-        tokens = scores.argmax(axis=-1)
+        processed = processors(sequences.shape[1], np.asarray(step(sequences[:, -1]), dtype=np.float32))  # (R, V)
+        tokens = processed.argmax(axis=-1)
+        if scores:
+            chosen = np.take_along_axis(log_softmax(processed), tokens[:, None], axis=1)[:, 0]  # (R,)
+            totals += np.where(unfinished, chosen, np.float32(0.0))
         if eos.size:
             tokens = np.where(unfinished, tokens, special.pad_token_id)
         sequences = np.concatenate([sequences, tokens[:, None]], axis=1)
         unfinished &= ~np.isin(tokens, eos)
         if not unfinished.any() or sequences.shape[1] >= max_length:
-            return sequences
+            return sequences, totals
 
 
 def _topk(values: np.ndarray, k: int) -> np.ndarray:
@@ -174,10 +180,11 @@ def _gather(tensor: np.ndarray, indices: np.ndarray) -> np.ndarray:
 
 
 def beam_search(step, reorder, options: DecodingOptions, special: SpecialTokens, processors: LogitsProcessors,
-                batch: int) -> np.ndarray:
+                batch: int) -> tuple[np.ndarray, np.ndarray]:
     """transformers' vectorised beam search (GenerationMixin._beam_search), step for step. step(tokens (R,)) ->
     logits (R, V); reorder(rows (R,)) moves the decoder state's rows. Returns the best ``num_return_sequences``
-    hypotheses per sentence (B x n, length), start token first, the fill token after each end."""
+    hypotheses per sentence (B x n, length), start token first, the fill token after each end, and their scores
+    (B x n,): the summed log-probability over length ** length_penalty (generate()'s ``sequences_scores``)."""
     beams, eos = options.num_beams, np.asarray(special.eos_token_ids, dtype=np.int64)
     keep = max(2, 1 + eos.size) * beams  # candidates kept per sentence, so that num_beams can go on
     top_beams = np.arange(keep) < beams
@@ -245,7 +252,7 @@ def beam_search(step, reorder, options: DecodingOptions, special: SpecialTokens,
     returned = options.num_return_sequences
     sequences = finished[:, :returned].reshape(batch * returned, max_length)
     generated = (finished_origins[:, :returned] != -1).reshape(batch * returned, -1).sum(axis=1).max()
-    return sequences[:, : 1 + generated]
+    return sequences[:, : 1 + generated], finished_scores[:, :returned].reshape(-1)
 
 
 # ---------------------------------------------------------------------------------------------------- the model
@@ -281,6 +288,7 @@ class OnnxSeq2Seq:
         self.step_inputs = [graph_input.name for graph_input in self.decoder_step.get_inputs()]
         self.step_outputs = [graph_output.name for graph_output in self.decoder_step.get_outputs()]
         self._tokenizers = None
+        self._source_limit = self._read_source_limit()
 
     def options(self, **overrides) -> DecodingOptions:
         """The folder's generation config completed with the call's ``overrides`` (generate()'s names:
@@ -293,9 +301,7 @@ class OnnxSeq2Seq:
         options = DecodingOptions.resolve(self.generation_config, engine=ENGINE, implements=ONNX_SETTINGS,
                                           max_position_embeddings=self.manifest.get("max_position_embeddings"),
                                           position_limit=position_limit, **overrides)
-        if (options.max_len_a is not None or options.max_len_b is not None) and not self.special_tokens.eos_token_ids:
-            raise ValueError("the source-relative length bound (max_len_a, max_len_b) ends rows with </s>, but the "
-                             "generation config names no eos_token_id")
+        check_runtime_options(options, self.special_tokens)
         return options
 
     def _decoder(self, input_ids, attention_mask, beams: int):
@@ -333,15 +339,17 @@ class OnnxSeq2Seq:
         """input_ids, attention_mask (B, S), right-padded (attention_mask: None = every position real) -> the decoded
         sequences as generate() returns them: (B x num_return_sequences, length) int64, the start token first. As
         generate(), a length a learned position table may not reach (the bound ends rows first) is not refused."""
-        return self._generate(input_ids, attention_mask, self._options(overrides, None))
+        return self._generate(input_ids, attention_mask, self._options(overrides, None))[0]
 
-    def _generate(self, input_ids, attention_mask, options: DecodingOptions) -> np.ndarray:
+    def _generate(self, input_ids, attention_mask, options: DecodingOptions,
+                  scores: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+        """The sequences (B x num_return_sequences, length) and, with ``scores`` or under beam search, their scores."""
         step, reorder, source_lengths = self._decoder(input_ids, attention_mask, options.num_beams)
         bound = (None if options.max_len_a is None and options.max_len_b is None
                  else source_length_bound(source_lengths, options.max_len_a, options.max_len_b))
         processors = LogitsProcessors(options, self.special_tokens, bound)
         if options.num_beams == 1:
-            return greedy_search(step, options, self.special_tokens, processors, len(source_lengths))
+            return greedy_search(step, options, self.special_tokens, processors, len(source_lengths), scores)
         return beam_search(step, reorder, options, self.special_tokens, processors,
                            len(source_lengths) // options.num_beams)
 
@@ -376,6 +384,9 @@ class OnnxSeq2Seq:
     def source_limit(self) -> tuple[int | None, str]:
         """Where sources are cut, and why, as ``hf-s2s translate`` cuts them (``decoding.source_limit``): the
         tokenizer's ``model_max_length``, or the model's learned position table where that is shorter."""
+        return self._source_limit
+
+    def _read_source_limit(self) -> tuple[int | None, str]:
         config_file = self.folder / "tokenizer_config.json"
         limit = json.loads(config_file.read_text()).get("model_max_length") if config_file.is_file() else None
         limit = limit if isinstance(limit, int) and limit < 10**9 else None  # transformers' "no limit" is a huge number
@@ -407,21 +418,40 @@ class OnnxSeq2Seq:
 
     def translate(self, sentences: list[str], batch_size: int = DEFAULT_BATCH_SIZE, **overrides) -> list[str]:
         """Translations of ``sentences`` (num_return_sequences of each, in order), special tokens dropped, decoded in
-        batches of ``batch_size`` sentences of similar length. As ``hf-s2s translate``: a blank sentence is not
-        decoded (its translations are empty), and a source longer than the limit is cut to it and named in a
-        warning (``decoding.decode_lines``)."""
-        options = self.options(**overrides)
+        batches of ``batch_size`` sentences of similar length, with the options :meth:`options` completes from the
+        call's ``overrides`` (:meth:`translate_with_options`)."""
+        results = self.translate_with_options(sentences, self.options(**overrides), batch_size=batch_size)
+        return [text for hypotheses in results for text, _ in hypotheses]
+
+    def translate_with_options(self, sentences: list[str], options: DecodingOptions, *,
+                               batch_size: int = DEFAULT_BATCH_SIZE,
+                               scores: bool = False) -> list[list[tuple[str, float | None]]]:
+        """Each sentence's ``options.num_return_sequences`` hypotheses, best first, as (text, score), with options
+        already resolved (:meth:`options`, or the onnx engine's), which are not checked again. As ``hf-s2s
+        translate``: a blank sentence is not decoded (its translations are empty, score 0), and a source longer than
+        the limit is cut to it and named in a warning (``decoding.decode_lines``). ``scores``: greedy search's sum of
+        token log-probabilities, beam search's length-normalized score (None without)."""
         _, target = self.tokenizers
 
-        def decode(sources: list[list[int]]) -> list[list[str]]:
-            texts = target.decode_batch(self._generate(*self._pad(sources), options).tolist(), skip_special_tokens=True)
+        def decode(sources: list[list[int]]) -> list[list[tuple[str, float | None]]]:
+            sequences, values = self._generate(*self._pad(sources), options, scores)
+            texts = target.decode_batch(sequences.tolist(), skip_special_tokens=True)
+            values = values.tolist() if scores else [None] * len(texts)
             n = options.num_return_sequences
-            return [texts[row * n : (row + 1) * n] for row in range(len(sources))]
+            return [list(zip(texts[row * n : (row + 1) * n], values[row * n : (row + 1) * n], strict=True))
+                    for row in range(len(sources))]
 
         limit, reason = self.source_limit()
-        results = decode_lines(sentences, self._encode, decode, limit=limit, reason=reason, batch_size=batch_size,
-                               blank=[""] * options.num_return_sequences)
-        return [text for texts in results for text in texts]
+        return decode_lines(sentences, self._encode, decode, limit=limit, reason=reason, batch_size=batch_size,
+                            blank=[("", 0.0 if scores else None)] * options.num_return_sequences)
+
+
+def check_runtime_options(options: DecodingOptions, special: SpecialTokens) -> None:
+    """What this runtime refuses beyond the settings it does not implement: the length bound without an end token to
+    end rows with."""
+    if (options.max_len_a is not None or options.max_len_b is not None) and not special.eos_token_ids:
+        raise ValueError("the source-relative length bound (max_len_a, max_len_b) ends rows with </s>, but the "
+                         "generation config names no eos_token_id")
 
 
 def read_lines(stream) -> list[str]:
@@ -447,21 +477,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="sentences translated together")
     parser.add_argument("--threads", type=int, default=None, help="onnxruntime intra-op threads")
     args = parser.parse_args(argv)
-    if args.no_length_bound and (args.max_len_a is not None or args.max_len_b is not None):
-        parser.error("--no-length-bound turns the length bound off; it cannot be combined with --max-len-a/--max-len-b")
-    given = {"max_len_a": args.max_len_a, "max_len_b": args.max_len_b}
-    bound = dict.fromkeys(given) if args.no_length_bound else {k: v for k, v in given.items() if v is not None}
     try:
+        bound = length_bound_call(args.max_len_a, args.max_len_b, args.no_length_bound,
+                                  ("--max-len-a", "--max-len-b", "--no-length-bound"))
         model = OnnxSeq2Seq(args.folder, threads=args.threads)
-        model.options(num_beams=args.beams, max_new_tokens=args.max_new_tokens, length_penalty=args.length_penalty,
-                      **bound)  # refused before the input is read
-        translations = model.translate(args.sentence or read_lines(sys.stdin), batch_size=args.batch_size,
-                                       num_beams=args.beams, max_new_tokens=args.max_new_tokens,
-                                       length_penalty=args.length_penalty, **bound)
+        options = model.options(num_beams=args.beams, max_new_tokens=args.max_new_tokens,
+                                length_penalty=args.length_penalty, **bound)  # refused before the input is read
+        results = model.translate_with_options(args.sentence or read_lines(sys.stdin), options,
+                                               batch_size=args.batch_size)
     except (OSError, ValueError) as error:
         sys.exit(f"error: {error}")
-    for line in translations:
-        print(line)
+    for hypotheses in results:
+        for text, _ in hypotheses:
+            print(text)
     return 0
 
 

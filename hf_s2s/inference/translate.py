@@ -1,9 +1,10 @@
 """Translation with a trained model: length-batched decoding with n-best lists and scores, and alignments.
 
-Every decoding option is checked before any model is loaded (:func:`check_decoding_options`,
-:func:`length_bound_arguments`), and what a model's config rules out before its weights are loaded
-(:func:`check_models_support`). Once the model is loaded, its generation config completes the options
-(:func:`resolve_options`, :class:`hf_s2s.inference.decoding.DecodingOptions`), as for every engine."""
+:func:`translate` is the Python API of the torch engine (:mod:`hf_s2s.inference.engines`): it completes its options
+from the model's generation config once (:func:`resolve_options`, :class:`hf_s2s.inference.decoding.DecodingOptions`,
+as every engine does) and decodes with them (:func:`translate_with_options`, what the torch engine calls with options
+it resolved itself). What a model's config rules out (a coverage penalty or an alignment without attention over the
+source) is refused from the config alone, before any weights are loaded (:func:`check_models_support`)."""
 
 import logging
 from contextlib import nullcontext
@@ -23,18 +24,14 @@ from .decoding import (
     OPTIONS,
     SETTINGS,
     DecodingOptions,
-    check_beams,
-    check_count,
-    check_length_bound,
-    check_length_penalty,
-    check_number,
+    check_length_bound_flags,
     check_positions,
     decode_lines,
     encode_lines,
+    length_bound_call,
     source_limit,
 )
 from .ensemble import Seq2SeqEnsemble
-from .glossary import Glossary
 from .penalties import CoveragePenaltyLogitsProcessor
 
 logger = logging.getLogger(__name__)
@@ -42,10 +39,6 @@ logger = logging.getLogger(__name__)
 # Sentences per generate() call. The main job decodes its test set with it (and DEFAULT_LENGTH_PENALTY), so
 # scripts/translate.py with its defaults reproduces results.json.
 DEFAULT_BATCH_SIZE = 64
-
-# GNMT's beta: Wu et al. 2016 searched [0, 1], and on the reference models 0.05 already costs 6 to 9 BLEU (README);
-# 10 leaves room to experiment while refusing typos and overflows (1e18, inf).
-COVERAGE_PENALTY_LIMIT = 10.0
 
 
 @dataclass
@@ -57,52 +50,15 @@ class Hypothesis:
     score: float | None
 
 
-def check_decoding_options(*, num_beams: int | None, num_return_sequences: int = 1, batch_size: int = 1,
-                           max_new_tokens: int | None = None, do_sample: bool = False,
-                           coverage_penalty: float = 0.0, length_penalty: float | None = None) -> None:
-    """Refuse decoding options that cannot work, before any model is loaded: each error names the option (its
-    command-line flag in brackets), the value and what is allowed. ``max_new_tokens`` None means the model's
-    generation config decides, and so do ``num_beams`` None and ``length_penalty`` None (each checked again by
-    :func:`resolve_options` once it is known)."""
-    for name, value in (("num_beams", num_beams), ("num_return_sequences", num_return_sequences),
-                        ("batch_size", batch_size), ("max_new_tokens", max_new_tokens)):
-        if value is not None or name not in ("num_beams", "max_new_tokens"):  # None: the generation config decides
-            check_count(name, value)
-    if num_beams is not None:
-        check_beams(num_beams, num_return_sequences, do_sample)
-    if length_penalty is not None:
-        check_length_penalty(length_penalty)
-    check_number("coverage_penalty", "--coverage-penalty", coverage_penalty, 0.0, COVERAGE_PENALTY_LIMIT,
-                 "GNMT's beta; 0 = off")
-    if coverage_penalty and (num_beams == 1 or do_sample):
-        raise ValueError(f"coverage_penalty (--coverage-penalty {coverage_penalty}) re-ranks beam search hypotheses: "
-                         "it needs num_beams (--beams) > 1 and no sampling")
-
-
 def length_bound_arguments(max_len_a: float | None, max_len_b: int | None, no_length_bound: bool,
                            flags: tuple[str, str, str] = ("--max-len-a", "--max-len-b", "--no-length-bound")) -> dict:
-    """The source-relative length bound's ``generate`` arguments from a command line's three options (named by
-    ``flags``): the values given (None: not given, the model's generation config keeps its own), or None for both
-    when the bound is turned off. Bad values and an off switch combined with values are a ValueError naming the
-    flag."""
-    given = {name: value for name, value in (("max_len_a", max_len_a), ("max_len_b", max_len_b)) if value is not None}
-    if no_length_bound and given:
-        named = " and ".join(flag for flag, name in zip(flags, ("max_len_a", "max_len_b"), strict=False) if name in given)
-        raise ValueError(f"{flags[2]} turns the length bound off; it cannot be combined with {named}")
-    check_length_bound_values(max_len_a, max_len_b, flags[:2], complete=len(given) == 2)
-    return {"max_len_a": None, "max_len_b": None} if no_length_bound else given
-
-
-def check_length_bound_values(max_len_a: float | None, max_len_b: int | None,
-                              flags: tuple[str, str] = ("--max-len-a", "--max-len-b"), complete: bool = True) -> None:
-    """:func:`hf_s2s.inference.decoding.check_length_bound` (``complete=False``: a value None is not given yet, so a
-    bound of 0 tokens is found only once both are known), its errors naming ``flags``."""
-    try:
-        check_length_bound(max_len_a, max_len_b, complete=complete, names=flags)
-    except ValueError as error:
-        if str(error).startswith(flags):  # an upper limit, named by its own flag
-            raise
-        raise ValueError(f"{flags[0]}/{flags[1]}: {error}") from None
+    """:func:`hf_s2s.inference.decoding.length_bound_call` with the values checked alone, their errors naming
+    ``flags``, for a command line that sets the bound without decoding (``hf-s2s train``'s flags, saved in the
+    generation config): the values given (None: not given, the model's generation config keeps its own), or None for
+    both when the bound is turned off."""
+    call = length_bound_call(max_len_a, max_len_b, no_length_bound, flags)
+    check_length_bound_flags(max_len_a, max_len_b, flags[:2], complete=len(call) == 2 and not no_length_bound)
+    return call
 
 
 # The input a translation reads from when no file is named; read through its path, as the corpus loader reads files.
@@ -172,20 +128,15 @@ def has_source_attention(config) -> bool:
     return getattr(config, "attention_type", None) != "none"
 
 
-def check_models_support(configs, names=None, *, coverage_penalty: float = 0.0, alignment: bool = False,
-                         max_new_tokens: int | None = None) -> None:
+def check_models_support(configs, names=None, *, coverage_penalty: float = 0.0, alignment: bool = False) -> None:
     """Refuse, from the models' configs (so before their weights are loaded), decoding they cannot do: a coverage
-    penalty or an alignment on a model without attention over the source, and more new tokens (``max_new_tokens``,
-    a call's) than a learned position table holds. ``names`` name the models in the errors (folders; default: their
-    model type)."""
+    penalty or an alignment on a model without attention over the source. ``names`` name the models in the errors
+    (folders; default: their model type)."""
     for config, name in zip(configs, names or [config.model_type for config in configs], strict=True):
         if (coverage_penalty or alignment) and not has_source_attention(config):
             what = "the coverage penalty (--coverage-penalty)" if coverage_penalty else "an alignment (--plot-alignment)"
             raise ValueError(f"{what} reads the decoder's attention over the source, but {name} has none "
                              f"({config.model_type} with attention_type {config.attention_type!r})")
-        if max_new_tokens is not None:
-            given = f"max_new_tokens (--max-new-tokens) {max_new_tokens}"
-            check_positions(max_new_tokens, position_limit(config), given, name)
 
 
 def tokenizer_encoder(tokenizer):
@@ -226,86 +177,95 @@ def generation_settings(generation_config) -> dict:
     return {"max_len_a": DEFAULT_MAX_LEN_A, "max_len_b": DEFAULT_MAX_LEN_B, **generation_config.to_dict()}
 
 
-def resolve_options(model, *, engine: str = "generate()", implements=None, **call) -> DecodingOptions:
-    """The decoding options of ``call`` (generate()'s names, :data:`hf_s2s.inference.decoding.OPTIONS` and
-    ``SETTINGS``), completed from ``model``'s generation config as generate() completes them and checked
-    (:meth:`~hf_s2s.inference.decoding.DecodingOptions.resolve`): the one place every engine reads the folder's
-    generation config. ``model``: the model, an ensemble, or any object with the exported model's ``config`` and
-    ``generation_config``; ``engine`` and ``implements``: the engine and the generation settings it decodes
-    (None: all, generate() itself)."""
-    tables = [table for table in (position_limit(member.config) for member in _members(model)) if table is not None]
-    return DecodingOptions.resolve(generation_settings(model.generation_config), engine=engine, implements=implements,
-                                   max_position_embeddings=getattr(model.config, "max_position_embeddings", None),
-                                   position_limit=min(tables, default=None), **call)
-
-
-def check_translation(model, *, batch_size: int = DEFAULT_BATCH_SIZE, coverage_penalty: float = 0.0,
-                      engine: str = "generate()", implements=None, **call) -> DecodingOptions:
-    """Everything :func:`translate` refuses, with the loaded ``model`` (or ensemble) and its generation config to
-    complete the options (:func:`resolve_options`, whose ``call`` options it takes): the options themselves, the
-    length bound as generate() would complete it, and what the model cannot do (:func:`check_models_support`). A
-    command line runs it right after loading, so nothing fails once decoding has begun. Returns the options."""
-    options = resolve_options(model, engine=engine, implements=implements, **call)
-    do_sample = bool(call.get("do_sample", model.generation_config.do_sample))
-    check_decoding_options(num_beams=options.num_beams, num_return_sequences=options.num_return_sequences,
-                           batch_size=batch_size, do_sample=do_sample, coverage_penalty=coverage_penalty)
-    check_models_support([member.config for member in _members(model)], coverage_penalty=coverage_penalty)
+def options_for(settings: dict, configs, names=None, *, engine: str = "generate()", implements=None,
+                **call) -> DecodingOptions:
+    """The decoding options of ``call`` (generate()'s names: :data:`hf_s2s.inference.decoding.OPTIONS`, ``SETTINGS``
+    and ``OWN_OPTIONS``; None: not given) completed from a generation config (``settings``: as
+    :func:`generation_settings` gives it) as generate() completes them and checked
+    (:meth:`~hf_s2s.inference.decoding.DecodingOptions.resolve`), for the models of ``configs`` (one folder's, or an
+    ensemble's members'; ``names`` name them in the errors): the one place every engine completes its options, from the
+    folder's files, so before any weights are loaded. ``engine`` and ``implements``: the engine and
+    the generation settings it decodes (None: all, generate() itself). A coverage penalty on a model without attention
+    over the source is refused too (:func:`check_models_support`)."""
+    named = names or ["the model"] * len(configs)
+    tables = sorted((table, name) for table, name in zip(map(position_limit, configs), named, strict=True)
+                    if table is not None)
+    # generate() cuts its default length to the model's own positions; an ensemble's config has no table
+    max_position_embeddings = getattr(configs[0], "max_position_embeddings", None) if len(configs) == 1 else None
+    options = DecodingOptions.resolve(settings, engine=engine, implements=implements,
+                                      max_position_embeddings=max_position_embeddings,
+                                      position_limit=tables[0][0] if tables else None,
+                                      model=tables[0][1] if tables else "the model", **call)
+    check_models_support(configs, names, coverage_penalty=options.coverage_penalty)
     return options
 
 
-@torch.no_grad()
+def resolve_options(model, *, engine: str = "generate()", implements=None, **call) -> DecodingOptions:
+    """:func:`options_for` a loaded ``model``: the model, an ensemble (its members' configs), or any object with the
+    exported model's ``config`` and ``generation_config``."""
+    return options_for(generation_settings(model.generation_config), [member.config for member in _members(model)],
+                       engine=engine, implements=implements, **call)
+
+
 def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAULT_BATCH_SIZE,
               num_beams: int | None = None, num_return_sequences: int = 1, max_new_tokens: int | None = None,
               length_penalty: float | None = None, max_source_length: int | None = None, scores: bool = True,
-              coverage_penalty: float = 0.0, glossary: Glossary | None = None,
-              **generate_kwargs) -> list[list[Hypothesis]]:
+              coverage_penalty: float = 0.0, **generate_kwargs) -> list[list[Hypothesis]]:
     """Translate ``sentences``; returns, for each, its ``num_return_sequences`` best hypotheses, best first.
 
     The options are completed from the model's generation config as generate() completes them
     (:func:`resolve_options`, which every engine shares): without ``num_beams``, ``max_new_tokens`` or
     ``length_penalty``, the config's ``num_beams``, ``max_new_tokens`` / ``max_length``, ``length_penalty`` (its
     minimum lengths and the source-relative length bound ``max_len_a``/``max_len_b`` too, which ``generate_kwargs``
-    may set: None for both turns the bound off); other ``generate`` arguments pass through. Without
-    ``max_source_length``, the tokenizer's ``model_max_length`` (the main job saves its ``--max_source_length``
-    there). Input lines are handled as by every engine (:func:`hf_s2s.inference.decoding.decode_lines`): a blank
-    sentence (:func:`~hf_s2s.inference.decoding.is_blank`: nothing but whitespace, control and format characters) is
-    not decoded: its hypotheses are empty with score 0, never an invented translation, and the output keeps one entry
-    per input. Sources longer than the limit (``max_source_length``, the tokenizer's, or a learned position table's)
-    are cut to it, and named in a warning. Sentences are decoded in batches of similar length.
+    may set: None for both turns the bound off); other ``generate`` arguments pass through. Then
+    :func:`translate_with_options` decodes.
+
+    ``coverage_penalty`` > 0 adds GNMT's coverage penalty with that beta to beam search (:mod:`hf_s2s.inference.penalties`);
+    ``model`` may be a :class:`hf_s2s.inference.ensemble.Seq2SeqEnsemble`."""
+    call = {name: generate_kwargs.pop(name) for name in OPTIONS if name in generate_kwargs}
+    settings = {name: generate_kwargs[name] for name in SETTINGS if name in generate_kwargs}  # generate() decodes them
+    options = resolve_options(model, num_beams=num_beams, num_return_sequences=num_return_sequences,
+                              max_new_tokens=max_new_tokens, length_penalty=length_penalty,
+                              coverage_penalty=coverage_penalty, **call, **settings)
+    return translate_with_options(model, tokenizer, sentences, options, batch_size=batch_size,
+                                  max_source_length=max_source_length, scores=scores, generate_kwargs=generate_kwargs)
+
+
+@torch.no_grad()
+def translate_with_options(model, tokenizer, sentences: list[str], options: DecodingOptions, *,
+                           batch_size: int = DEFAULT_BATCH_SIZE, max_source_length: int | None = None,
+                           scores: bool = True, generate_kwargs: dict | None = None) -> list[list[Hypothesis]]:
+    """:func:`translate` with options already resolved for ``model`` (:func:`resolve_options` or the torch engine's
+    :meth:`~hf_s2s.inference.engines.Engine.options`), which are not checked again; ``generate_kwargs``: further
+    ``generate`` arguments (the options' own win).
+
+    Without ``max_source_length``, the tokenizer's ``model_max_length`` (the main job saves its
+    ``--max_source_length`` there). Input lines are handled as by every engine
+    (:func:`hf_s2s.inference.decoding.decode_lines`): a blank sentence (:func:`~hf_s2s.inference.decoding.is_blank`:
+    nothing but whitespace, control and format characters) is not decoded: its hypotheses are empty with score 0,
+    never an invented translation, and the output keeps one entry per input. Sources longer than the limit
+    (``max_source_length``, the tokenizer's, or a learned position table's) are cut to it, and named in a warning.
+    Sentences are decoded in batches of similar length.
 
     ``scores=False`` leaves each hypothesis' score None and saves the memory the scores take: ``generate`` then
     keeps no per-step scores, which under beam search are a (batch x beams, vocabulary) tensor per step (about
-    1.6 GB for 128 sentences, 5 beams, 80 steps and 8,000 entries).
-
-    ``coverage_penalty`` > 0 adds GNMT's coverage penalty with that beta to beam search (:mod:`hf_s2s.inference.penalties`);
-    ``model`` may be a :class:`hf_s2s.inference.ensemble.Seq2SeqEnsemble`.
-
-    ``glossary`` (:class:`hf_s2s.inference.glossary.Glossary`): each sentence's translation contains the target terms
-    of the glossary's source terms it holds (``generate(target_terms=...)``); ``shortlist`` (a
-    :class:`hf_s2s.models.shortlist.VocabularyShortlist`, passed on to generate()) decodes each batch over its
-    sources' shortlist."""
-    call = {name: generate_kwargs.pop(name) for name in OPTIONS if name in generate_kwargs}
-    settings = {name: generate_kwargs[name] for name in SETTINGS if name in generate_kwargs}  # generate() decodes them
-    options = check_translation(model, batch_size=batch_size, coverage_penalty=coverage_penalty, num_beams=num_beams,
-                                num_return_sequences=num_return_sequences, max_new_tokens=max_new_tokens,
-                                length_penalty=length_penalty, **call, **settings)
-    generate_kwargs.update(options.generate_kwargs())
+    1.6 GB for 128 sentences, 5 beams, 80 steps and 8,000 entries)."""
+    generate_kwargs = {**(generate_kwargs or {}), **options.generate_kwargs()}
     limit, reason = _source_limit(tokenizer, max_source_length, [member.config for member in _members(model)])
     model.eval()
     eos_token_id = model.generation_config.eos_token_id
     decoder, tracking = model, nullcontext()
-    if coverage_penalty:  # the coverage is kept in the decoding wrapper's cache (see hf_s2s.inference.penalties)
+    if options.coverage_penalty:  # the coverage is kept in the decoding wrapper's cache (see hf_s2s.inference.penalties)
         decoder = model if isinstance(model, Seq2SeqEnsemble) else Seq2SeqEnsemble([model])
-        processor = CoveragePenaltyLogitsProcessor(decoder, coverage_penalty, options.length_penalty, eos_token_id,
-                                                   1 + options.max_new_tokens)
+        processor = CoveragePenaltyLogitsProcessor(decoder, options.coverage_penalty, options.length_penalty,
+                                                   eos_token_id, 1 + options.max_new_tokens)
         generate_kwargs["logits_processor"] = LogitsProcessorList([*generate_kwargs.get("logits_processor", []),
                                                                    processor])
         tracking = decoder.tracking_coverage()
 
     def decode(sources: list[list[int]]) -> list[list[Hypothesis]]:
-        terms = {} if glossary is None else {"target_terms": glossary.target_terms(sources, tokenizer)}
         return _translate_batch(decoder, tokenizer, sources, num_return_sequences=options.num_return_sequences,
-                                scores=scores, eos_token_id=eos_token_id, generate_kwargs={**generate_kwargs, **terms})
+                                scores=scores, eos_token_id=eos_token_id, generate_kwargs=generate_kwargs)
 
     blank = [Hypothesis("", 0.0 if scores else None)] * options.num_return_sequences
     with tracking:
@@ -331,17 +291,34 @@ def _translate_batch(model, tokenizer, sources: list[list[int]], *, num_return_s
     return [[Hypothesis(texts[j], values[j]) for j in range(row * n, (row + 1) * n)] for row in range(len(sources))]
 
 
+@dataclass
+class Attentions:
+    """The attention weights that produced one sentence's translation, every layer and head, read from a
+    teacher-forced pass over the translation (:func:`attentions`)."""
+
+    source_tokens: list[str]  # S tokens, </s> included
+    target_tokens: list[str]  # T tokens: the translation after the decoder start token, </s> included if generated
+    cross_attentions: torch.Tensor  # (decoder layers, heads, T, S); the RNN family: one "layer" of its attention
+    encoder_attentions: torch.Tensor | None  # (encoder layers, heads, S, S); None where the encoder has none (RNN)
+
+    def alignment(self) -> torch.Tensor:
+        """(T, S): the last decoder layer's cross-attention averaged over heads, what :func:`alignment` returns."""
+        return self.cross_attentions[-1].mean(dim=0)
+
+
 @torch.no_grad()
-def alignment(model, tokenizer, sentence: str, *, num_beams: int | None = 1, max_new_tokens: int | None = None,
-              **generate_kwargs):
-    """Translate one sentence and return ``(weights, source_tokens, target_tokens)``, where ``weights`` is the
-    (target_len, source_len) cross-attention that produced each target token: the last decoder layer's,
-    averaged over heads. Other ``generate`` arguments (the length bound's) pass through. The sentence is read as
-    :func:`translate` reads it (cut to the source limit, with the warning). The weights come from a teacher-forced
-    pass over the generated translation, which gives the same attention as the decoding steps and works for every
-    model family. Only the eager kernel returns weights: a model using another is switched to eager for the pass and
-    switched back afterwards."""
-    check_models_support([model.config], alignment=True, max_new_tokens=max_new_tokens)
+def attentions(model, tokenizer, sentence: str, *, num_beams: int | None = 1, max_new_tokens: int | None = None,
+               **generate_kwargs) -> Attentions:
+    """Translate one sentence and return every attention weight that produced its translation: the decoder's
+    cross-attention of each layer and head and, for the Transformer, the encoder's self-attention. Other ``generate``
+    arguments (the length bound's) pass through. The sentence is read as :func:`translate` reads it (cut to the source
+    limit, with the warning). The weights come from a teacher-forced pass over the generated translation, which gives
+    the same attention as the decoding steps (``generate(output_attentions=True)``) and works for every model family.
+    Only the eager kernel returns weights: a model using another is switched to eager for the pass and switched back
+    afterwards."""
+    check_models_support([model.config], alignment=True)
+    if max_new_tokens is not None:
+        check_positions(max_new_tokens, position_limit(model.config), f"max_new_tokens {max_new_tokens}")
     model.eval()
     device = next(model.parameters()).device
     source = encode_sources(tokenizer, [sentence], [0], *_source_limit(tokenizer, None, [model.config]))
@@ -352,7 +329,20 @@ def alignment(model, tokenizer, sentence: str, *, num_beams: int | None = 1, max
         outputs = model(**batch, decoder_input_ids=sequences[:, :-1], output_attentions=True)
     if not outputs.cross_attentions:
         raise ValueError(f"{type(model).__name__} returned no cross-attention weights (attention_type 'none'?)")
-    weights = outputs.cross_attentions[-1][0].mean(dim=0)  # (tgt_len, src_len)
-    source_tokens = tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist())
-    target_tokens = target_side(tokenizer).convert_ids_to_tokens(sequences[0, 1:].tolist())
-    return weights, source_tokens, target_tokens
+    encoder = outputs.encoder_attentions
+    return Attentions(
+        source_tokens=tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist()),
+        target_tokens=target_side(tokenizer).convert_ids_to_tokens(sequences[0, 1:].tolist()),
+        cross_attentions=torch.stack(outputs.cross_attentions)[:, 0],  # (layers, heads, T, S)
+        encoder_attentions=torch.stack(encoder)[:, 0] if encoder else None,  # (layers, heads, S, S)
+    )
+
+
+def alignment(model, tokenizer, sentence: str, *, num_beams: int | None = 1, max_new_tokens: int | None = None,
+              **generate_kwargs):
+    """Translate one sentence and return ``(weights, source_tokens, target_tokens)``, where ``weights`` is the
+    (target_len, source_len) cross-attention that produced each target token: the last decoder layer's, averaged
+    over heads (:func:`attentions` has every layer and head)."""
+    found = attentions(model, tokenizer, sentence, num_beams=num_beams, max_new_tokens=max_new_tokens,
+                       **generate_kwargs)
+    return found.alignment(), found.source_tokens, found.target_tokens

@@ -126,6 +126,12 @@ def check_probability(name: str, value: Any) -> None:
         raise ValueError(f"`{name}` must be a float in [0, 1], got {value!r}")
 
 
+def check_non_negative(name: str, value: Any) -> None:
+    """A weight: a finite float >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value < float("inf"):
+        raise ValueError(f"`{name}` must be a finite float >= 0, got {value!r}")
+
+
 def check_token_id(name: str, value: Any, vocab_size: int, optional: bool = False) -> None:
     """A special token id: an int in [0, vocab_size)."""
     if value is None and optional:

@@ -16,6 +16,7 @@ from .config_checks import (
     Seq2SeqConfigMixin,
     check_choice,
     check_dropout,
+    check_non_negative,
     check_positive,
     check_probability,
     check_token_id,
@@ -124,6 +125,8 @@ class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
     dropout: float = 0.1  # dropout on embeddings, between RNN layers and on the readout vector
     teacher_forcing_ratio: float = 1.0  # training only: probability of feeding the gold token (< 1 = scheduled sampling)
     label_smoothing: float = 0.0  # eps of the label-smoothed loss the model computes from labels (Trainer's factor)
+    rdrop_alpha: float = 0.0  # R-Drop: weight of the KL between two dropout passes in a training loss (0 = off;
+    # > 0: a training forward with labels runs its batch twice; modeling_common.rdrop_loss)
     init_std: float = 1.0  # std of the normal init of embeddings (PyTorch's default; 0.1 learned far slower under
     # Adam on Multi30k). Matrices use Xavier, recurrent matrices orthogonal
     tie_word_embeddings: bool = False  # share the target embedding with the output projection
@@ -177,6 +180,7 @@ class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
         check_dropout("dropout", self.dropout)
         check_probability("teacher_forcing_ratio", self.teacher_forcing_ratio)
         check_probability("label_smoothing", self.label_smoothing)
+        check_non_negative("rdrop_alpha", self.rdrop_alpha)
         if self.input_feeding and self.attention_type not in LUONG_STYLE_TYPES:
             raise ValueError(
                 f"`input_feeding` applies to the Luong attention types only {list(LUONG_STYLE_TYPES)}, got "

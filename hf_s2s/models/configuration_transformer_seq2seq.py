@@ -16,6 +16,7 @@ from .config_checks import (
     Seq2SeqConfigMixin,
     check_choice,
     check_dropout,
+    check_non_negative,
     check_positive,
     check_probability,
     check_token_id,
@@ -89,6 +90,8 @@ class TransformerSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
     share_encoder_decoder_embeddings: bool = True  # one token embedding for source and target (needs one vocab)
     tie_word_embeddings: bool = True  # output projection shares the decoder input embedding's weight
     label_smoothing: float = 0.0  # eps of the label-smoothed loss the model computes from labels (Trainer's factor)
+    rdrop_alpha: float = 0.0  # R-Drop: weight of the KL between two dropout passes in a training loss (0 = off;
+    # > 0: a training forward with labels runs its batch twice; modeling_common.rdrop_loss)
     init_std: float = 0.02  # std of the normal init of linear and embedding weights
     use_cache: bool = True  # return the decoder key/value cache (used by generate)
     pad_token_id: int | None = 0  # padding id (package tokenizer convention: <pad> = 0)
@@ -146,6 +149,7 @@ class TransformerSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             check_dropout(name, getattr(self, name))
         check_probability("label_smoothing", self.label_smoothing)
+        check_non_negative("rdrop_alpha", self.rdrop_alpha)
         if not (isinstance(self.init_std, int | float) and self.init_std > 0):
             raise ValueError(f"`init_std` must be a positive float, got {self.init_std!r}")
         if self.share_encoder_decoder_embeddings and self.target_vocab_size != self.vocab_size:

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from safetensors import SafetensorError, safe_open
-from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 # What huggingface_hub accepts as a repo id: "name" or "namespace/name", no leading dot or slash.
@@ -158,6 +158,17 @@ def load_config(name_or_path: str | Path):
         raise ModelFolderError(f"{folder} holds no config.json: not a saved model folder")
     with refusing_folder_code(name_or_path):
         return AutoConfig.from_pretrained(name_or_path, trust_remote_code=False)
+
+
+def load_generation_config(name_or_path: str | Path, config=None) -> GenerationConfig:
+    """A model folder's generation config without its weights, as ``from_pretrained`` gives its model one: the
+    folder's generation_config.json, else one made from its model config (``config``, else config.json), as
+    transformers falls back. Decoding completes its options from it before any weights are loaded, and hands it to
+    :func:`load_model` (``generation_config=``), so that the model decodes with the config the options came from."""
+    try:
+        return GenerationConfig.from_pretrained(name_or_path)
+    except OSError:  # no generation_config.json
+        return GenerationConfig.from_model_config(config if config is not None else load_config(name_or_path))
 
 
 def check_writable(folder: str | Path, flag: str) -> None:

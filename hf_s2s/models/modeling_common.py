@@ -1,15 +1,14 @@
 """Pieces shared by the hf_s2s modeling files: the label shift, the padding-free token packing, the output layer
-and its (label-smoothed) token-sum loss, clear errors for bad token ids, and the parts of the pretrained classes
-that both families share.
+and its (label-smoothed, optionally R-Drop-regularised) token-sum loss, clear errors for bad token ids, and the parts
+of the pretrained classes that both families share.
 
 Copied beside the modeling files into every saved model folder (``save_pretrained`` follows single-dot
 relative imports), so it must import nothing from hf_s2s.
 """
 
 import math
-import os
+from functools import partial
 from numbers import Real
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -19,8 +18,6 @@ from transformers.modeling_outputs import BaseModelOutput
 from transformers.utils import logging
 
 from .pipeline_seq2seq import Seq2SeqText2TextPipeline, Seq2SeqTranslationPipeline
-from .shortlist import REFUSED_ARGUMENTS, SPECIAL_TOKEN_FIELDS, OutputVocabulary, VocabularyShortlist
-from .term_constraints import DEFAULT_TERM_BONUS, TargetTermsLogitsProcessor, check_target_terms
 from .transformers_compat import (
     GenerationHooks,
     attention_implementation,
@@ -119,11 +116,61 @@ def seq2seq_loss(
     except IndexError:  # read the values only on the failure path: the forward stays free of host reads
         check_token_ids(flat_labels.masked_fill(flat_labels == -100, 0), logits.size(-1), "labels")
         raise
+    return per_label_token(loss, labels, num_items_in_batch)
+
+
+def per_label_token(loss_sum: torch.Tensor, labels: torch.Tensor,
+                    num_items_in_batch: int | torch.Tensor | None) -> torch.Tensor:
+    """A loss summed over label tokens, divided by ``num_items_in_batch`` (Trainer's count of the label tokens in the
+    whole accumulated, all-process batch), or without it by this batch's label tokens (labels != -100)."""
     if num_items_in_batch is None:
         num_items_in_batch = (labels != -100).sum()
     if torch.is_tensor(num_items_in_batch):
-        num_items_in_batch = num_items_in_batch.to(loss.device)
-    return loss / num_items_in_batch
+        num_items_in_batch = num_items_in_batch.to(loss_sum.device)
+    return loss_sum / num_items_in_batch
+
+
+def repeat_batch(encoder_outputs, cache, *tensors: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
+    """R-Drop's two passes as one forward (as the paper's fairseq code does): each of a training forward's batch-major
+    inputs twice, (B, ...) -> (2B, ...), rows B..2B-1 the second copy; None stays None. Dropout draws its masks per
+    element, so the two copies of a sentence go through independently dropped-out sub-models. Encoder outputs or a
+    cache, computed once for one copy, are refused: the encoder must run on both."""
+    if encoder_outputs is not None or cache is not None:
+        given = "encoder_outputs" if encoder_outputs is not None else "a cache"
+        raise ValueError(f"R-Drop (config.rdrop_alpha > 0) runs a training forward with labels twice, encoder "
+                         f"included, but it was given {given}; pass input_ids instead, or set config.rdrop_alpha = 0")
+    return tuple(None if tensor is None else torch.cat([tensor, tensor]) for tensor in tensors)
+
+
+def rdrop_loss(
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    num_items_in_batch: int | torch.Tensor | None,
+    label_smoothing: float,
+    rdrop_alpha: float,
+) -> torch.Tensor:
+    """R-Drop, Liang et al. 2021 (arXiv:2106.14448), on a batch repeated by :func:`repeat_batch`. Per label token,
+    with P1 and P2 the two passes' output distributions:
+
+        L = 1/2 [CE(P1) + CE(P2) + alpha * 1/2 (KL(P1 || P2) + KL(P2 || P1))]
+
+    The paper's training objective (the bracket: L_NLL + alpha L_KL) halved, so that the cross-entropy part is the
+    mean of the two passes (label-smoothed as :func:`seq2seq_loss`), on the scale of an ordinary run's loss (the
+    logged loss, and the gradient that ``max_grad_norm`` clips), while alpha keeps the paper's meaning (the KL
+    term's weight against the cross-entropy). Summed over the label tokens of both copies, divided by twice
+    ``num_items_in_batch`` (which counts one copy), so accumulation and several processes give one big batch's
+    loss, as for :func:`seq2seq_loss`.
+
+    logits: (2N, V) packed or (2B, T, V), the first half the first pass; labels: (2N,) or (2B, T), -100 ignored.
+    """
+    num_items = 2 * num_items_in_batch if num_items_in_batch is not None else None  # both copies' label tokens
+    cross_entropy = seq2seq_loss(logits, labels, num_items, label_smoothing)  # the mean of the two passes' CE
+    log_p1, log_p2 = logits.float().log_softmax(dim=-1).chunk(2)  # (N, V) or (B, T, V) each
+    # the paper's L_KL = 1/2 (KL(P1 || P2) + KL(P2 || P1)) = 1/2 sum_v (p1 - p2)(log p1 - log p2): one product
+    kl = 0.5 * ((log_p1.exp() - log_p2.exp()) * (log_p1 - log_p2)).sum(dim=-1)  # (N,) or (B, T)
+    kl_sum = kl.masked_fill(labels.chunk(2)[0].to(kl.device) == -100, 0.0).sum()  # over one copy's label tokens
+    # divided by both copies' count: the leading 1/2
+    return cross_entropy + rdrop_alpha * per_label_token(kl_sum, labels, num_items)
 
 
 def output_layer_and_loss(
@@ -133,24 +180,21 @@ def output_layer_and_loss(
     packing: TokenPacking | None,
     num_items_in_batch: int | torch.Tensor | None,
     label_smoothing: float,
-    output_vocabulary: OutputVocabulary | None = None,
+    rdrop_alpha: float = 0.0,
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """The output layer and the loss, shared by both families; returns (logits, loss).
 
     hidden_states: (B, T, H). With ``packing`` (``TokenPacking.through_last_label(labels)``: a training forward, the
     padding-free path) the output layer and the loss run on the packed positions only, and no logits are returned
-    (None: nothing else would be ordinary (B, T, V) logits); otherwise logits are (B, T, V). With
-    ``output_vocabulary`` (a shortlist's K tokens, decoding only) the layer computes those rows: (B, T, K)."""
-    if output_vocabulary is not None:
-        if labels is not None:
-            raise ValueError("output_vocabulary (a vocabulary shortlist) is for decoding: a loss over K of the V "
-                             "target tokens is not the model's loss; pass labels without it")
-        return output_vocabulary.logits(lm_head, hidden_states), None  # (B, T, K)
+    (None: nothing else would be ordinary (B, T, V) logits); otherwise logits are (B, T, V). ``rdrop_alpha`` > 0:
+    the batch holds its sentences twice (:func:`repeat_batch`) and the loss is :func:`rdrop_loss`; the packed
+    positions of the two copies then fall in the same order into the two halves of (N, V)."""
+    loss_function = seq2seq_loss if not rdrop_alpha else partial(rdrop_loss, rdrop_alpha=rdrop_alpha)
     if packing is not None:
         logits = lm_head(packing.pack(hidden_states))  # (N, V)
-        return None, seq2seq_loss(logits, packing.pack(labels), num_items_in_batch, label_smoothing)
+        return None, loss_function(logits, packing.pack(labels), num_items_in_batch, label_smoothing)
     logits = lm_head(hidden_states)  # (B, T, V)
-    loss = seq2seq_loss(logits, labels, num_items_in_batch, label_smoothing) if labels is not None else None
+    loss = loss_function(logits, labels, num_items_in_batch, label_smoothing) if labels is not None else None
     return logits, loss
 
 
@@ -373,9 +417,12 @@ class SourceLengthBoundLogitsProcessor(LogitsProcessor):
 class GenerationLengthDefault(GenerationHooks):
     """Mixed into both generation models (before ``GenerationMixin``): the lengths a new model decodes with.
 
-    - ``max_length=DEFAULT_GENERATION_MAX_LENGTH`` in a new model's generation config; a length the user passes
-      replaces it without a warning. transformers treats a ``max_length`` in the model's generation config as set by
-      the user, so ``generate(max_new_tokens=n)`` would warn on every call that both are set; here the shipped
+    - ``max_length=DEFAULT_GENERATION_MAX_LENGTH`` in a new model's generation config, and in a call
+      where neither the call nor the model's generation config sets a length (a folder without
+      generation_config.json, which transformers rebuilds from config.json without one; said in one warning
+      line when it loads), instead of generate()'s generic 20 tokens; a length the user passes replaces it
+      without a warning. transformers treats a ``max_length`` in the model's generation config as set by the
+      user, so ``generate(max_new_tokens=n)`` would warn on every call that both are set; here the shipped
       ``max_length`` is dropped when the call gives ``max_new_tokens`` and no ``max_length`` of its own.
     - the source-relative bound (``SourceLengthBoundLogitsProcessor``) from the generation config's ``max_len_a`` and
       ``max_len_b``: a new model's config carries the defaults; a generation config without the fields (a folder
@@ -397,6 +444,23 @@ class GenerationLengthDefault(GenerationHooks):
         # as Seq2SeqTrainer also does: a config marked as copied from the model config would save without the bound
         mark_generation_config_own(config)
 
+    def on_generation_config_loaded(self, name_or_path) -> None:
+        """One warning line when the generation config loaded from ``name_or_path`` sets no length (the folder
+        has no generation_config.json, so transformers built one from config.json; or its file sets neither
+        max_length nor max_new_tokens): the model decodes it with the family's lengths
+        (:meth:`finish_generation_config`), where transformers' generic 20 tokens cut longer translations
+        without a word."""
+        config = self.generation_config
+        if config.max_length is None and config.max_new_tokens is None:
+            max_len_a, max_len_b = (getattr(config, name, default) for name, default in zip(
+                LENGTH_BOUND_FIELDS, (DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B), strict=True))
+            bound = "no source-relative bound" if max_len_a is None and max_len_b is None else \
+                f"at most {max_len_a or 0} x source tokens + {max_len_b or 0}"
+            logger.warning(f"{name_or_path} has no generation_config.json with a length limit: decoding "
+                           f"with the {self.config.model_type} defaults, max_length "
+                           f"{DEFAULT_GENERATION_MAX_LENGTH} and {bound}, not transformers' generic 20 "
+                           "tokens; save a generation config in the folder to decode otherwise")
+
     def generation_options(self, generation_config, kwargs: dict) -> dict:
         """The call's length bound, popped (a generation config without the fields would hand them to forward), and
         whether the call (or the generation config it passed) set max_length itself."""
@@ -408,8 +472,14 @@ class GenerationLengthDefault(GenerationHooks):
         return options
 
     def finish_generation_config(self, generation_config, options: dict) -> None:
-        if generation_config.max_new_tokens is not None and options["user_max_length"] is None:
-            generation_config.max_length = None  # the call's max_new_tokens decides the length
+        if options["user_max_length"] is None:  # the call sets no max_length
+            if generation_config.max_new_tokens is not None:  # the call's or the config's decides the length
+                generation_config.max_length = None
+            elif self.generation_config.max_length is None:  # nor does the model's generation config
+                # the family's max_length, not generate()'s generic 20, as the new tokens after the start token:
+                # generate() would add the prompt to a max_length it treats as its default, and warn on every call
+                positions = getattr(self.config, "max_position_embeddings", None) or math.inf
+                generation_config.max_new_tokens = min(DEFAULT_GENERATION_MAX_LENGTH, positions) - 1
         # the call's values, else the generation config's, else (a config saved without the fields) the defaults
         generation_config.max_len_a = options.get("max_len_a", getattr(generation_config, "max_len_a", DEFAULT_MAX_LEN_A))
         generation_config.max_len_b = options.get("max_len_b", getattr(generation_config, "max_len_b", DEFAULT_MAX_LEN_B))
@@ -417,17 +487,9 @@ class GenerationLengthDefault(GenerationHooks):
 
     def extra_logits_processors(self, generation_config, model_kwargs: dict, encoder_input_ids, prompt_length: int):
         """The source-relative bound when the generation config sets one."""
-        max_new_tokens = self.row_length_bounds(generation_config, model_kwargs, encoder_input_ids, prompt_length)
-        if max_new_tokens is None:
-            return []
-        return [SourceLengthBoundLogitsProcessor(max_new_tokens, eos_token_tensor(generation_config), prompt_length)]
-
-    def row_length_bounds(self, generation_config, model_kwargs: dict, encoder_input_ids,
-                          prompt_length: int) -> torch.Tensor | None:
-        """The source-relative bound of each decoding row, (rows,) tokens with </s>; None when the call has none."""
         max_len_a, max_len_b = generation_config.max_len_a, generation_config.max_len_b
         if max_len_a is None and max_len_b is None:
-            return None
+            return []
         eos_token_id = eos_token_tensor(generation_config)
         source_lengths = self._source_lengths(generation_config, model_kwargs, encoder_input_ids)
         if source_lengths is None or eos_token_id is None:
@@ -438,7 +500,8 @@ class GenerationLengthDefault(GenerationHooks):
         # an explicit minimum length wins over the bound: </s> may come after min_new_tokens tokens at the earliest
         # (transformers' MinNewTokensLengthLogitsProcessor), after min_length decoder positions
         earliest_eos = 1 + max(generation_config.min_new_tokens or 0, (generation_config.min_length or 0) - prompt_length)
-        return source_length_bound(source_lengths, max_len_a, max_len_b).clamp(min=earliest_eos)
+        max_new_tokens = source_length_bound(source_lengths, max_len_a, max_len_b).clamp(min=earliest_eos)
+        return [SourceLengthBoundLogitsProcessor(max_new_tokens, eos_token_id, prompt_length)]
 
     @staticmethod
     def _source_lengths(generation_config, model_kwargs: dict, encoder_input_ids) -> torch.Tensor | None:
@@ -454,123 +517,3 @@ class GenerationLengthDefault(GenerationHooks):
         real = encoder_input_ids != pad_token_id if pad_token_id is not None else torch.ones_like(encoder_input_ids)
         expand = max(generation_config.num_beams or 1, generation_config.num_return_sequences or 1)
         return real.sum(dim=1).repeat_interleave(expand)
-
-
-class Seq2SeqGeneration(GenerationLengthDefault):
-    """Mixed into both generation models (before ``GenerationMixin``): ``GenerationLengthDefault``'s lengths, and the
-    decoding options hf_s2s adds to ``generate()``:
-
-    - ``shortlist=`` a :class:`~.shortlist.VocabularyShortlist`: the batch decodes over the union of its sources'
-      shortlists (with the special tokens, the call's target terms and decoder prompt), or ``output_vocabulary=`` an
-      :class:`~.shortlist.OutputVocabulary`, a set of target tokens given outright (the special tokens, terms and
-      prompt added): in both cases over K of the V
-      target tokens, from the output layer to the search, mapped back to the full vocabulary at the end (see
-      ``shortlist.py``);
-    - ``target_terms=`` per sentence, the target terms (lists of token ids) its translation must contain, and
-      ``term_bonus=`` (nats, default ``DEFAULT_TERM_BONUS``): :class:`~.term_constraints.TargetTermsLogitsProcessor`
-      steers every hypothesis of a sentence with terms; the length bound of such a row is raised to hold its terms.
-    """
-
-    def generate(self, *args, shortlist: VocabularyShortlist | str | os.PathLike | None = None, **kwargs):
-        """transformers' ``generate``, plus ``shortlist`` (see the class docstring; also the path of a model folder
-        or of its ``shortlist.safetensors``, which a folder loaded as remote code can pass); without a shortlist or
-        an output vocabulary, transformers' own call."""
-        vocabulary = kwargs.get("output_vocabulary")
-        if shortlist is None and vocabulary is None:
-            return super().generate(*args, **kwargs)
-        if isinstance(shortlist, str | os.PathLike):
-            path = Path(shortlist)
-            shortlist = VocabularyShortlist.from_pretrained(path) if path.is_dir() else VocabularyShortlist.load(path)
-        refused = [name for name in REFUSED_ARGUMENTS if kwargs.get(name) is not None]
-        if refused or len(args) > 2:
-            named = ", ".join(refused) or "positional arguments after generation_config"
-            raise ValueError(f"a vocabulary shortlist decodes in reduced token ids, which {named} would read as full "
-                             "ones: decode without the shortlist to use them")
-        target_vocab_size = getattr(self.config, "target_vocab_size", self.config.vocab_size)
-        if vocabulary is None:
-            source = args[0] if args else kwargs.get("inputs", kwargs.get("input_ids"))
-            if not torch.is_tensor(source) or source.dim() != 2:
-                raise ValueError("a vocabulary shortlist reads the source token ids: pass input_ids as a (batch, "
-                                 "length) tensor")
-            shortlist.check_fits(self.config.vocab_size, target_vocab_size, type(self).__name__)
-            vocabulary = shortlist.output_vocabulary(source, kwargs.get("attention_mask"),
-                                                     self._shortlist_extras(args, kwargs))
-        elif shortlist is not None:
-            raise ValueError("give shortlist or output_vocabulary, not both")
-        elif vocabulary.vocab_size != target_vocab_size:
-            raise ValueError(f"the output vocabulary is for {vocabulary.vocab_size} target tokens, and "
-                             f"{type(self).__name__} has {target_vocab_size}")
-        else:
-            vocabulary = vocabulary.including(self._shortlist_extras(args, kwargs))
-        kwargs["output_vocabulary"] = vocabulary
-        if kwargs.get("decoder_input_ids") is not None:
-            kwargs["decoder_input_ids"] = vocabulary.reduce(kwargs["decoder_input_ids"], "decoder_input_ids")
-        return vocabulary.restore_output(super().generate(*args, **kwargs))
-
-    def _shortlist_extras(self, args: tuple, kwargs: dict) -> list[int]:
-        """The target tokens a call's output vocabulary must hold whatever its sources: the special tokens of the
-        call (its keywords, else the generation config it passes, else the model's), its decoder prompt and its
-        target terms."""
-        configs = [config for config in (args[1] if len(args) > 1 else kwargs.get("generation_config"),
-                                         self.generation_config) if config is not None]
-        extras = []
-        for name in SPECIAL_TOKEN_FIELDS:
-            value = kwargs.get(name, next((getattr(c, name) for c in configs if getattr(c, name, None) is not None),
-                                          None))
-            if value is not None:
-                extras.extend(value if isinstance(value, list | tuple) else [value])
-        if kwargs.get("decoder_input_ids") is not None:
-            extras.extend(kwargs["decoder_input_ids"].reshape(-1).tolist())
-        for terms in kwargs.get("target_terms") or []:
-            extras.extend(int(token) for term in terms for token in term)
-        return extras
-
-    def generation_options(self, generation_config, kwargs: dict) -> dict:
-        """The length options (``GenerationLengthDefault``), the target terms and their bonus, popped, and the output
-        vocabulary (left in the keywords: it reaches forward as a model input)."""
-        options = super().generation_options(generation_config, kwargs)
-        options["target_terms"] = kwargs.pop("target_terms", None)
-        options["term_bonus"] = kwargs.pop("term_bonus", DEFAULT_TERM_BONUS)
-        options["output_vocabulary"] = kwargs.get("output_vocabulary")
-        return options
-
-    def finish_generation_config(self, generation_config, options: dict) -> None:
-        """The call's generation config in the reduced vocabulary, with its terms (carried to the processors on
-        this call's own copy of the config)."""
-        super().finish_generation_config(generation_config, options)
-        if options["output_vocabulary"] is not None:
-            options["output_vocabulary"].reduce_generation_config(generation_config)
-        bonus = options["term_bonus"]
-        if isinstance(bonus, bool) or not isinstance(bonus, Real) or not math.isfinite(bonus):
-            raise ValueError(f"term_bonus (nats added to a missing term's first token) must be a finite number, got "
-                             f"{bonus!r}")
-        generation_config.target_terms = options["target_terms"]
-        generation_config.term_bonus = float(bonus)
-
-    def extra_logits_processors(self, generation_config, model_kwargs: dict, encoder_input_ids, prompt_length: int):
-        """The length bound, and with target terms their processor, each row's bound raised to hold its terms."""
-        target_terms = getattr(generation_config, "target_terms", None)
-        if target_terms is None:
-            return super().extra_logits_processors(generation_config, model_kwargs, encoder_input_ids, prompt_length)
-        if encoder_input_ids is None or encoder_input_ids.dim() != 2:
-            raise ValueError("target_terms are given per sentence: pass the sources as input_ids")
-        vocabulary = model_kwargs.get("output_vocabulary")
-        terms = check_target_terms(target_terms, encoder_input_ids.shape[0],
-                                   getattr(self.config, "target_vocab_size", self.config.vocab_size))
-        if vocabulary is not None:
-            terms = [[vocabulary.reduce(term, "target_terms") for term in sentence] for sentence in terms]
-        expand = max(generation_config.num_beams or 1, generation_config.num_return_sequences or 1)
-        device = encoder_input_ids.device
-        term_tokens = torch.tensor([sum(map(len, sentence)) for sentence in terms], device=device)
-        needed = (term_tokens + 1).repeat_interleave(expand)  # (rows,) the terms and </s>
-        bounds = self.row_length_bounds(generation_config, model_kwargs, encoder_input_ids, prompt_length)
-        processors = []
-        budget = torch.full_like(needed, generation_config.max_length - prompt_length)
-        if bounds is not None:
-            bounds = torch.maximum(bounds.to(device), needed)
-            processors.append(SourceLengthBoundLogitsProcessor(bounds, eos_token_tensor(generation_config),
-                                                               prompt_length))
-            budget = torch.minimum(budget, bounds)
-        processors.append(TargetTermsLogitsProcessor(terms, expand, budget, prompt_length,
-                                                     eos_token_tensor(generation_config), generation_config.term_bonus))
-        return processors

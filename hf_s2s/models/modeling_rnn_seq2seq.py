@@ -25,7 +25,7 @@ from .attention_rnn_seq2seq import build_attention
 from .cache_rnn_seq2seq import RNNSeq2SeqCache, RNNSeq2SeqDecoderStep, allow_rnn, run_rnn
 from .configuration_rnn_seq2seq import FINAL_STATE_INITS, RNNSeq2SeqConfig
 from .modeling_common import (
-    Seq2SeqGeneration,
+    GenerationLengthDefault,
     Seq2SeqPreTrainedMixin,
     TokenPacking,
     embed,
@@ -33,9 +33,9 @@ from .modeling_common import (
     is_capturing_graph,
     output_flags,
     output_layer_and_loss,
+    repeat_batch,
     shift_tokens_right,
 )
-from .shortlist import OutputVocabulary
 from .transformers_compat import cache_argument, cache_output, output_cache
 
 _RNN_CLASSES = {"gru": nn.GRU, "lstm": nn.LSTM}
@@ -492,7 +492,7 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
         )
 
 
-class RNNSeq2SeqForConditionalGeneration(Seq2SeqGeneration, RNNSeq2SeqPreTrainedModel, GenerationMixin):
+class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreTrainedModel, GenerationMixin):
     """RNN encoder-decoder with the output layer, loss and ``generate()`` (greedy, beam, sampling, n-best).
 
     Alignments: ``generate(..., output_attentions=True, return_dict_in_generate=True)`` gives
@@ -547,20 +547,24 @@ class RNNSeq2SeqForConditionalGeneration(Seq2SeqGeneration, RNNSeq2SeqPreTrained
         num_items_in_batch: int | torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
-        output_vocabulary: OutputVocabulary | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
         """labels (B, T), -100 on ignored positions; the loss is the token sum over ``num_items_in_batch``
         (Trainer passes it) or the token mean, smoothed by ``config.label_smoothing``. A training forward with
         labels runs the output layer on each row's positions up to its last label only (padding-free, see
         ``output_layer_and_loss``) and returns the loss without logits; otherwise logits are (B, T, V). Scheduled
-        sampling reads the output layer too (the decoder's ``scheduled_sampling``). The cache is also accepted as
-        ``past_key_values``. With ``output_vocabulary`` (a vocabulary shortlist's K tokens, which generate() passes
-        when given one) ``decoder_input_ids`` are its reduced ids and the logits (B, T, K) are its tokens'."""
+        sampling reads the output layer too (the decoder's ``scheduled_sampling``). With ``config.rdrop_alpha`` > 0 a
+        training forward with labels runs the batch twice (R-Drop, ``modeling_common.rdrop_loss``): its outputs
+        other than the loss cover 2B rows, the second copy after the first. The cache is also accepted as
+        ``past_key_values``."""
         cache = cache_argument(cache, kwargs)
-        if output_vocabulary is not None and decoder_input_ids is not None:
-            decoder_input_ids = output_vocabulary.restore(decoder_input_ids)  # reduced ids -> the embedding's
         packing = None
+        rdrop_alpha = self.config.rdrop_alpha if self.training and labels is not None else 0.0
+        if rdrop_alpha:  # (B, ...) -> (2B, ...): the two passes of R-Drop in one
+            (input_ids, attention_mask, decoder_input_ids, decoder_attention_mask, inputs_embeds,
+             decoder_inputs_embeds, labels) = repeat_batch(
+                encoder_outputs, cache, input_ids, attention_mask, decoder_input_ids, decoder_attention_mask,
+                inputs_embeds, decoder_inputs_embeds, labels)
         if labels is not None:
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
@@ -575,10 +579,8 @@ class RNNSeq2SeqForConditionalGeneration(Seq2SeqGeneration, RNNSeq2SeqPreTrained
             inputs_embeds=inputs_embeds, decoder_inputs_embeds=decoder_inputs_embeds,
             output_layer=self.lm_head if self.model.decoder.scheduled_sampling else None,
         )
-        logits, loss = output_layer_and_loss(
-            self.lm_head, outputs.last_hidden_state, labels, packing, num_items_in_batch, self.config.label_smoothing,
-            output_vocabulary,
-        )
+        logits, loss = output_layer_and_loss(self.lm_head, outputs.last_hidden_state, labels, packing,
+                                             num_items_in_batch, self.config.label_smoothing, rdrop_alpha)
         return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,

@@ -42,16 +42,16 @@ from .attention_transformer_seq2seq import (
 )
 from .configuration_transformer_seq2seq import TransformerSeq2SeqConfig
 from .modeling_common import (
-    Seq2SeqGeneration,
+    GenerationLengthDefault,
     Seq2SeqPreTrainedMixin,
     TokenPacking,
     embed,
     encoder_output,
     output_flags,
     output_layer_and_loss,
+    repeat_batch,
     shift_tokens_right,
 )
-from .shortlist import OutputVocabulary
 from .transformers_compat import cache_argument, cache_output, causal_mask, output_cache
 
 # ----------------------------------------------------------------------------------------------------------
@@ -539,7 +539,7 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
 
 
 class TransformerSeq2SeqForConditionalGeneration(
-    Seq2SeqGeneration, TransformerSeq2SeqPreTrainedModel, GenerationMixin
+    GenerationLengthDefault, TransformerSeq2SeqPreTrainedModel, GenerationMixin
 ):
     """The encoder-decoder with a linear output projection to target-vocabulary logits (tied to the target
     embedding when ``tie_word_embeddings``), the token-level cross-entropy loss, and ``generate``."""
@@ -594,7 +594,6 @@ class TransformerSeq2SeqForConditionalGeneration(
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
-        output_vocabulary: OutputVocabulary | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
         """As ``TransformerSeq2SeqModel.forward``, plus labels: (B, T_tgt) target ids with -100 where no loss is
@@ -602,14 +601,18 @@ class TransformerSeq2SeqForConditionalGeneration(
         label-token count of the whole accumulated batch, which the summed loss is divided by;
         ``config.label_smoothing`` smooths it. Returns logits (B, T_tgt, V_tgt) and the loss; a training forward
         with labels runs padding-free (positions after each row's last label are skipped by the decoder and the
-        output layer, see ``output_layer_and_loss``) and returns the loss without logits. With ``output_vocabulary``
-        (a vocabulary shortlist's K tokens, which generate() passes when given one) ``decoder_input_ids`` are its
-        reduced ids and the logits (B, T_tgt, K) are its tokens'."""
+        output layer, see ``output_layer_and_loss``) and returns the loss without logits. With ``config.rdrop_alpha``
+        > 0 such a forward runs the batch twice (R-Drop, ``modeling_common.rdrop_loss``): its outputs other than the
+        loss cover 2B rows, the second copy after the first."""
         cache = cache_argument(cache, kwargs)
-        if output_vocabulary is not None and decoder_input_ids is not None:
-            decoder_input_ids = output_vocabulary.restore(decoder_input_ids)  # reduced ids -> the embedding's
         _, output_hidden_states = output_flags(self.config, False, output_hidden_states)  # per-layer states: padded
         packing = None
+        rdrop_alpha = self.config.rdrop_alpha if self.training and labels is not None else 0.0
+        if rdrop_alpha:  # (B, ...) -> (2B, ...): the two passes of R-Drop in one
+            (input_ids, attention_mask, decoder_input_ids, decoder_attention_mask, inputs_embeds,
+             decoder_inputs_embeds, labels) = repeat_batch(
+                encoder_outputs, cache, input_ids, attention_mask, decoder_input_ids, decoder_attention_mask,
+                inputs_embeds, decoder_inputs_embeds, labels)
         if labels is not None:
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:  # an id error names the labels
@@ -632,10 +635,8 @@ class TransformerSeq2SeqForConditionalGeneration(
             decoder_packing=packing,
             return_dict=True,
         )
-        logits, loss = output_layer_and_loss(
-            self.lm_head, outputs.last_hidden_state, labels, packing, num_items_in_batch, self.config.label_smoothing,
-            output_vocabulary,
-        )
+        logits, loss = output_layer_and_loss(self.lm_head, outputs.last_hidden_state, labels, packing,
+                                             num_items_in_batch, self.config.label_smoothing, rdrop_alpha)
         return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,

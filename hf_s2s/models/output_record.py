@@ -87,6 +87,27 @@ def check_output_folder(folder: str | Path, command: str, flag: str, overwrite: 
     if record is None:
         raise FileExistsError(f"{refusal} {missing}, so nothing there is known to be its output; nothing was "
                               "deleted: choose an empty or new folder")
+    foreign = _foreign_entries(folder, command, record)
+    if foreign:
+        raise FileExistsError(f"{refusal} it also holds {_shown(foreign)}; these are left in place and "
+                              f"nothing was deleted: move them out of {folder}, or choose an empty or new "
+                              "folder")
+
+
+def output_problem(folder: str | Path, command: str) -> str | None:
+    """Why the existing ``folder`` is not only what ``command`` wrote there, unchanged, in words that follow
+    "and" (no record of ``command``'s, or entries the record does not list or that changed since, each named);
+    None when it is, so that ``command`` may replace it whole. For a caller that replaces such a folder late
+    in a long job and checks it before the job starts."""
+    record, missing = _recorded(Path(folder), command)
+    if record is None:
+        return missing
+    foreign = _foreign_entries(Path(folder), command, record)
+    return f"it also holds {_shown(foreign)}" if foreign else None
+
+
+def _foreign_entries(folder: Path, command: str, record: dict[str, str]) -> list[str]:
+    """Each entry of ``folder`` other than the files ``record`` lists, unchanged: "name (why)", sorted."""
     files, subfolders, others = _entries(folder)
     foreign = {name: "a symlink or special file" for name in others}
     foreign |= {name: f"a folder hf-s2s {command} did not write" for name in subfolders
@@ -96,10 +117,7 @@ def check_output_folder(folder: str | Path, command: str, flag: str, overwrite: 
             foreign[name] = f"not written by hf-s2s {command}"
         elif name in record and sha256_file(path) != record[name]:
             foreign[name] = f"changed since hf-s2s {command} wrote it"
-    if foreign:
-        named = [f"{name} ({why})" for name, why in sorted(foreign.items())]
-        raise FileExistsError(f"{refusal} it also holds {_shown(named)}; these are left in place and nothing was "
-                              f"deleted: move them out of {folder}, or choose an empty or new folder")
+    return [f"{name} ({why})" for name, why in sorted(foreign.items())]
 
 
 def clear_output(folder: str | Path, command: str, flag: str) -> None:
@@ -131,4 +149,5 @@ def record_output(folder: str | Path, command: str) -> Path:
     return path
 
 
-__all__ = ["RECORD_FILE", "check_output_folder", "clear_output", "record_output", "sha256_file"]
+__all__ = ["RECORD_FILE", "check_output_folder", "clear_output", "output_problem", "record_output",
+           "sha256_file"]

@@ -34,6 +34,9 @@ Private hooks of ``GenerationMixin`` overridden (in ``GenerationHooks``), and wh
   linear instead would also make 5.24 build a causal mask on every step of a static (compiled) decoding that
   the RNN does not read.
 - ``_reorder_cache``: beam search calls it when the model defines it; forwards to ``reorder_beam_cache``.
+- ``adjust_generation_fn`` (public, undocumented): where ``from_pretrained`` reads the folder's generation
+  config, or builds one from config.json when the folder has none; the model is told what was read
+  (``on_generation_config_loaded``).
 
 Private attributes read
 - ``GenerationConfig._eos_token_tensor`` / ``_pad_token_tensor`` (set by ``generate()`` from the special ids):
@@ -221,6 +224,10 @@ class GenerationHooks:
         """A cache of the model's own for this generate() call, or None for transformers' choice."""
         return None
 
+    def on_generation_config_loaded(self, name_or_path) -> None:
+        """``from_pretrained`` has read the generation config of ``name_or_path`` (built it from its
+        config.json where the folder has no generation_config.json)."""
+
     @staticmethod
     def reorder_beam_cache(cache, beam_idx):
         """Beam search: move the cache's rows to ``beam_idx`` (B x beams,); returns the cache."""
@@ -273,3 +280,10 @@ class GenerationHooks:
 
     def _reorder_cache(self, cache, beam_idx):
         return self.reorder_beam_cache(cache, beam_idx)
+
+    def adjust_generation_fn(self, generation_config, from_auto_class, from_pipeline, name_or_path, *args,
+                             **kwargs):
+        super().adjust_generation_fn(generation_config, from_auto_class, from_pipeline, name_or_path, *args,
+                                     **kwargs)
+        if generation_config is None:  # none given to from_pretrained: the folder's decides
+            self.on_generation_config_loaded(name_or_path)

@@ -5,7 +5,8 @@
 - :mod:`.batching`: concurrent requests gathered into length-sorted batches (no FastAPI in it);
 - :mod:`.metrics`: the Prometheus metrics;
 - :mod:`.schemas`: the request and response bodies (pydantic), which the OpenAPI page at ``/docs`` shows;
-- :mod:`.app`: the FastAPI application (``POST /translate``, ``GET /health``, ``GET /models``, ``GET /metrics``);
+- :mod:`.app`: the FastAPI application (``POST /translate``, ``GET /health``, ``GET /models``, ``GET /metrics``,
+  and the attention explorer's page at ``/``, whose HTML, CSS and JavaScript are the package data in ``static/``);
 - :mod:`.server`: uvicorn around it, on the command line's port or in a thread (tests, benchmarks).
 
 The engines that decode live a floor below, in :mod:`hf_s2s.inference.engines`. FastAPI, uvicorn and

@@ -1,7 +1,9 @@
-"""The FastAPI application: ``POST /translate``, ``GET /health``, ``GET /models``, ``GET /metrics`` (Prometheus) and
-the OpenAPI page at ``/docs``.
+"""The FastAPI application: ``POST /translate``, ``GET /health``, ``GET /models``, ``GET /metrics`` (Prometheus), the
+OpenAPI page at ``/docs``, and the attention explorer at ``/``: a page of plain HTML, CSS and JavaScript shipped in
+the package (``static/``), which calls ``/models`` and ``/translate`` and fetches nothing from another host (its
+Content-Security-Policy allows this server only).
 
-Every answer the application gives is JSON; a refusal is ``{"error": "..."}`` with a 4xx status, decided before the
+Every answer of the API is JSON; a refusal is ``{"error": "..."}`` with a 4xx status, decided before the
 request reaches the queue, so that nothing a client sends can stop the batcher:
 
 - 400: the body is not JSON (nor UTF-8 text, or nested too deeply to read);
@@ -24,11 +26,13 @@ import asyncio
 import time
 from collections.abc import Iterable
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..data.tokenization import target_side
@@ -44,6 +48,10 @@ _SHOWN_SENTENCES = 5
 # The status counted for a request whose client went away before its answer (nginx's "client closed request"); no
 # client receives it.
 CLIENT_GONE = 499
+# The attention explorer's files (package data): index.html at /, the rest under /static.
+EXPLORER_FILES = Path(__file__).with_name("static")
+# The page may load and call this server only: nothing from another host, no inline script.
+EXPLORER_POLICY = "default-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 
 class ServiceError(Exception):
@@ -212,6 +220,7 @@ def create_app(engines: dict[str, Engine], batching: BatchingConfig | None = Non
             try:
                 translations = await batchers[name].translate(body.sentences, lengths, options, scores=body.scores,
                                                               alignment=body.alignment,
+                                                              output_attentions=body.output_attentions,
                                                               gone=lambda: _client_gone(request.receive))
             except QueueFull as error:
                 raise ServiceError(503, str(error), headers={"Retry-After": "1"}) from None
@@ -239,13 +248,19 @@ def create_app(engines: dict[str, Engine], batching: BatchingConfig | None = Non
 
     @app.get("/models", response_model=list[schemas.ModelInfo], summary="The served models")
     async def models():
-        return [schemas.ModelInfo(name=name, default=name == default, **engine.describe())
+        return [schemas.ModelInfo(name=name, default=name == default,
+                                  attention_type=getattr(engine.config, "attention_type", None), **engine.describe())
                 for name, engine in engines.items()]
 
     @app.get("/metrics", summary="Prometheus metrics", response_class=Response)
     async def prometheus_metrics():
         return Response(metrics.exposition(), media_type=CONTENT_TYPE)
 
+    @app.get("/", include_in_schema=False)
+    async def explorer():
+        return FileResponse(EXPLORER_FILES / "index.html", headers={"Content-Security-Policy": EXPLORER_POLICY})
+
+    app.mount("/static", StaticFiles(directory=EXPLORER_FILES), name="static")
     app.state.batchers = batchers  # for drain(), tests and benchmarks
     app.state.metrics = metrics
     return app
@@ -284,7 +299,7 @@ def _check_request(request: schemas.TranslateRequest, engine: Engine, limits: Re
         options = engine.options(num_beams=request.num_beams, num_return_sequences=request.num_return_sequences,
                                  max_len_a=request.max_len_a, max_len_b=request.max_len_b,
                                  no_length_bound=request.no_length_bound)
-        if request.alignment:
+        if request.alignment or request.output_attentions:
             engine.check_alignment()
     except ValueError as error:
         raise ServiceError(422, str(error)) from None

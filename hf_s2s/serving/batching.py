@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from ..data.corpus import is_blank
 from ..inference.engines import Alignment, DecodingOptions, Engine
 from ..inference.translate import Hypothesis
 from .config import BatchingConfig
@@ -63,6 +64,7 @@ class _Job:
     options: DecodingOptions
     scores: bool
     alignment: bool
+    output_attentions: bool  # the alignment with every layer's and head's weights
     future: asyncio.Future
     arrived: float = field(default_factory=time.monotonic)
 
@@ -121,9 +123,10 @@ class Batcher:
         self._executor.shutdown(wait=True)
 
     async def translate(self, sentences: list[str], lengths: list[int], options: DecodingOptions, *,
-                        scores: bool = False, alignment: bool = False,
+                        scores: bool = False, alignment: bool = False, output_attentions: bool = False,
                         gone: Callable[[], Awaitable[None]] | None = None) -> list[Translation]:
-        """Queue one request and wait for its translations, one per sentence. :class:`QueueFull` when the queue
+        """Queue one request and wait for its translations, one per sentence (with their alignments if ``alignment``,
+        and every layer's and head's attention weights too if ``output_attentions``). :class:`QueueFull` when the queue
         cannot take its sentences; :class:`Closing` once the batcher is shutting down, or when its deadline passed
         before the request was decoded. ``gone()`` returns when the client has gone away: the request then leaves
         the queue undecoded (:class:`Abandoned`); so does a request whose task is cancelled."""
@@ -132,7 +135,8 @@ class Batcher:
         if self._queued_sentences + len(sentences) > self.config.max_queue_sentences:
             raise QueueFull(f"{self._queued_sentences} sentences are waiting for {self.name!r} and the queue holds "
                             f"{self.config.max_queue_sentences}: retry later")
-        job = _Job(sentences, lengths, options, scores, alignment, asyncio.get_running_loop().create_future())
+        job = _Job(sentences, lengths, options, scores, alignment or output_attentions, output_attentions,
+                   asyncio.get_running_loop().create_future())
         self._pending.append(job)
         self._queue_changed(len(sentences))
         self._arrival.set()
@@ -252,8 +256,10 @@ class Batcher:
             translations = [Translation(hypotheses[j, i]) for i in range(len(job.sentences))]
             if job.alignment:
                 for translation, sentence in zip(translations, job.sentences, strict=True):
+                    if is_blank(sentence):  # not decoded (an empty translation): there is no attention to show
+                        continue
                     translation.alignment = await loop.run_in_executor(self._executor, self.engine.alignment,
-                                                                       sentence, options)
+                                                                       sentence, options, job.output_attentions)
             results.append(translations)
         return results
 

@@ -5,16 +5,20 @@ otherwise fail, or decode wrongly, on every request.
 
 - A JSON file of the folder that does not parse, or holds something other than an object: transformers' own message
   names no file (or is a TypeError from deep inside it).
-- No generation_config.json: transformers then builds the generation config from config.json, silently, and decodes
-  with its generic defaults (greedy search, at most 20 tokens per translation) instead of the beam size and lengths
-  the model was saved with. A generation_config.json that names no decoder start token or no end token: every
-  request would fail in ``generate()``.
+- A generation config that names no decoder start token or no end token: every request would fail in
+  ``generate()``. Without generation_config.json, transformers builds the generation config from
+  config.json, so that file's tokens are checked; the model then decodes with its family's default
+  lengths, as ``hf-s2s translate`` does, and the load says so in one warning line
+  (``GenerationLengthDefault.on_generation_config_loaded``).
 
-No optional dependency here, so that the command checks folders before it needs the serve extra's packages.
+No optional dependency here (the config is read with transformers, as every command reads it), so that the command
+checks folders before it needs the serve extra's packages.
 """
 
 import json
 from pathlib import Path
+
+from ..models.loading import load_config
 
 # The JSON files of a saved folder that loading reads.
 JSON_FILES = ("config.json", "generation_config.json", "tokenizer_config.json", "tokenizer.json")
@@ -25,24 +29,22 @@ FIX_SECTION = "A folder without its generation config"
 
 
 def check_model_folder(folder: str | Path) -> None:
-    """A ValueError naming the file and what to do where ``folder`` holds a JSON file that is not a JSON object, no
-    generation_config.json beside its config.json, or a generation config without the special tokens decoding
-    needs. A path that is not a local folder is left to the loader, which says what it is."""
+    """A ValueError naming the file and what to do where ``folder`` holds a JSON file that is not a JSON
+    object, or a generation config (generation_config.json, else the config.json transformers builds it
+    from) without the special tokens decoding needs. A path that is not a local folder is left to the
+    loader, which says what it is."""
     folder = Path(folder)
     if not folder.is_dir():
         return
     files = {name: _read_json_object(folder / name) for name in JSON_FILES if (folder / name).is_file()}
     if "config.json" not in files:
         return  # the loader says the folder holds no config.json
-    generation = files.get("generation_config.json")
-    if generation is None:
-        raise ValueError(f"{folder} holds no generation_config.json: transformers would decode with its generic "
-                         "defaults (greedy, at most 20 tokens per translation) instead of the model's; write the "
-                         f"one it was meant to decode with (docs/serving.md, {FIX_SECTION!r}, says how)")
-    missing = [names[0] for names in _NEEDED_TOKENS if all(generation.get(name) is None for name in names)]
+    load_config(folder)  # a folder that needs code of its own to load is named as such, whatever else it lacks
+    name = "generation_config.json" if "generation_config.json" in files else "config.json"
+    missing = [names[0] for names in _NEEDED_TOKENS if all(files[name].get(field) is None for field in names)]
     if missing:
-        raise ValueError(f"{folder / 'generation_config.json'} names no {' and no '.join(missing)}: generate() "
-                         "cannot decode without; write the generation config again from config.json (docs/serving.md, "
+        raise ValueError(f"{folder / name} names no {' and no '.join(missing)}: generate() cannot decode "
+                         "without; write the generation config again from config.json (docs/serving.md, "
                          f"{FIX_SECTION!r}, says how)")
 
 

@@ -25,7 +25,12 @@ class TranslateRequest(BaseModel):
     scores: bool = Field(False, description="return each hypothesis' score (greedy: the sum of its token "
                                             "log-probabilities; beam: the length-normalized beam score)")
     alignment: bool = Field(False, description="return the best translation's alignment: the last decoder layer's "
-                                               "cross-attention, averaged over heads (torch engine, attention models)")
+                                               "cross-attention, averaged over heads (torch engine, attention models; "
+                                               "none for a blank sentence, which is not decoded)")
+    output_attentions: bool = Field(False, description="return, with the alignment, every layer's and head's "
+                                                       "attention weights of the best translation: the decoder's "
+                                                       "cross-attention and, for the Transformer, the encoder's "
+                                                       "self-attention (torch engine, attention models)")
     max_len_a: float | None = Field(None, description="length bound max_len_a x source tokens + max_len_b per "
                                                       "output; default: the model's generation config")
     max_len_b: int | None = Field(None, description="tokens added to the length bound; default: the model's "
@@ -43,6 +48,12 @@ class Alignment(BaseModel):
     target_tokens: list[str]
     weights: list[list[float]] = Field(description="(target tokens, source tokens): the attention each target "
                                                    "token paid to each source token")
+    cross_attentions: list[list[list[list[float]]]] | None = Field(
+        None, description="with output_attentions: (decoder layers, heads, target tokens, source tokens), the "
+                          "decoder's attention over the source (an RNN: one layer, its attention mechanism)")
+    encoder_attentions: list[list[list[list[float]]]] | None = Field(
+        None, description="with output_attentions, for the Transformer: (encoder layers, heads, source tokens, "
+                          "source tokens), row i what source token i attended to")
 
 
 class Translation(BaseModel):
@@ -66,6 +77,8 @@ class ModelInfo(BaseModel):
     engine: str
     weights: str = Field(description="float32, bfloat16 or int8")
     source_limit: int | None = Field(description="the most source tokens a sentence may have")
+    attention_type: str | None = Field(description="the RNN's attention mechanism (bahdanau, luong_dot, ...; none: "
+                                                   "no alignments); null for the Transformer's multi-head attention")
     num_beams: int = Field(description="the beam size when a request gives none")
     max_len_a: float | None
     max_len_b: int | None

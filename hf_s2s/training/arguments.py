@@ -6,6 +6,7 @@ parsing (:func:`parse_args`, into :class:`JobArguments`). What can be checked be
 :mod:`hf_s2s.training.checks`.
 """
 
+import argparse
 import json
 import sys
 from dataclasses import dataclass, field, fields
@@ -16,6 +17,9 @@ import torch
 from transformers import AutoConfig, HfArgumentParser, Seq2SeqTrainingArguments
 
 from ..data import tokenization
+from ..data.filters import PairFilters
+from ..data.regularization import SubwordSampler
+from ..data.sampling import DEFAULT_STREAMING_WINDOW_PAIRS
 from ..inference.translate import length_bound_arguments
 from ..models.families import FAMILIES as _FAMILY_REGISTRY
 from ..models.families import get_family
@@ -37,9 +41,19 @@ class ModelArguments:
         default=None, metadata={"help": "JSON object of config fields that differ from the family's defaults"}
     )
     tokenizer_name_or_path: str | None = field(
-        default=None, metadata={"help": "use this tokenizer instead of training one on the training split"}
+        default=None, metadata={"help": "use this tokenizer instead of training one on the training split: a tokenizer "
+                                        "folder, a Hub id, or a SentencePiece .model file (its own ids are kept)"}
+    )
+    target_tokenizer_name_or_path: str | None = field(
+        default=None, metadata={"help": "with --tokenizer_name_or_path (then the source side's): the target side's "
+                                        "tokenizer, a folder or a SentencePiece .model: separate vocabularies"}
     )
     tokenizer_type: str = field(default="bpe", metadata={"help": "tokenizer trained when none is given: bpe or unigram"})
+    tokenizer_library: str = field(
+        default="tokenizers", metadata={"help": "what trains that tokenizer: tokenizers (🤗) or sentencepiece (needs "
+                                                "pip install 'hf_s2s[sentencepiece]'); either is saved as "
+                                                "tokenizer.json"}
+    )
     vocab_size: int = field(default=8000, metadata={"help": "vocabulary size of the trained tokenizer (with "
                                                             "--separate_vocabs: the source vocabulary's)"})
     separate_vocabs: bool = field(
@@ -49,6 +63,13 @@ class ModelArguments:
     target_vocab_size: int | None = field(
         default=None, metadata={"help": "with --separate_vocabs: the target vocabulary's size (default --vocab_size)"}
     )
+    # The fields given (on the command line or by a --recipe, or set to another value than their default), as
+    # opposed to left at their defaults: a value equal to the default tells neither. Not a flag (init=False);
+    # set here and by parse_args, read by the checks of a fine-tuned folder.
+    given: frozenset[str] = field(default=frozenset(), init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        self.given = frozenset(f.name for f in fields(self) if f.init and getattr(self, f.name) != f.default)
 
 
 @dataclass
@@ -65,21 +86,76 @@ class DataArguments:
     data_dir: str | None = field(default=None, metadata={"help": "folder holding the default corpus (Multi30k)"})
     source_lang: str = field(default="de")
     target_lang: str = field(default="en")
-    max_source_length: int = field(default=128, metadata={"help": "longer sources are truncated (and counted)"})
-    max_target_length: int = field(default=128, metadata={"help": "longer targets are truncated (and counted)"})
+    max_source_length: int = field(default=128, metadata={
+        "help": "longer sources are truncated (and counted); --filter_max_source_tokens drops them instead"})
+    max_target_length: int = field(default=128, metadata={
+        "help": "longer targets are truncated (and counted); --filter_max_target_tokens drops them instead"})
     max_train_samples: int | None = field(default=None, metadata={"help": "use only the first N training pairs"})
     max_eval_samples: int | None = field(default=None, metadata={"help": "use only the first N validation pairs"})
     max_test_samples: int | None = field(default=None, metadata={"help": "use only the first N test pairs"})
+    bpe_dropout: float | None = field(default=None, metadata={
+        "help": "BPE-dropout (Provilkov et al. 2020): segment every training sentence anew in each epoch, leaving out "
+                "each BPE merge with this probability (0.1 in the paper); BPE tokenizers. Validation, test and the "
+                "saved tokenizer keep the deterministic segmentation"})
+    unigram_alpha: float | None = field(default=None, metadata={
+        "help": "subword sampling (Kudo 2018): segment every training sentence anew in each epoch, drawing among all "
+                "segmentations with probability proportional to P(x)**alpha (0.1 to 0.5 usual; sentencepiece's alpha "
+                "with nbest_size -1); Unigram tokenizers. Validation, test and the saved tokenizer keep the best one"})
     max_tokens_per_batch: int | None = field(
         default=None,
         metadata={"help": "fill each training batch to this many padded source + target tokens per process (length "
                           "buckets, shuffled; as fairseq --max-tokens) instead of --per_device_train_batch_size "
-                          "sentences; replaces --train_sampling_strategy"},
+                          "sentences; replaces --train_sampling_strategy; with --streaming, built window by "
+                          "window (--streaming_window_pairs)"},
     )
+    preprocessing_num_workers: int | None = field(default=None, metadata={
+        "help": "processes that tokenize a corpus read into memory (datasets' map num_proc; run_translation.py's "
+                "flag); default: one"})
+    filter_max_source_tokens: int | None = field(default=None, metadata={
+        "help": "drop (not truncate) training pairs whose source is longer than N tokens of the run's tokenizer, "
+                "</s> included; counted per split in results.json"})
+    filter_max_target_tokens: int | None = field(default=None, metadata={
+        "help": "drop (not truncate) training pairs whose target is longer than N tokens of the run's tokenizer, "
+                "</s> included"})
+    filter_max_length_ratio: float | None = field(default=None, metadata={
+        "help": "drop training pairs whose longer side has more than R times the tokens of the shorter (tokens "
+                "of the run's tokenizer, </s> included)"})
+    filter_identical: bool = field(default=False, metadata={
+        "help": "drop training pairs whose source and target are the same text (up to whitespace)"})
+    filter_duplicates: bool = field(default=False, metadata={
+        "help": "drop training pairs that repeat an earlier pair of their split (both sides, up to whitespace), "
+                "keeping the first"})
+    filter_validation_and_test: bool = field(default=False, metadata={
+        "help": "apply the --filter_* flags to the validation and test splits too (by default they are kept "
+                "whole)"})
+    streaming_window_pairs: int | None = field(default=None, metadata={
+        "help": "with --streaming and --max_tokens_per_batch: pairs read ahead, sorted by length and cut into "
+                f"batches at a time; memory grows with it (default {DEFAULT_STREAMING_WINDOW_PAIRS:,})"})
 
     def sample_limits(self) -> dict[str, int | None]:
         """The number of pairs to use of each split (None: all)."""
         return {"train": self.max_train_samples, "validation": self.max_eval_samples, "test": self.max_test_samples}
+
+    def pair_filters(self) -> PairFilters:
+        return PairFilters(max_source_tokens=self.filter_max_source_tokens,
+                           max_target_tokens=self.filter_max_target_tokens,
+                           max_length_ratio=self.filter_max_length_ratio, identical=self.filter_identical,
+                           duplicates=self.filter_duplicates)
+
+    def filtered_splits(self) -> tuple[str, ...]:
+        """The splits the --filter_* flags apply to."""
+        return ("train", "validation", "test") if self.filter_validation_and_test else ("train",)
+
+    @property
+    def streaming_window(self) -> int:
+        """Pairs of a stream batched together (``--streaming_window_pairs``, or its default)."""
+        return self.streaming_window_pairs or DEFAULT_STREAMING_WINDOW_PAIRS
+
+
+# --filter_* flag of each PairFilters field, for its errors
+FILTER_FLAGS = {"max_source_tokens": "--filter_max_source_tokens",
+                "max_target_tokens": "--filter_max_target_tokens",
+                "max_length_ratio": "--filter_max_length_ratio"}
 
 
 @dataclass
@@ -140,11 +216,19 @@ class SelectionArguments:
 
 @dataclass
 class TrainingArguments(Seq2SeqTrainingArguments):
-    """transformers' ``Seq2SeqTrainingArguments``, and what the job adds about the run as a whole."""
+    """transformers' ``Seq2SeqTrainingArguments``, and what the job adds about the run as a whole and its loss."""
 
     recipe: str | None = field(
         default=None,
         metadata={"help": "a named recipe shipped in hf_s2s/training/recipes/ (or a JSON file): defaults for every argument"},
+    )
+    rdrop_alpha: float = field(
+        default=0.0,
+        metadata={"help": "R-Drop (Liang et al. 2021): each training batch runs twice with independent dropout, and "
+                          "the loss adds this weight x the symmetric KL between the two passes' output distributions "
+                          "to the mean of their (label-smoothed) cross-entropies; 0 is off. The paper's weight for "
+                          "IWSLT14 de-en is 5. A step costs more than twice the compute and about twice the "
+                          "activation memory (docs/training.md)"},
     )
     overwrite_output_dir: bool = field(
         default=False,
@@ -227,15 +311,30 @@ def parse_args(argv: list[str] | None = None, prog: str | None = None) -> JobArg
     defaults = default_training_arguments()
     # A first pass finds --recipe; --help is left out of it, so that the help shows the recipe's defaults.
     first_pass, _ = parser.parse_known_args([arg for arg in argv if arg not in ("-h", "--help")])
-    if first_pass.recipe:
-        recipe = load_recipe(first_pass.recipe)
-        known = {f.name for group in ARGUMENT_GROUPS for f in fields(group)}
-        unknown = sorted(set(recipe) - known)
-        if unknown:
-            raise ValueError(f"recipe {first_pass.recipe!r} sets unknown argument(s) {unknown}")
-        defaults.update(recipe)
+    recipe = load_recipe(first_pass.recipe) if first_pass.recipe else {}
+    unknown = sorted(set(recipe) - argument_names())
+    if unknown:
+        raise ValueError(f"recipe {first_pass.recipe!r} sets unknown argument(s) {unknown}")
+    defaults.update(recipe)
     parser.set_defaults(**defaults)
-    return JobArguments(*parser.parse_args_into_dataclasses(args=argv))
+    job = JobArguments(*parser.parse_args_into_dataclasses(args=argv))
+    job.model.given |= given_arguments(parser, argv) | set(recipe)
+    return job
+
+
+def argument_names() -> set[str]:
+    """Every argument of the job (the fields of :data:`ARGUMENT_GROUPS` that are flags)."""
+    return {f.name for group in ARGUMENT_GROUPS for f in fields(group) if f.init}
+
+
+def given_arguments(parser: HfArgumentParser, argv: list[str]) -> set[str]:
+    """The arguments ``argv`` names, whatever their values (a value equal to the default included): argparse
+    sets an argument the command line leaves out only where the namespace lacks it, so a namespace holding a
+    marker for every argument keeps the marker for those."""
+    names = argument_names()
+    marker = object()
+    parsed, _ = parser.parse_known_args(argv, namespace=argparse.Namespace(**dict.fromkeys(names, marker)))
+    return {name for name in names if getattr(parsed, name) is not marker}
 
 
 def build_config(model_args: ModelArguments, tokenizer=None):
@@ -271,13 +370,35 @@ def model_config_overrides(model_config: str) -> dict:
 
 def tokenizer_arguments(model_args: ModelArguments, data_args: DataArguments) -> dict:
     """What a trained tokenizer depends on, recorded beside it: a resumed run reuses it only when these match."""
+    library = {"tokenizer_library": model_args.tokenizer_library} \
+        if model_args.tokenizer_library != "tokenizers" else {}
     return {
+        **library,  # recorded only when not the default, so that runs recorded before the option resume alike
         "tokenizer_type": model_args.tokenizer_type, "vocab_size": model_args.vocab_size,
         "separate_vocabs": model_args.separate_vocabs, "target_vocab_size": model_args.target_vocab_size,
         "dataset": data_args.dataset, "dataset_config": data_args.dataset_config,
         "data_dir": data_args.data_dir, "source_lang": data_args.source_lang,
         "target_lang": data_args.target_lang, "max_train_samples": data_args.max_train_samples,
+        # the text filters decide what the tokenizer learns from (None: none; an older record has no such key)
+        "text_filters": sorted(name for name in ("identical", "duplicates")
+                               if getattr(data_args.pair_filters(), name)) or None,
     }
+
+
+def subword_samplers(tokenizer, data_args: DataArguments) -> tuple[SubwordSampler, SubwordSampler]:
+    """The source and target samplers of ``--bpe_dropout`` / ``--unigram_alpha``; a ValueError naming the flag when
+    the tokenizer's model is not the one the flag samples."""
+    kwargs = dict(bpe_dropout=data_args.bpe_dropout, unigram_alpha=data_args.unigram_alpha)
+    source = SubwordSampler(tokenizer, side="source tokenizer", **kwargs)
+    target = tokenization.target_side(tokenizer)
+    return source, source if target is tokenizer else SubwordSampler(target, side="target tokenizer", **kwargs)
+
+
+def given_tokenizer(model_args: ModelArguments):
+    """``--tokenizer_name_or_path`` (with ``--target_tokenizer_name_or_path``: separate vocabularies) loaded."""
+    return tokenization.load_given_tokenizer(
+        model_args.tokenizer_name_or_path, model_args.target_tokenizer_name_or_path,
+        flags=("--tokenizer_name_or_path", "--target_tokenizer_name_or_path"))
 
 
 def load_model_config(name_or_path: str):
@@ -299,6 +420,7 @@ def load_model_config(name_or_path: str):
                                f"could not be loaded as a Hub model: {reason}") from error
 
 
-__all__ = ["ARGUMENT_GROUPS", "DataArguments", "DecodingArguments", "JobArguments", "ModelArguments",
-           "SelectionArguments", "TrainingArguments", "build_config", "default_training_arguments", "load_recipe",
-           "model_config_overrides", "parse_args", "tokenizer_arguments"]
+__all__ = ["ARGUMENT_GROUPS", "FILTER_FLAGS", "DataArguments", "DecodingArguments", "JobArguments",
+           "ModelArguments", "SelectionArguments", "TrainingArguments", "build_config", "default_training_arguments",
+           "given_arguments", "given_tokenizer", "load_recipe", "model_config_overrides", "parse_args",
+           "subword_samplers", "tokenizer_arguments"]

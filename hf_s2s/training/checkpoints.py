@@ -35,8 +35,9 @@ AVERAGING_PURPOSE = ("averaging would add up the embeddings and output rows of d
 # config.json fields that record how a checkpoint was saved, not what the model is.
 _CONFIG_BOOKKEEPING = {"transformers_version", "hf_s2s_version", "_name_or_path", "dtype", "torch_dtype"}
 # config.json fields a training run writes from its training arguments or save_pretrained adds, not what the model
-# is: Trainer sets ``use_cache`` from --use_cache, the job ``label_smoothing`` from --label_smoothing_factor.
-_SET_BY_THE_RUN = {"use_cache", "label_smoothing", "architectures", "auto_map", "custom_pipelines"}
+# is: Trainer sets ``use_cache`` from --use_cache, the job ``label_smoothing`` and ``rdrop_alpha`` from
+# --label_smoothing_factor and --rdrop_alpha (a resume with other values trains on with those, as Trainer does).
+_SET_BY_THE_RUN = {"use_cache", "label_smoothing", "rdrop_alpha", "architectures", "auto_map", "custom_pipelines"}
 
 
 def list_checkpoints(run_dir: str | Path) -> list[Path]:

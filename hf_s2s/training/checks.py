@@ -3,13 +3,19 @@ tokenizer training, training, test decoding), so that a bad flag costs seconds, 
 flag, the value and what is allowed.
 """
 
+import math
 from pathlib import Path
+
+from datasets import Dataset
 
 from ..data import corpus as data_lib
 from ..data import tokenization
+from ..data.filters import check_filters
+from ..data.regularization import check_regularization
 from ..models.loading import TOKENIZER_FILES, load_tokenizer, local_folder
 from .arguments import (
     FAMILIES,
+    FILTER_FLAGS,
     LENGTH_BOUND_FLAGS,
     DataArguments,
     DecodingArguments,
@@ -17,12 +23,15 @@ from .arguments import (
     SelectionArguments,
     TrainingArguments,
     build_config,
+    given_tokenizer,
     model_config_overrides,
+    subword_samplers,
     tokenizer_arguments,
 )
 from .checkpoints import model_config_differences
 from .ema import EMA_FOLDER, check_ema_decay, check_ema_resume
 from .run_dir import check_output_dir, check_resume, run_inputs, tokenizer_arguments_match
+from .selection import check_average_replaceable
 from .trainer import check_token_budget_batching
 
 
@@ -35,12 +44,13 @@ def check_arguments(model_args: ModelArguments, data_args: DataArguments, decodi
     check_inputs(model_args, data_args, selection_args, training_args)
     if data_args.streaming and training_args.max_steps <= 0:
         raise ValueError("--streaming reads a corpus of unknown length: give the number of steps with --max_steps")
-    if data_args.max_tokens_per_batch is not None and (data_args.streaming or data_args.max_tokens_per_batch < 1):
-        raise ValueError(f"--max_tokens_per_batch must be a positive number of tokens on a corpus read into memory "
-                         f"(not --streaming), got {data_args.max_tokens_per_batch}"
-                         f"{' with --streaming' if data_args.streaming else ''}")
+    if data_args.max_tokens_per_batch is not None and data_args.max_tokens_per_batch < 1:
+        raise ValueError(f"--max_tokens_per_batch must be a positive number of tokens, got "
+                         f"{data_args.max_tokens_per_batch}")
     if data_args.max_tokens_per_batch is not None:
         check_token_budget_batching(training_args)
+    check_streaming_batches(data_args, training_args)
+    check_corpus_filters(data_args, training_args)
     for flag, length in (("--max_source_length", data_args.max_source_length),
                          ("--max_target_length", data_args.max_target_length)):
         if length is not None and length < 2:
@@ -54,6 +64,12 @@ def check_arguments(model_args: ModelArguments, data_args: DataArguments, decodi
                          f"checkpoint is kept besides the newest), got {training_args.save_total_limit}")
     if selection_args.ema_decay is not None:
         check_ema_decay(selection_args.ema_decay)
+    if not 0.0 <= training_args.rdrop_alpha < math.inf:
+        raise ValueError(f"--rdrop_alpha (the weight of R-Drop's KL term) must be a finite number >= 0 (0: off), got "
+                         f"{training_args.rdrop_alpha}")
+    if data_args.preprocessing_num_workers is not None and data_args.preprocessing_num_workers < 1:
+        raise ValueError(f"--preprocessing_num_workers must be a positive number of processes, got "
+                         f"{data_args.preprocessing_num_workers}")
     for flag, limit in (("--max_train_samples", data_args.max_train_samples),
                         ("--max_eval_samples", data_args.max_eval_samples),
                         ("--max_test_samples", data_args.max_test_samples)):
@@ -65,6 +81,7 @@ def check_arguments(model_args: ModelArguments, data_args: DataArguments, decodi
                  EMA_FOLDER)
     if training_args.resume_from_checkpoint is not None:
         check_ema_resume(training_args.resume_from_checkpoint, selection_args.ema_decay)
+        check_average_replaceable(training_args.output_dir, selection_args.average_last_checkpoints)
     check_evaluation(training_args)
     if training_args.generation_config is not None:
         raise ValueError("--generation_config would replace the model's generation config for validation only, and "
@@ -75,6 +92,9 @@ def check_arguments(model_args: ModelArguments, data_args: DataArguments, decodi
     if bound and config.model_type not in FAMILIES:
         raise ValueError(f"{' / '.join(LENGTH_BOUND_FLAGS)} set the length bound of the {list(FAMILIES)} families; "
                          f"a {config.model_type} model has none")
+    if training_args.rdrop_alpha and config.model_type not in FAMILIES:
+        raise ValueError(f"--rdrop_alpha is computed by the loss of the {list(FAMILIES)} families; a "
+                         f"{config.model_type} model's loss has no R-Drop term: leave --rdrop_alpha out")
     if getattr(config, "position_embedding_type", None) == "learned":
         for flag, length in (("--generation_max_length", training_args.generation_max_length),
                              ("--max_source_length", data_args.max_source_length),
@@ -85,6 +105,8 @@ def check_arguments(model_args: ModelArguments, data_args: DataArguments, decodi
     if model_args.model_name_or_path:
         check_fine_tuning_config(model_args, config)
         check_fine_tuning_tokenizer(model_args)
+    if model_args.model_name_or_path or model_args.tokenizer_name_or_path:
+        check_given_tokenizer_arguments(model_args)
     if training_args.resume_from_checkpoint is not None:
         check_resumed_model(model_args, data_args, training_args)
 
@@ -95,8 +117,9 @@ def check_inputs(model_args: ModelArguments, data_args: DataArguments, selection
     Hub), the corpus must have the splits the run needs (where its file names tell, before it is read), and a
     tokenizer to train must be trainable."""
     for flag, value in (("--model_name_or_path", model_args.model_name_or_path),
-                        ("--tokenizer_name_or_path", model_args.tokenizer_name_or_path)):
-        if value:
+                        ("--tokenizer_name_or_path", model_args.tokenizer_name_or_path),
+                        ("--target_tokenizer_name_or_path", model_args.target_tokenizer_name_or_path)):
+        if value and not tokenization.is_sentencepiece_model(value):
             local_folder(value, flag=flag)
     splits = data_lib.corpus_splits(data_args.dataset, data_args.source_lang, data_args.data_dir, flag="--dataset")
     if splits is not None:
@@ -107,10 +130,55 @@ def check_inputs(model_args: ModelArguments, data_args: DataArguments, selection
     if model_args.separate_vocabs and (model_args.tokenizer_name_or_path or model_args.model_name_or_path):
         raise ValueError("--separate_vocabs trains new tokenizers; with --tokenizer_name_or_path or "
                          "--model_name_or_path the given tokenizer decides the vocabularies: leave it out")
-    if not (model_args.tokenizer_name_or_path or model_args.model_name_or_path):
+    if model_args.target_tokenizer_name_or_path and not model_args.tokenizer_name_or_path:
+        raise ValueError("--target_tokenizer_name_or_path is the target side of --tokenizer_name_or_path; pass the "
+                         "source side's tokenizer with --tokenizer_name_or_path too")
+    given = model_args.tokenizer_name_or_path or model_args.model_name_or_path
+    if given and model_args.tokenizer_library != "tokenizers":
+        raise ValueError(f"--tokenizer_library {model_args.tokenizer_library} trains a new tokenizer; with "
+                         "--tokenizer_name_or_path or --model_name_or_path the given tokenizer is used: leave it out")
+    if not given:
         tokenization.check_training_arguments(
             model_args.vocab_size, model_args.tokenizer_type, not model_args.separate_vocabs,
-            model_args.target_vocab_size, flags=("--vocab_size", "--target_vocab_size", "--tokenizer_type"))
+            model_args.target_vocab_size, flags=("--vocab_size", "--target_vocab_size", "--tokenizer_type",
+                                                 "--tokenizer_library"), library=model_args.tokenizer_library)
+    if any(tokenization.is_sentencepiece_model(path) for path in (model_args.tokenizer_name_or_path,
+                                                                  model_args.target_tokenizer_name_or_path) if path):
+        given_tokenizer(model_args)  # a .model is read and converted here: a missing or unusable one is named now
+    check_subword_regularization(model_args, data_args, training_args)
+
+
+def check_subword_regularization(model_args: ModelArguments, data_args: DataArguments,
+                                 training_args: TrainingArguments) -> None:
+    """``--bpe_dropout`` / ``--unigram_alpha``: values in range, a subword model of the kind the flag samples (the
+    tokenizer to train, or the given one, loaded here), a corpus in memory, and data loader workers that are started
+    afresh each epoch (persistent workers would keep the first epoch's segmentations)."""
+    if data_args.bpe_dropout is None and data_args.unigram_alpha is None:
+        return
+    check_regularization(data_args.bpe_dropout, data_args.unigram_alpha)
+    flag = "--bpe_dropout" if data_args.bpe_dropout is not None else "--unigram_alpha"
+    if data_args.streaming:
+        raise ValueError(f"{flag} segments the sentences of a corpus read into memory anew in each epoch; it cannot be "
+                         "combined with --streaming")
+    token_filters = [FILTER_FLAGS[name] for name, value in vars(data_args.pair_filters()).items()
+                     if name in FILTER_FLAGS and value is not None]
+    if token_filters:
+        raise ValueError(f"{flag} segments each sentence anew in every epoch, so its token count changes; "
+                         f"{', '.join(token_filters)} judge the fixed segmentation, and cannot be combined with it: "
+                         "leave them out (--max_source_length and --max_target_length still cut what is too long)")
+    if training_args.dataloader_persistent_workers and training_args.dataloader_num_workers > 0:
+        raise ValueError(f"{flag} segments the sentences anew in each epoch, which persistent data loader workers "
+                         "would not see: leave out --dataloader_persistent_workers")
+    if model_args.tokenizer_name_or_path:
+        subword_samplers(given_tokenizer(model_args), data_args)
+    elif model_args.model_name_or_path:
+        subword_samplers(load_tokenizer(model_args.model_name_or_path), data_args)
+    else:
+        wanted = "bpe" if data_args.bpe_dropout is not None else "unigram"
+        if model_args.tokenizer_type != wanted:
+            raise ValueError(f"{flag} regularizes {wanted} tokenizers, but --tokenizer_type is "
+                             f"{model_args.tokenizer_type}: pass --tokenizer_type {wanted}, or "
+                             f"{'--unigram_alpha' if wanted == 'bpe' else '--bpe_dropout'} instead")
 
 
 def check_fine_tuning_tokenizer(model_args: ModelArguments) -> None:
@@ -127,7 +195,8 @@ def check_fine_tuning_tokenizer(model_args: ModelArguments) -> None:
                          f"the folder (tokenizer.save_pretrained)")
     if not holds_tokenizer or not given:
         return
-    differences = tokenization.vocabulary_differences(load_tokenizer(given), load_tokenizer(folder))
+    differences = tokenization.vocabulary_differences(given_tokenizer(model_args),
+                                                      load_tokenizer(folder))
     if differences:
         raise ValueError(f"--tokenizer_name_or_path {given} is not the tokenizer of --model_name_or_path {model} "
                          f"({'; '.join(differences)}): the model's embeddings belong to the ids of its own tokenizer; "
@@ -135,9 +204,14 @@ def check_fine_tuning_tokenizer(model_args: ModelArguments) -> None:
 
 
 def check_fine_tuning_config(model_args: ModelArguments, config) -> None:
-    """A fine-tuned model keeps its folder's ``config``: a ``--model_config`` (given, or a ``--recipe``'s) that sets
-    a field to another value than the folder has would be ignored without a word, so it is refused, naming the
-    fields."""
+    """A fine-tuned model keeps its folder's ``config``: a ``--model_type`` or ``--model_config`` (given, or a
+    ``--recipe``'s) that sets a field to another value than the folder has would be ignored without a word, so
+    it is refused, naming the fields."""
+    if "model_type" in model_args.given and model_args.model_type != config.model_type:
+        raise ValueError(f"--model_type {model_args.model_type!r}, but --model_name_or_path "
+                         f"{model_args.model_name_or_path} is a {config.model_type!r} model, and a "
+                         f"fine-tuned model keeps its folder's config: leave out --model_type (a --recipe's "
+                         f"counts too), or train a new model without --model_name_or_path")
     if not model_args.model_config:
         return
     overrides = model_config_overrides(model_args.model_config)
@@ -149,6 +223,30 @@ def check_fine_tuning_config(model_args: ModelArguments, config) -> None:
                          f"--model_name_or_path {model_args.model_name_or_path}: leave these fields out of "
                          f"--model_config (a --recipe's model_config counts too), or train a new model without "
                          f"--model_name_or_path")
+
+
+def check_given_tokenizer_arguments(model_args: ModelArguments) -> None:
+    """With a given tokenizer (``--tokenizer_name_or_path``, else the fine-tuned folder's) the run trains
+    none: ``--vocab_size`` and ``--tokenizer_type`` (given, or a ``--recipe``'s) with another value than that
+    tokenizer has would be ignored without a word, so they are refused, naming the tokenizer's value and the
+    given one."""
+    asked = {name: getattr(model_args, name) for name in ("vocab_size", "tokenizer_type")
+             if name in model_args.given}
+    if not asked:
+        return
+    flag = "--tokenizer_name_or_path" if model_args.tokenizer_name_or_path else "--model_name_or_path"
+    source = model_args.tokenizer_name_or_path or model_args.model_name_or_path
+    tokenizer = given_tokenizer(model_args) if model_args.tokenizer_name_or_path else load_tokenizer(source)
+    has = {"vocab_size": len(tokenizer), "tokenizer_type": tokenization.subword_model_type(tokenizer)}
+    differing = [f"--{name} {value!r} (the tokenizer's: {has[name]!r})" for name, value in asked.items()
+                 if has[name] is not None and value != has[name]]
+    if not differing:
+        return
+    instead = ("a fine-tuned model keeps the tokenizer it was trained with: leave them out"
+               if model_args.model_name_or_path else
+               "leave them out, or leave out --tokenizer_name_or_path to train a tokenizer with them")
+    raise ValueError(f"{', '.join(differing)}: the run uses the tokenizer of {flag} {source} as it is and "
+                     f"trains none; {instead} (a --recipe's count too)")
 
 
 # Shares of <unk> among the tokens of one side of the training split above which the tokenizer is said not to fit the
@@ -163,7 +261,7 @@ def check_tokenizer_covers_corpus(tokenized_train, tokenizer, source: str) -> st
     """Refuse a tokenizer (``source`` says whose) that maps more than :data:`UNKNOWN_SHARE_LIMIT` of the tokenized
     training split's source or target tokens to <unk>; above :data:`UNKNOWN_SHARE_WARNING`, return the warning to
     log. A streamed split is not read for it."""
-    if not hasattr(tokenized_train, "column_names"):
+    if not isinstance(tokenized_train, Dataset):  # a stream has column_names too, and reading it reads it all
         return None
     shares = {"source": tokenization.unknown_token_share(tokenized_train["input_ids"], tokenizer.unk_token_id),
               "target": tokenization.unknown_token_share(tokenized_train["labels"],
@@ -191,9 +289,10 @@ def resumed_tokenizer(model_args: ModelArguments, data_args: DataArguments, trai
     model's), or the one the run trained into ``<output_dir>/tokenizer``, refused when it was trained with other
     arguments (:func:`~hf_s2s.training.run_dir.tokenizer_arguments_match`) or is missing: the run would train
     another, with ids the checkpoint's embeddings do not belong to."""
-    given = model_args.tokenizer_name_or_path or model_args.model_name_or_path
-    if given:
-        return load_tokenizer(given)
+    if model_args.tokenizer_name_or_path:
+        return given_tokenizer(model_args)
+    if model_args.model_name_or_path:
+        return load_tokenizer(model_args.model_name_or_path)
     tokenizer_dir = Path(training_args.output_dir) / "tokenizer"
     if not tokenizer_arguments_match(tokenizer_dir, tokenizer_arguments(model_args, data_args)):
         raise ValueError(f"--resume_from_checkpoint {training_args.resume_from_checkpoint}: this run would train a new "
@@ -221,6 +320,55 @@ def check_resumed_model(model_args: ModelArguments, data_args: DataArguments, tr
         options = "--model_type, --model_config, --recipe, --model_name_or_path"
         raise ValueError(f"--resume_from_checkpoint {checkpoint} holds a model of another configuration than this run "
                          f"builds: {'; '.join(differences)}; {RESUME_OR_START_AGAIN.format(options=options)}")
+
+
+def check_streaming_batches(data_args: DataArguments, training_args: TrainingArguments) -> None:
+    """Token-budget batches of a stream (``--streaming --max_tokens_per_batch``): the stream cannot be read
+    ahead of training to find a pair longer than the budget, so the length limits must keep every pair within
+    it; the window is a positive number of pairs and only means something there; the stream is read in the
+    main process."""
+    if data_args.streaming and training_args.accelerator_config.dispatch_batches:
+        raise ValueError("--streaming pads each process's batches to their own lengths: --accelerator_config "
+                         "dispatch_batches (process 0 reading a batch per process and concatenating them) cannot "
+                         "share them out; leave it out (each process then reads the stream and keeps its share)")
+    window = data_args.streaming_window_pairs
+    budget_on_stream = data_args.streaming and data_args.max_tokens_per_batch is not None
+    if window is not None and not budget_on_stream:
+        raise ValueError(f"--streaming_window_pairs {window} sets how much of a stream token-budget batches are "
+                         "built from: it needs --streaming and --max_tokens_per_batch")
+    if window is not None and window < 1:
+        raise ValueError(f"--streaming_window_pairs must be a positive number of pairs, got {window}")
+    if not budget_on_stream:
+        return
+    if training_args.dataloader_num_workers:
+        raise ValueError(f"--streaming with --max_tokens_per_batch batches the stream in the main process: "
+                         f"--dataloader_num_workers must be 0 (each worker would read the whole stream), got "
+                         f"{training_args.dataloader_num_workers}")
+    # per side, the tighter of the truncation limit (always set) and the length filter: (tokens, flag)
+    source = min((limit, flag) for limit, flag in (
+        (data_args.max_source_length, "--max_source_length"),
+        (data_args.filter_max_source_tokens, "--filter_max_source_tokens")) if limit is not None)
+    target = min((limit, flag) for limit, flag in (
+        (data_args.max_target_length, "--max_target_length"),
+        (data_args.filter_max_target_tokens, "--filter_max_target_tokens")) if limit is not None)
+    if source[0] + target[0] > data_args.max_tokens_per_batch:
+        raise ValueError(f"--max_tokens_per_batch {data_args.max_tokens_per_batch} on a stream must hold the "
+                         f"longest pair the length limits let through, {source[0]} ({source[1]}) + {target[0]} "
+                         f"({target[1]}) tokens: a stream is not read ahead to find longer ones; raise the budget or "
+                         "lower the limits")
+
+
+def check_corpus_filters(data_args: DataArguments, training_args: TrainingArguments) -> None:
+    """The --filter_* values, and --filter_validation_and_test only with a filter to apply."""
+    filters = data_args.pair_filters()
+    check_filters(filters, FILTER_FLAGS)
+    if data_args.filter_validation_and_test and not filters:
+        raise ValueError("--filter_validation_and_test applies the --filter_* flags to the validation and test "
+                         "splits, but none is set")
+    if filters and data_args.streaming and training_args.dataloader_num_workers:
+        raise ValueError(f"the corpus filters count what they remove from a stream in the process that reads it: "
+                         f"with --streaming, --dataloader_num_workers must be 0, got "
+                         f"{training_args.dataloader_num_workers}")
 
 
 def needed_splits(selection_args: SelectionArguments, training_args: TrainingArguments) -> dict[str, str]:

@@ -26,6 +26,8 @@ from transformers import (
 
 from ..data import corpus as data_lib
 from ..data import tokenization
+from ..data.filters import CorpusFilter
+from ..data.regularization import RegularizedTrainSet
 from ..hub.card import write_model_card
 from ..hub.results import DecodingScores, RunResults
 from ..inference.decoding import DEFAULT_LENGTH_PENALTY
@@ -34,6 +36,7 @@ from ..inference.translate import DEFAULT_BATCH_SIZE, alignment, translate
 from ..metrics import build_compute_metrics, compute_translation_metrics
 from ..models.loading import load_model, load_tokenizer
 from ..models.modeling_common import LENGTH_BOUND_FIELDS
+from ..models.output_record import output_problem, record_output
 from .arguments import (
     RECIPES_DIR,
     DataArguments,
@@ -44,10 +47,13 @@ from .arguments import (
     TrainingArguments,
     build_config,
     default_training_arguments,
+    given_tokenizer,
     load_recipe,
     parse_args,
+    subword_samplers,
     tokenizer_arguments,
 )
+from .checkpoints import AVERAGE_COMMAND
 from .checks import check_arguments, check_tokenizer_covers_corpus, needed_splits
 from .ema import EMA_FOLDER, EMACallback
 from .generation_settings import GenerationSettings, settle_generation_configs
@@ -60,7 +66,7 @@ from .run_dir import (
     tokenizer_arguments_match,
 )
 from .selection import AVERAGED_FOLDER, Selection, select_weights
-from .trainer import CountingSeq2SeqTrainer, smooth_labels_in_model
+from .trainer import CountingSeq2SeqTrainer, move_loss_into_model
 
 logger = logging.getLogger(__name__)
 
@@ -98,21 +104,26 @@ def run_phases(args: JobArguments, callbacks: list | None = None) -> RunResults 
     """The job on one process of a launch, phase by phase; the results on the main process, None on the others."""
     model_args, data_args, decoding_args, selection_args, training_args = args
     transformers.set_seed(training_args.seed)
-    corpus = load_corpus(data_args, selection_args, training_args)
+    corpus_filter = build_corpus_filter(data_args)
+    corpus = load_corpus(data_args, selection_args, training_args, corpus_filter)
     tokenizer = prepare_tokenizer(model_args, data_args, training_args, corpus["train"])
     model, generation = prepare_model(model_args, decoding_args, training_args, tokenizer)
     num_parameters = model.num_parameters()  # counted before a launch's wrapper (FSDP) may shard the model
-    trainer = build_trainer(model, tokenizer, corpus, args, callbacks)
+    trainer = build_trainer(model, tokenizer, corpus, args, callbacks, corpus_filter)
     training = train(trainer, selection_args)
+    if corpus_filter.filters and data_args.streaming:
+        corpus_filter.log()  # what training read of the stream
     selection = select_weights(trainer, selection_args)
     results = None
     if trainer.is_world_process_zero():
         output_dir = Path(training_args.output_dir)
         with naming_a_full_disk(output_dir, selection_args.ema_folder):
             model_dir = save_model_folder(trainer, tokenizer, generation.saved, data_args, training_args)
-            test, samples = evaluate_test_set(trainer.model, tokenizer, corpus["test"], data_args, decoding_args,
-                                              output_dir) if "test" in corpus else ({}, [])
-        results = collect_results(trainer, num_parameters, training, selection, test, data_args, training_args)
+            test, samples = evaluate_test_set(
+                trainer.model, tokenizer, test_examples(corpus, tokenizer, corpus_filter), data_args, decoding_args,
+                output_dir) if "test" in corpus else ({}, [])
+        results = collect_results(trainer, num_parameters, training, selection, test, data_args, training_args,
+                                  corpus_filter)
         with naming_a_full_disk(output_dir, selection_args.ema_folder):
             write_results(results, samples, model_dir, output_dir)
             if samples:
@@ -124,9 +135,18 @@ def run_phases(args: JobArguments, callbacks: list | None = None) -> RunResults 
 # --- data ---------------------------------------------------------------------------------------------------------
 
 
-def load_corpus(data_args: DataArguments, selection_args: SelectionArguments, training_args: TrainingArguments):
-    """The corpus, cut to ``--max_*_samples``; refused, naming the split and what needs it, when it lacks a split the
-    run needs (:func:`hf_s2s.training.checks.needed_splits`): found here for a corpus whose splits only reading
+def build_corpus_filter(data_args: DataArguments) -> CorpusFilter:
+    """The --filter_* flags, for the splits they apply to (every phase that reads the corpus applies its
+    part)."""
+    return CorpusFilter(data_args.pair_filters(), data_args.filtered_splits(), data_args.source_lang,
+                        data_args.target_lang)
+
+
+def load_corpus(data_args: DataArguments, selection_args: SelectionArguments, training_args: TrainingArguments,
+                corpus_filter: CorpusFilter | None = None):
+    """The corpus, cut to ``--max_*_samples``, then the text filters of ``corpus_filter`` applied (before a
+    tokenizer is trained on it); refused, naming the split and what needs it, when it lacks a split the run
+    needs (:func:`hf_s2s.training.checks.needed_splits`): found here for a corpus whose splits only reading
     tells, before a tokenizer is trained or a model built."""
     corpus = data_lib.load_translation_corpus(
         data_args.dataset, source_lang=data_args.source_lang, target_lang=data_args.target_lang,
@@ -137,7 +157,7 @@ def load_corpus(data_args: DataArguments, selection_args: SelectionArguments, tr
         if limit is not None and split in corpus:
             corpus[split] = corpus[split].take(limit) if data_args.streaming else \
                 corpus[split].select(range(min(limit, len(corpus[split]))))
-    return corpus
+    return corpus_filter.filter_texts(corpus) if corpus_filter is not None else corpus
 
 
 # --- tokenizer ----------------------------------------------------------------------------------------------------
@@ -151,11 +171,14 @@ def tokenizer_source(model_args: ModelArguments) -> str:
 
 def prepare_tokenizer(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments,
                       train_split):
-    """The given tokenizer (``--tokenizer_name_or_path``, else the fine-tuned model's), or one trained on
+    """The given tokenizer (``--tokenizer_name_or_path``, a folder or a SentencePiece ``.model``, with
+    ``--target_tokenizer_name_or_path`` for a separate target side; else the fine-tuned model's), or one trained on
     ``train_split`` into ``<output_dir>/tokenizer``. A resumed run reuses the tokenizer it trained, only when it asks
     for the same one (run() refuses other runs' folders)."""
-    if model_args.tokenizer_name_or_path or model_args.model_name_or_path:
-        return load_tokenizer(model_args.tokenizer_name_or_path or model_args.model_name_or_path)
+    if model_args.tokenizer_name_or_path:
+        return given_tokenizer(model_args)
+    if model_args.model_name_or_path:
+        return load_tokenizer(model_args.model_name_or_path)
     with training_args.main_process_first(desc="train tokenizer"):
         tokenizer_dir = Path(training_args.output_dir) / "tokenizer"
         arguments = tokenizer_arguments(model_args, data_args)
@@ -164,6 +187,7 @@ def prepare_tokenizer(model_args: ModelArguments, data_args: DataArguments, trai
                 train_split, source_lang=data_args.source_lang, target_lang=data_args.target_lang,
                 vocab_size=model_args.vocab_size, model_type=model_args.tokenizer_type,
                 joint=not model_args.separate_vocabs, target_vocab_size=model_args.target_vocab_size,
+                library=model_args.tokenizer_library,
             )
             tokenizers.save_pretrained(tokenizer_dir)
             record_tokenizer_arguments(tokenizer_dir, arguments)
@@ -205,33 +229,53 @@ def prepare_model(model_args: ModelArguments, decoding_args: DecodingArguments, 
 # --- train --------------------------------------------------------------------------------------------------------
 
 
-def build_trainer(model, tokenizer, corpus, args: JobArguments, callbacks: list | None = None
-                  ) -> CountingSeq2SeqTrainer:
-    """The tokenized corpus and the trainer around ``model``: early stopping when the best checkpoint is kept, the EMA
-    of the weights when asked for, ``callbacks`` besides, and label smoothing in the model's own loss."""
+def build_trainer(model, tokenizer, corpus, args: JobArguments, callbacks: list | None = None,
+                  corpus_filter: CorpusFilter | None = None) -> CountingSeq2SeqTrainer:
+    """The tokenized corpus (the token filters of ``corpus_filter`` applied) and the trainer around ``model``:
+    early stopping when the best checkpoint is kept, the EMA of the weights when asked for, ``callbacks``
+    besides, and label smoothing and R-Drop in the model's own loss."""
     data_args, selection_args, training_args = args.data, args.selection, args.training
     with training_args.main_process_first(desc="tokenize"):
         tokenized = data_lib.tokenize_corpus(
             corpus, tokenizer, source_lang=data_args.source_lang, target_lang=data_args.target_lang,
             max_source_length=data_args.max_source_length, max_target_length=data_args.max_target_length,
+            num_proc=data_args.preprocessing_num_workers, corpus_filter=corpus_filter,
         )
+    if corpus_filter is not None and corpus_filter.filters and not data_args.streaming:
+        corpus_filter.log()
     poorly_covered = check_tokenizer_covers_corpus(tokenized["train"], tokenizer, tokenizer_source(args.model))
     if poorly_covered:
         logger.warning(poorly_covered)
+    train_dataset = regularized_train_set(tokenized["train"], corpus["train"], tokenizer, data_args,
+                                          training_args.data_seed if training_args.data_seed is not None
+                                          else training_args.seed)
     callbacks = list(callbacks or [])
     if selection_args.early_stopping_patience and training_args.load_best_model_at_end:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=selection_args.early_stopping_patience))
     if selection_args.ema_decay is not None:
         callbacks.append(EMACallback(selection_args.ema_decay, resume_from=training_args.resume_from_checkpoint))
     trainer = CountingSeq2SeqTrainer(
-        model=model, args=training_args, train_dataset=tokenized["train"],
+        model=model, args=training_args, train_dataset=train_dataset,
         eval_dataset=tokenized.get("validation"), data_collator=DataCollatorForSeq2Seq(
             tokenizer, model=model, label_pad_token_id=-100), processing_class=tokenizer,
         compute_metrics=build_compute_metrics(tokenizer), callbacks=callbacks,
-        max_tokens_per_batch=data_args.max_tokens_per_batch,
+        max_tokens_per_batch=data_args.max_tokens_per_batch, streaming_window=data_args.streaming_window,
     )
-    smooth_labels_in_model(trainer)
+    move_loss_into_model(trainer)
     return trainer
+
+
+def regularized_train_set(tokenized_train, train_pairs, tokenizer, data_args: DataArguments, seed: int):
+    """The training split as the trainer reads it: ``tokenized_train`` itself, or, with ``--bpe_dropout`` or
+    ``--unigram_alpha``, a :class:`~hf_s2s.data.regularization.RegularizedTrainSet` that segments each sentence anew
+    in every epoch (seeded with ``seed``, epoch and example). Only training batches: validation keeps the deterministic
+    segmentation."""
+    if data_args.bpe_dropout is None and data_args.unigram_alpha is None:
+        return tokenized_train
+    source, target = subword_samplers(tokenizer, data_args)
+    pairs = [(pair[data_args.source_lang], pair[data_args.target_lang]) for pair in train_pairs["translation"]]
+    return RegularizedTrainSet(tokenized_train, pairs, source, target, seed, data_args.max_source_length,
+                               data_args.max_target_length)
 
 
 @dataclass
@@ -275,12 +319,27 @@ def save_model_folder(trainer, tokenizer, generation_config: GenerationConfig, d
     tokenizer.save_pretrained(model_dir)
     for candidate in (output_dir / AVERAGED_FOLDER, output_dir / EMA_FOLDER):  # the other weights decode alike
         if candidate.is_dir():
+            # an average as its averaging recorded it is recorded again with these settings, so that a
+            # resumed run may replace it (selection.check_average_replaceable)
+            recorded = candidate.name == AVERAGED_FOLDER and not output_problem(candidate, AVERAGE_COMMAND)
             model.generation_config.save_pretrained(candidate)
             tokenizer.save_pretrained(candidate)
+            if recorded:
+                record_output(candidate, AVERAGE_COMMAND)
     return model_dir
 
 
 # --- evaluate -----------------------------------------------------------------------------------------------------
+
+
+def test_examples(corpus, tokenizer, corpus_filter: CorpusFilter):
+    """The test split the test set is scored on: the pairs the filters kept when they apply to it (its text
+    filters were applied as it loaded; the token filters judge it here, as tokenize_corpus judges the splits
+    it encodes)."""
+    if not (corpus_filter.applies_to("test") and corpus_filter.filters.on_tokens):
+        return corpus["test"]
+    pairs = corpus_filter.keep_by_tokens([example["translation"] for example in corpus["test"]], tokenizer)
+    return [{"translation": pair} for pair in pairs]
 
 
 def evaluate_test_set(model, tokenizer, test_pairs, data_args: DataArguments, decoding_args: DecodingArguments,
@@ -324,19 +383,21 @@ def evaluate_test_set(model, tokenizer, test_pairs, data_args: DataArguments, de
 
 # The training arguments results.json (and so the model card) records.
 RECORDED_TRAINING_ARGUMENTS = ("learning_rate", "num_train_epochs", "per_device_train_batch_size",
-                               "label_smoothing_factor", "lr_scheduler_type", "warmup_steps", "seed", "adam_beta2",
-                               "weight_decay")
+                               "label_smoothing_factor", "rdrop_alpha", "lr_scheduler_type", "warmup_steps", "seed",
+                               "adam_beta2", "weight_decay")
 
 
 def collect_results(trainer, num_parameters: int, training: Training, selection: Selection,
                     test: dict[str, DecodingScores], data_args: DataArguments,
-                    training_args: TrainingArguments) -> RunResults:
+                    training_args: TrainingArguments, corpus_filter: CorpusFilter | None = None) -> RunResults:
     """The run's results, as results.json records them."""
     model = trainer.model
     return RunResults(
         model_type=model.config.model_type, dataset=data_args.dataset, source_lang=data_args.source_lang,
         target_lang=data_args.target_lang, recipe=training_args.recipe,
-        max_tokens_per_batch=data_args.max_tokens_per_batch, num_parameters=num_parameters,
+        max_tokens_per_batch=data_args.max_tokens_per_batch,
+        corpus_filters=corpus_filter.report() if corpus_filter is not None else None,
+        num_parameters=num_parameters,
         train_seconds=round(training.seconds, 1), validation_seconds=round(training.validation_seconds, 1),
         train_tokens=training.tokens, train_tokens_per_second=round(training.tokens / training.seconds, 1),
         epochs=training.epochs, train_loss=training.loss, best_validation_bleu=selection.validation_bleu,

@@ -215,6 +215,7 @@ def run_inputs(model_args, data_args, training_args) -> dict[str, str]:
     dataset = data_args.dataset
     named = {"--model_name_or_path": model_args.model_name_or_path,
              "--tokenizer_name_or_path": model_args.tokenizer_name_or_path,
+             "--target_tokenizer_name_or_path": model_args.target_tokenizer_name_or_path,
              "--recipe": training_args.recipe, "--data_dir": data_args.data_dir,
              "--deepspeed": training_args.deepspeed if isinstance(training_args.deepspeed, str) else None}
     if dataset == "multi30k" and data_args.data_dir is None:
@@ -286,13 +287,9 @@ def earlier_run_message(output_dir: Path, earlier: list[Path], ema_folder: str |
     applies: a run that stopped before its end (no ``results.json``: Ctrl-C, a closed laptop, a crash) resumes
     from its newest intact checkpoint (one with the EMA's weights when ``ema_folder``), or, stopped before its
     first, starts again; a finished run starts again. Each way is the ``command`` that did not run, with the
-    one flag added (the flag alone when ``command`` is None)."""
-
-    def with_flag(*flag: str) -> str:
-        return shlex.join([*command, *flag]) if command else "pass " + " ".join(flag)
-
+    one flag added (:func:`command_with`)."""
     names = ", ".join(p.name for p in earlier[:6]) + (", ..." if len(earlier) > 6 else "")
-    again = f"start again, deleting it: {with_flag('--overwrite_output_dir')}"
+    again = f"start again, deleting it: {command_with(command, '--overwrite_output_dir')}"
     elsewhere = "or choose another --output_dir"
     if (output_dir / "results.json").exists():
         finished = f"--output_dir {output_dir} already holds a finished training run ({names})"
@@ -301,8 +298,52 @@ def earlier_run_message(output_dir: Path, earlier: list[Path], ema_folder: str |
     newest = latest_intact_checkpoint(output_dir, ema_folder=ema_folder)
     if newest is None:
         return f"{stopped} and has no complete checkpoint to resume from; to {again}; {elsewhere}"
-    resume = with_flag("--resume_from_checkpoint", str(newest))
-    return f"{stopped}; to resume it from its newest checkpoint: {resume}; to {again}; {elsewhere}"
+    resume = command_with(command, "--resume_from_checkpoint", str(newest))
+    return f"{stopped}; {RESUME_WAY}: {resume}; to {again}; {elsewhere}"
+
+
+def interrupted_run_message(output_dir: str | Path, ema_folder: str | None = None,
+                            command: list[str] | None = None) -> str:
+    """What ``hf-s2s train`` says when Ctrl-C stops a run in ``output_dir``: where its newest intact
+    checkpoint is (one with the EMA's weights when ``ema_folder``) and the ``command`` that resumes from it;
+    without one, the command that starts again (deleting what the run wrote, when it wrote anything), as a
+    rerun's refusal (:func:`earlier_run_message`) would print it."""
+    output_dir = Path(output_dir)
+    newest = latest_intact_checkpoint(output_dir, ema_folder=ema_folder) if output_dir.is_dir() else None
+    if newest is not None:
+        return (f"the run stopped before it finished; its newest complete checkpoint is {newest}; "
+                f"{RESUME_WAY}: {command_with(command, '--resume_from_checkpoint', str(newest))}")
+    if run_files(output_dir):
+        return ("the run stopped before its first complete checkpoint; to start again, deleting what it "
+                f"wrote: {command_with(command, '--overwrite_output_dir')}")
+    return f"the run stopped before it wrote anything; to start again: {command_with(command)}"
+
+
+# How the messages that print a way on introduce the command that resumes (tests find the command after it).
+RESUME_WAY = "to resume it from its newest checkpoint"
+# The flags that choose how a run meets an earlier one in its folder: at most one of them, with its value (a
+# checkpoint folder; a boolean, which --overwrite_output_dir may leave out).
+_WAY_FLAGS = {"--resume_from_checkpoint": "path", "--overwrite_output_dir": "boolean"}
+_BOOLEAN_WORDS = {"true", "false", "yes", "no", "t", "f", "y", "n", "1", "0"}
+
+
+def command_with(command: list[str] | None, *flag: str) -> str:
+    """``command``, the command line that started a run, as the user can type it again with ``flag`` (and its
+    value) added, and without the flags of :data:`_WAY_FLAGS` it held (a run cannot both resume and start
+    again); "pass FLAG" when the command is not known (under a launcher), "the same command" without a
+    flag."""
+    if not command:
+        return "pass " + " ".join(flag) if flag else "the same command"
+    kept, index = [], 0
+    while index < len(command):
+        word, index = command[index], index + 1
+        name = word.split("=", 1)[0]
+        if name not in _WAY_FLAGS:
+            kept.append(word)
+        elif "=" not in word and index < len(command) and (
+                _WAY_FLAGS[name] == "path" or command[index].lower() in _BOOLEAN_WORDS):
+            index += 1  # the flag's value
+    return shlex.join([*kept, *flag])
 
 
 def tokenizer_arguments_match(tokenizer_dir: str | Path, arguments: dict) -> bool:
@@ -319,8 +360,9 @@ def tokenizer_arguments_match(tokenizer_dir: str | Path, arguments: dict) -> boo
             f"trained with {arguments}; to use it as it is, pass --tokenizer_name_or_path {tokenizer_dir}"
         )
     recorded = json.loads(record.read_text())
-    differences = [f"{key}: {recorded.get(key)!r} there, {value!r} now" for key, value in arguments.items()
-                   if recorded.get(key) != value]
+    differences = [f"{key}: {recorded.get(key)!r} there, {arguments.get(key)!r} now"
+                   for key in [*arguments, *(key for key in recorded if key not in arguments)]
+                   if recorded.get(key) != arguments.get(key)]
     if differences:
         raise ValueError(
             f"the tokenizer in {tokenizer_dir} was trained with other arguments than this run asks for "

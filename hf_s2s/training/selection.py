@@ -9,8 +9,9 @@ from pathlib import Path
 from transformers import AutoModelForSeq2SeqLM, EarlyStoppingCallback, Seq2SeqTrainer
 
 from ..hub.results import CheckpointAveraging, EMASelection
+from ..models.output_record import output_problem
 from .arguments import SelectionArguments
-from .checkpoints import average_checkpoints, list_checkpoints
+from .checkpoints import AVERAGE_COMMAND, average_checkpoints, list_checkpoints
 from .ema import EMA_FOLDER
 from .run_dir import naming_a_full_disk
 
@@ -36,6 +37,22 @@ def select_weights(trainer: Seq2SeqTrainer, selection_args: SelectionArguments) 
         averaging = average_last_checkpoints(trainer, last) if last > 1 else None
     ema = validate_ema(trainer, decay, averaging) if decay is not None else None
     return Selection(averaging, ema, kept_validation_bleu(trainer.state.best_metric, averaging, ema))
+
+
+def check_average_replaceable(output_dir: str | Path, last: int) -> None:
+    """Before a resumed run reads anything: with ``--average_last_checkpoints`` ``last`` > 1, the run replaces
+    ``<output_dir>/averaged`` after training, and only an average the run wrote there, unchanged
+    (:mod:`hf_s2s.models.output_record`). Another one (written before 0.3.0, which kept no record of it, or
+    changed since) is refused now, naming what is there, not after training; nothing is deleted."""
+    averaged_dir = Path(output_dir) / AVERAGED_FOLDER
+    if last < 2 or not averaged_dir.is_dir() or not any(averaged_dir.iterdir()):
+        return
+    problem = output_problem(averaged_dir, AVERAGE_COMMAND)
+    if problem:
+        raise ValueError(f"--average_last_checkpoints {last} writes the checkpoint average into "
+                         f"{averaged_dir} after training, replacing only an average written there by hf-s2s, "
+                         f"unchanged, and {problem}; nothing was deleted: move {averaged_dir} out of "
+                         f"{output_dir} to resume with averaging, or leave out --average_last_checkpoints")
 
 
 def average_last_checkpoints(trainer: Seq2SeqTrainer, last: int) -> CheckpointAveraging:
@@ -104,5 +121,5 @@ def validate_ema(trainer: Seq2SeqTrainer, decay: float, averaging: CheckpointAve
     return EMASelection(decay=decay, validation_bleu=bleu, baseline_validation_bleu=baseline, used=used)
 
 
-__all__ = ["AVERAGED_FOLDER", "Selection", "average_last_checkpoints", "is_better", "keep_if_better",
-           "kept_validation_bleu", "select_weights", "validate_ema"]
+__all__ = ["AVERAGED_FOLDER", "Selection", "average_last_checkpoints", "check_average_replaceable",
+           "is_better", "keep_if_better", "kept_validation_bleu", "select_weights", "validate_ema"]

@@ -44,9 +44,14 @@ VALID_LINES = 100
 TEST_LINES = 100
 SRC_VOCAB_SIZE = 2000  # source words kept by each toolkit's vocabulary tool, before its specials
 TGT_VOCAB_SIZE = 1000  # target words; the training slice uses no other (see make_slice)
+SHARED_VOCAB_SIZE = 3000  # words of the one vocabulary of the fixtures that share it (both sides' words)
 SEED = 1234
 BEAM = 5
 MAX_LENGTH = 50  # decoding cap on output tokens, passed to every toolkit's translate command
+# greedy_single.txt: the toolkit's greedy output with one sentence a batch and its own default length rule (no cap
+# passed), so that a line's cap depends on that line alone: what the converted folder's generation config reproduces
+SINGLE = "greedy_single.txt"
+SINGLE_CONFIG = "translate_single.yaml"  # Joey NMT's: the config it ran with, kept (the converter reads its testing)
 
 TORCH = "torch==2.13.0"
 
@@ -277,6 +282,10 @@ ONMT_MODELS = {
 }
 ONMT_MODELS["opennmt_transformer_concat"] = {**ONMT_MODELS["opennmt_transformer"],
                                               "position_encoding_type": "SinusoidalConcat"}
+# OpenNMT-py's Transformer recipes: one vocabulary, one token table for both sides and the generator
+ONMT_MODELS["opennmt_transformer_shared"] = {**ONMT_MODELS["opennmt_transformer"], "share_vocab": True,
+                                             "share_embeddings": True, "share_decoder_embeddings": True,
+                                             "src_vocab_size": SHARED_VOCAB_SIZE}
 
 
 def _yaml(options: dict) -> str:
@@ -287,13 +296,21 @@ def _yaml(options: dict) -> str:
 
 def make_opennmt(name: str, work: Path, data: dict[str, Path]) -> None:
     write_fixture(name, work, *run_opennmt(work, data, {**ONMT_COMMON, **ONMT_MODELS[name]}, TINY))
+    record_single(name, work)
+
+
+def single_opennmt(fixture: Path, work: Path) -> list[str]:
+    """onmt_translate greedy, -batch_size 1 and its default -max_length / -max_length_ratio, into work/SINGLE."""
+    return run([venv_bin("opennmt", "onmt_translate"), "-model", str(fixture / "model.pt"), "-src",
+                str(fixture / "test.de"), "-output", str(work / SINGLE), "-beam_size", "1", "-batch_size", "1",
+                "-seed", str(SEED)], work, work / "log.txt")
 
 
 def run_opennmt(work: Path, data: dict[str, Path], options: dict, scale: Scale) -> tuple[dict[str, Path], dict]:
     """Train with OpenNMT-py, release, translate greedy and beam: (the files to keep, their provenance)."""
     ensure_venv("opennmt")
     log = work / "log.txt"
-    options = {**options, "src_vocab_size": scale.src_vocab, "tgt_vocab_size": scale.tgt_vocab}
+    options = {"src_vocab_size": scale.src_vocab, "tgt_vocab_size": scale.tgt_vocab, **options}
     config = {
         "save_data": str(work / "run"),
         "src_vocab": str(work / "vocab.src"), "tgt_vocab": str(work / "vocab.tgt"),
@@ -320,9 +337,10 @@ def run_opennmt(work: Path, data: dict[str, Path], options: dict, scale: Scale) 
                               "-beam_size", str(beam), *_option("-max_length", scale.max_length),
                               "-batch_size", "16", "-seed", str(SEED)], work, log))
     versions = package_versions("opennmt", ["opennmt-py", "torch"])
+    vocabularies = {"vocab.src": work / "vocab.src"} if options.get("share_vocab") else {
+        "vocab.src": work / "vocab.src", "vocab.tgt": work / "vocab.tgt"}  # -share_vocab writes one, -src_vocab
     return ({
-        "model.pt": released, "vocab.src": work / "vocab.src", "vocab.tgt": work / "vocab.tgt",
-        "config.yaml": work / "config.yaml", "test.de": data["test.de"],
+        "model.pt": released, **vocabularies, "config.yaml": work / "config.yaml", "test.de": data["test.de"],
         "greedy.txt": work / "greedy.txt", "beam.txt": work / "beam.txt",
     }, {
         "toolkit": "opennmt-py", "versions": versions,
@@ -385,12 +403,63 @@ JOEY_MODELS = {
                     "layer_norm": "pre", "activation": "relu"},
     },
 }
+# Joey NMT's Transformer configs: one vocabulary (a joint voc_file, see run_joeynmt), one token table for both sides
+# and the output layer
+JOEY_MODELS["joeynmt_transformer_tied"] = {**JOEY_MODELS["joeynmt_transformer"], "tied_embeddings": True}
 
 JOEY_UPDATES = 800
 
 
 def make_joeynmt(name: str, work: Path, data: dict[str, Path]) -> None:
     write_fixture(name, work, *run_joeynmt(name, work, data, JOEY_MODELS[name], {}, TINY))
+    record_single(name, work)
+
+
+def joint_vocabulary(data: dict[str, Path], path: Path, size: int) -> Path:
+    """Both sides' training tokens, most frequent first (ties alphabetical, as Joey NMT's sort_and_cut), cut to
+    ``size``: the one vocabulary that tied_embeddings needs (Joey builds one per language; its scripts/build_vocab.py,
+    not in the wheel, writes a joint one)."""
+    counts = collections.Counter(token for name in ("train.de", "train.en")
+                                 for line in data[name].read_text(encoding="utf-8").splitlines()
+                                 for token in line.split())
+    tokens = sorted(counts, key=lambda token: (-counts[token], token))[:size]
+    path.write_text("".join(token + "\n" for token in tokens), encoding="utf-8")
+    return path
+
+
+def single_joeynmt(fixture: Path, work: Path) -> list[str]:
+    """joeynmt translate greedy, one sentence a batch, no max_output_length (Joey's 1.5 x source length), into
+    work/SINGLE. The config is the fixture's, with its files and the testing options replaced."""
+    config = json.loads(json.dumps(yaml_config(fixture / "translate_beam1.yaml")))
+    config["model_dir"] = str(work / "model")  # joeynmt translate asserts it exists (and logs into it)
+    (work / "model").mkdir(exist_ok=True)
+    config["data"]["src"]["voc_file"] = str(fixture / "src_vocab.txt")
+    config["data"]["trg"]["voc_file"] = str(fixture / "trg_vocab.txt")
+    testing = {k: v for k, v in config["testing"].items() if k != "max_output_length"}
+    config["testing"] = {**testing, "beam_size": 1, "batch_size": 1, "batch_type": "sentence",
+                         "load_model": str(fixture / "model.ckpt")}
+    path = work / SINGLE_CONFIG
+    path.write_text(_yaml(config))
+    cmd = [str(venv_python("joeynmt")), "-m", "joeynmt", "translate", str(path)]
+    translate_stdin(cmd, fixture / "test.de", work / SINGLE, work, work / "log.txt")
+    return cmd + ["<", str(fixture / "test.de"), ">", SINGLE]
+
+
+def yaml_config(path: Path) -> dict:
+    """A config this script wrote (_yaml: one JSON value a line) read back without a YAML parser."""
+    return {key: json.loads(value) for key, value in
+            (line.split(": ", 1) for line in path.read_text(encoding="utf-8").splitlines())}
+
+
+def translate_stdin(cmd: list[str], source: Path, output: Path, cwd: Path, log: Path) -> None:
+    """Run a translate command that reads ``source`` on stdin and prints hypotheses on stdout into ``output``."""
+    with open(source, encoding="utf-8") as stdin, open(log, "a", encoding="utf-8") as f, \
+            open(output, "w", encoding="utf-8") as hyps:
+        f.write("$ " + " ".join(cmd) + f" < {source} > {output.name}\n")
+        f.flush()
+        done = subprocess.run(cmd, cwd=cwd, env=_env(), stdin=stdin, stdout=hyps, stderr=f)
+    if done.returncode != 0:
+        raise RuntimeError(f"command failed ({done.returncode}), see {log}: {' '.join(cmd)}")
 
 
 def run_joeynmt(name: str, work: Path, data: dict[str, Path], model: dict, training: dict,
@@ -414,12 +483,16 @@ def run_joeynmt(name: str, work: Path, data: dict[str, Path], model: dict, train
         return {"lang": lang, "level": "word", "lowercase": False, "normalize": False, "max_length": 60,
                 "min_length": 1, "voc_limit": limit, "voc_min_freq": 1, "tokenizer_type": "none"}
 
+    sides = {"src": side("de", scale.src_vocab), "trg": side("en", scale.tgt_vocab)}
+    if model.get("tied_embeddings"):  # one vocabulary file for both sides
+        joint = joint_vocabulary(data, work / "joint_vocab.txt", SHARED_VOCAB_SIZE)
+        sides = {key: {**value, "voc_limit": SHARED_VOCAB_SIZE, "voc_file": str(joint)} for key, value in sides.items()}
     config = {
         "name": name, "joeynmt_version": "2.3.0", "model_dir": str(model_dir), "use_cuda": False,
         "fp16": False, "random_seed": SEED,
         "data": {"train": str(work.parent / "data" / "train"), "dev": str(work.parent / "data" / "valid"),
                  "test": str(work.parent / "data" / "test"), "dataset_type": "plain",
-                 "src": side("de", scale.src_vocab), "trg": side("en", scale.tgt_vocab)},
+                 **sides},
         "training": training,
         "testing": {"beam_size": 1, "beam_alpha": -1, "batch_size": 16, "batch_type": "sentence",
                     **({} if scale.max_length is None else {"max_output_length": scale.max_length}),
@@ -454,13 +527,7 @@ def run_joeynmt(name: str, work: Path, data: dict[str, Path], model: dict, train
         # stdout, not `-o FILE`: joeynmt 2.3.0's translate with an output path fails after decoding
         # (prediction.py: save_hypothese(..., args.n_best): 'BaseConfig' object has no attribute 'n_best')
         cmd = [python, "-m", "joeynmt", "translate", str(cfg_path)]
-        with open(data["test.de"], encoding="utf-8") as stdin, open(log, "a", encoding="utf-8") as f, \
-                open(work / out, "w", encoding="utf-8") as hyps:
-            f.write("$ " + " ".join(cmd) + f" < {data['test.de']} > {out}\n")
-            f.flush()
-            done = subprocess.run(cmd, cwd=work, env=_env(), stdin=stdin, stdout=hyps, stderr=f)
-        if done.returncode != 0:
-            raise RuntimeError(f"command failed ({done.returncode}), see {log}: {' '.join(cmd)}")
+        translate_stdin(cmd, data["test.de"], work / out, work, log)
         lines = (work / out).read_text(encoding="utf-8").splitlines()
         if len(lines) != scale.test_lines:
             raise RuntimeError(f"joeynmt translate printed {len(lines)} lines, expected {scale.test_lines}: "
@@ -501,12 +568,34 @@ FAIRSEQ_MODELS = {
         "--dropout", "0.1", "--lr", "0.002", "--share-decoder-input-output-embed",
     ],
 }
+# fairseq's usual translation setup: one joined dictionary, one token table for both sides and the output projection
+# (--share-all-embeddings implies --share-decoder-input-output-embed); run_fairseq preprocesses with
+# --joined-dictionary for it
+FAIRSEQ_MODELS["fairseq_transformer_shared"] = [option for option in FAIRSEQ_MODELS["fairseq_transformer"]
+                                                if option != "--share-decoder-input-output-embed"]
+FAIRSEQ_MODELS["fairseq_transformer_shared"].append("--share-all-embeddings")
 
 FAIRSEQ_UPDATES = 800
 
 
 def make_fairseq(name: str, work: Path, data: dict[str, Path]) -> None:
     write_fixture(name, work, *run_fairseq(work, data, FAIRSEQ_MODELS[name], TINY))
+    record_single(name, work)
+
+
+def single_fairseq(fixture: Path, work: Path) -> list[str]:
+    """fairseq-interactive greedy on the raw test.de, one sentence a batch, its default --max-len-a 0
+    --max-len-b 200 (the fixture's folder holds the dictionaries it reads), into work/SINGLE."""
+    raw = work / "interactive_single.txt"
+    cmd = [venv_bin("fairseq", "fairseq-interactive"), str(fixture), "--path", str(fixture / "checkpoint.pt"),
+           "--source-lang", "de", "--target-lang", "en", "--beam", "1", "--nbest", "1", "--batch-size", "1",
+           "--buffer-size", "1", "--cpu", "--seed", str(SEED)]
+    translate_stdin(cmd, fixture / "test.de", raw, work, work / "log.txt")
+    # H-<id>\tscore\ttokens, in input order
+    hyps = [line.split("\t")[2] if line.count("\t") == 2 else "" for line in raw.read_text(encoding="utf-8").splitlines()
+            if line.startswith("H-")]
+    (work / SINGLE).write_text("".join(hyp + "\n" for hyp in hyps), encoding="utf-8")
+    return cmd + ["<", str(fixture / "test.de"), "|", "grep ^H- | cut -f3", ">", SINGLE]
 
 
 def run_fairseq(work: Path, data: dict[str, Path], options: list[str], scale: Scale) -> tuple[dict[str, Path], dict]:
@@ -519,8 +608,10 @@ def run_fairseq(work: Path, data: dict[str, Path], options: list[str], scale: Sc
     commands = {"preprocess": run([
         venv_bin("fairseq", "fairseq-preprocess"), "--source-lang", "de", "--target-lang", "en",
         "--trainpref", f"{prefix}/train", "--validpref", f"{prefix}/valid", "--testpref", f"{prefix}/test",
-        "--destdir", str(bin_dir), "--nwordssrc", str(scale.src_vocab), "--nwordstgt", str(scale.tgt_vocab),
-        "--workers", "1", "--seed", str(SEED)], work, log)}
+        "--destdir", str(bin_dir), "--workers", "1", "--seed", str(SEED),
+        # one dictionary for both sides (written twice, dict.de.txt and dict.en.txt) where the model shares it
+        *(["--joined-dictionary", "--nwordssrc", str(SHARED_VOCAB_SIZE)] if "--share-all-embeddings" in options else
+          ["--nwordssrc", str(scale.src_vocab), "--nwordstgt", str(scale.tgt_vocab)])], work, log)}
     commands["train"] = run([
         venv_bin("fairseq", "fairseq-train"), str(bin_dir), *options,
         "--optimizer", "adam", "--clip-norm", "1.0", "--batch-size", "64",
@@ -572,6 +663,31 @@ FIXTURES = {
     **{name: make_joeynmt for name in JOEY_MODELS},
     **{name: make_fairseq for name in FAIRSEQ_MODELS},
 }
+SINGLE_RUNNERS = {"opennmt": single_opennmt, "joeynmt": single_joeynmt, "fairseq": single_fairseq}
+
+
+def record_single(name: str, work: Path) -> None:
+    """Add SINGLE (greedy, one sentence a batch, the toolkit's default length rule) to the fixture ``name``, from
+    its stored checkpoint, and its command to provenance.json."""
+    toolkit = name.split("_", 1)[0]
+    ensure_venv(toolkit)
+    fixture = OUT / name
+    command = SINGLE_RUNNERS[toolkit](fixture, work)
+    lines = (work / SINGLE).read_text(encoding="utf-8").splitlines()
+    if len(lines) != TEST_LINES:
+        raise RuntimeError(f"{name}: {len(lines)} lines in {work / SINGLE}, expected {TEST_LINES}")
+    kept = f"tests/fixtures/toolkits/{name}"
+    shutil.copyfile(work / SINGLE, fixture / SINGLE)
+    if (work / SINGLE_CONFIG).is_file():
+        text = (work / SINGLE_CONFIG).read_text(encoding="utf-8")
+        (fixture / SINGLE_CONFIG).write_text(text.replace(str(fixture), kept).replace(str(work), "$WORK"),
+                                             encoding="utf-8")
+    provenance = json.loads((fixture / "provenance.json").read_text())
+    provenance["commands"]["greedy_single"] = shown(command, work).replace(str(fixture), kept)
+    provenance["greedy_single"] = ("greedy, one sentence a batch, the toolkit's default length rule (no cap passed): "
+                                   "each line's cap depends on that line only")
+    provenance["files"] = sorted(set(provenance["files"]) | {SINGLE} | ({SINGLE_CONFIG} if toolkit == "joeynmt" else set()))
+    (fixture / "provenance.json").write_text(json.dumps(provenance, indent=2, ensure_ascii=False) + "\n")
 
 
 def main() -> None:
@@ -579,6 +695,8 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", help="fixture names to make (default: all)")
     parser.add_argument("--list", action="store_true", help="list the fixture names and stop")
     parser.add_argument("--keep-work", action="store_true", help="keep the temporary work folders")
+    parser.add_argument("--single-only", action="store_true",
+                        help=f"only (re)record {SINGLE} from each named fixture's stored checkpoint (no training)")
     args = parser.parse_args()
     if args.list:
         print("\n".join(FIXTURES))
@@ -590,14 +708,17 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="toolkit_fixtures_"))
     data_dir = root / "data"
     data_dir.mkdir()
-    data = make_slice(data_dir)
+    data = None if args.single_only else make_slice(data_dir)
     failed = {}
     for name in names:
         work = root / name
         work.mkdir()
         print(f"[{name}] working in {work}", flush=True)
         try:
-            FIXTURES[name](name, work, data)
+            if args.single_only:
+                record_single(name, work)
+            else:
+                FIXTURES[name](name, work, data)
             print(f"[{name}] done", flush=True)
         except Exception as error:  # record and go on with the next toolkit
             failed[name] = str(error)
