@@ -5,15 +5,7 @@ constraints, alone and beside sentences with terms; bad terms are refused by nam
 import pytest
 import torch
 
-from tests.helpers import random_tiny_model
-
-FAMILIES = ("rnn_seq2seq", "transformer_seq2seq")
-VOCAB, PAD, START, EOS = 50, 0, 1, 2
-
-
-def model_of(model_type):
-    return random_tiny_model(model_type, VOCAB, seed=3, pad_token_id=PAD, bos_token_id=START,
-                             decoder_start_token_id=START, eos_token_id=EOS)
+from tests.test_shortlist import FAMILIES, PAD, VOCAB, model_of
 
 
 def source_batch():
