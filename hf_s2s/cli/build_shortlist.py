@@ -57,7 +57,7 @@ def main(argv=None, prog=None):
     parser.add_argument("--best", type=int, default=DEFAULT_BEST, help="target tokens kept per source token")
     parser.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS, help="EM iterations of IBM Model 1")
     parser.add_argument("--output", default=None, help=f"file to write (default: MODEL/{SHORTLIST_FILE}, where "
-                                                       "translate --shortlist and serve --shortlist read it)")
+                                                       "translate --shortlist and serve's shortlist requests read it)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing shortlist file")
     args = parser.parse_args(argv)
     output = Path(args.output) if args.output else Path(args.model) / SHORTLIST_FILE
