@@ -48,7 +48,7 @@ def test_quick_run_writes_json_and_markdown(tmp_path):
             "RNN Bahdanau GRU | torch int8 | dynamic batching"} <= set(serving["rows"])
     assert all(row["answered_once"] and row["sentences_per_s"] > 0 for row in serving["rows"].values())
     assert all(serving["same_translations_batched_and_sequential"].values())
-    for heading in ("Transformer training", "Generation", "Cache scaling", "textbook", "RNN learning", "Batching",
+    for heading in ("Transformer training", "Generation", "Shortlist", "Cache scaling", "textbook", "RNN learning", "Batching",
                     "Training job pipeline", "Serving", "Targets"):
         assert heading in markdown
 
@@ -194,3 +194,23 @@ def test_the_scaling_section_runs_the_job_on_each_corpus_size_in_memory_and_stre
     assert runs["2x in memory"]["pairs"] == 256
     assert not any((tmp_path / "work").glob("x*"))  # the corpora and runs it wrote are gone
     assert "**Scaling**" in (tmp_path / "out" / "bench.md").read_text()
+
+
+def test_the_shortlist_section_times_the_shortlist_beside_marian_at_each_batch_size(tmp_path):
+    """`--sections shortlist`: the Transformer with a shortlist built by build-shortlist's builder, beside itself
+    without one and MarianMT, greedy and beam, per batch size; K (the output rows a batch multiplies) grows with the
+    batch, as the batches are prefixes of the same test sentences."""
+    report = bench_command(["--quick", "--sections", "shortlist", "--output", str(tmp_path)])
+    saved = json.loads((tmp_path / "bench.json").read_text())
+    settings = BenchSettings.quick()
+    batches = saved["shortlist"]["batches"]
+    assert list(batches) == [str(batch) for batch in settings.shortlist_batches]
+    for result in batches.values():
+        assert set(result["searches"]) == {"greedy", f"beam {settings.shortlist_num_beams}"}
+        for models in result["searches"].values():
+            assert set(models) == {"MarianMT", "hf_s2s Transformer (post-LN)", "hf_s2s Transformer + shortlist"}
+            assert all(row["tokens_per_s"] > 0 and len(row["times"]) == settings.repeats for row in models.values())
+        assert 0 < result["list_tokens"] <= result["union_tokens"] < saved["shortlist"]["vocab_size"]
+    assert batches["1"]["union_tokens"] <= batches["4"]["union_tokens"]
+    assert "Transformer + shortlist greedy, batch 1 >= 1.5x Marian" in report["summary"]["targets"]
+    assert "**Shortlist**" in (tmp_path / "bench.md").read_text()

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from transformers import AutoTokenizer
 
 pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
@@ -30,7 +31,9 @@ from hf_s2s.cli import run_command  # noqa: E402
 from hf_s2s.importers import convert  # noqa: E402
 from hf_s2s.inference.attention import eager_attention  # noqa: E402
 from hf_s2s.inference.engines import TorchEngine, load_engine  # noqa: E402
+from hf_s2s.inference.glossary import Glossary  # noqa: E402
 from hf_s2s.inference.translate import alignment, translate  # noqa: E402
+from hf_s2s.models.shortlist import VocabularyShortlist  # noqa: E402
 from hf_s2s.serving.app import create_app  # noqa: E402
 from hf_s2s.serving.config import BatchingConfig, RequestLimits  # noqa: E402
 from hf_s2s.serving.folders import check_model_folder  # noqa: E402
@@ -192,6 +195,51 @@ def test_other_engines_serve_concurrent_requests_as_they_translate_each_alone(fi
     assert httpx.get(f"{url}/models").json()[0]["engine"] == engine.name
     response = post(url, {"sentences": ["a"], "alignment": True})
     assert response.status_code == 422 and f"{engine.label} gives no alignments" in response.json()["error"]
+    for option, value in (("glossary", [["a", "x"]]), ("shortlist", True)):
+        response = post(url, {"sentences": ["a"], option: value})
+        assert response.status_code == 422 and f"which {engine.label} does not" in response.json()["error"]
+
+
+@pytest.fixture(scope="module")
+def lexical_server(tmp_path_factory):
+    """The torch engine serving a Transformer folder with a shortlist that keeps 3 target tokens per source token:
+    (base URL, engine)."""
+    folder = save_tiny_model_folder(tmp_path_factory.mktemp("lexical") / "tf", "transformer_seq2seq", seed=2)
+    size = len(AutoTokenizer.from_pretrained(folder))
+    VocabularyShortlist.from_candidates([[(s * k) % (size - 3) + 3 for k in (7, 3, 11)] for s in range(size)],
+                                        always=[], target_vocab_size=size).save_pretrained(folder)
+    engine = load_engine(folder, threads=1)
+    with serve_in_thread(create_app({"tf": engine}, BATCHING, LIMITS)) as url:
+        yield url, engine
+
+
+LEXICAL_OPTIONS = [{}, {"shortlist": True}, {"glossary": [["a", "j i"], ["b c", "h"]]}, {"glossary": [["d", "g"]]},
+                   {"glossary": [["a", "j i"]], "shortlist": True}]
+
+
+def test_glossaries_and_the_shortlist_serve_what_translate_gives_alone(lexical_server):
+    """Concurrent requests with per-request glossaries and the folder's shortlist, greedy and beam, each answered
+    with what translate() gives them alone with the same glossary and shortlist."""
+    url, engine = lexical_server
+    rng = random.Random(5)
+    requests = [{"sentences": rng.sample(TEXTS, rng.randint(1, 3)), "num_beams": beams, "scores": True, **options}
+                for options in LEXICAL_OPTIONS for beams in (1, 3)]
+    rng.shuffle(requests)
+
+    async def send_all():
+        async with httpx.AsyncClient(timeout=120) as client:
+            return await asyncio.gather(*(client.post(f"{url}/translate", json=r) for r in requests))
+
+    shortlist = VocabularyShortlist.from_pretrained(engine.folder)
+    for request, response in zip(requests, asyncio.run(send_all()), strict=True):
+        glossary = Glossary.from_pairs(request["glossary"]) if "glossary" in request else None
+        expected = translate(engine.model, engine.tokenizer, request["sentences"], num_beams=request["num_beams"],
+                             glossary=glossary, shortlist=shortlist if request.get("shortlist") else None)
+        assert same(answers(response), [[(h.text, h.score) for h in hypotheses] for hypotheses in expected]), request
+        texts = [translation["text"] for translation in response.json()["translations"]]
+        for sentence, text in zip(request["sentences"], texts, strict=True):
+            for term in glossary.matches(sentence) if glossary else []:
+                assert term in text  # the glossary was applied, not only passed on
 
 
 def test_answer_shape_scores_nbest_and_alignment(server):
@@ -234,6 +282,17 @@ BAD_REQUESTS = {
     "a negative bound": ({"sentences": ["a"], "max_len_b": -1}, 422, "max_len_b"),
     "an absurd bound": ({"sentences": ["a"], "max_len_a": 1e18}, 422, "max_len_a must be <= 100"),
     "no bound and a bound": ({"sentences": ["a"], "no_length_bound": True, "max_len_b": 3}, 422, "no_length_bound"),
+    "a glossary entry not a pair": ({"sentences": ["a"], "glossary": [["a", "x"], ["b", "c", "d"]]}, 422,
+                                    "glossary entry 2 (counted from 1) has 3 strings"),
+    "a number in a glossary": ({"sentences": ["a"], "glossary": [["a", 3]]}, 422,
+                               "glossary.0.1: Input should be a valid string"),
+    "a glossary term of no letters": ({"sentences": ["a"], "glossary": [["--", "x"]]}, 422,
+                                      "the source term '--' has no letters or digits"),
+    "an empty glossary": ({"sentences": ["a"], "glossary": []}, 422, "glossary is empty"),
+    "a shortlist the folder has not": ({"sentences": ["a"], "shortlist": True}, 422,
+                                       "build it with hf-s2s build-shortlist"),
+    "an alignment with a glossary": ({"sentences": ["a"], "glossary": [["a", "x"]], "alignment": True}, 422,
+                                     "ask for the alignment or for them"),
 }
 
 

@@ -18,6 +18,7 @@ import torch
 from transformers import CompileConfig, GenerationConfig
 
 from ..inference.ctranslate2 import exported_translator, import_ctranslate2, translate_ids
+from ..models.shortlist import VocabularyShortlist
 from .builders import EOS, PAD, START
 from .measure import interleaved_times, median
 
@@ -45,12 +46,13 @@ def compiled_generation_config(new_tokens: int) -> GenerationConfig:
                              compile_config=compile_config_on_every_device())
 
 
-def generate_fn(model, inputs: dict, config: GenerationConfig) -> Callable[[], None]:
-    """One timed call: ``model.generate`` on ``inputs``, checked to produce exactly the configured length."""
+def generate_fn(model, inputs: dict, config: GenerationConfig, **generate_kwargs) -> Callable[[], None]:
+    """One timed call: ``model.generate`` on ``inputs`` (and ``generate_kwargs``, e.g. ``shortlist=``), checked to
+    produce exactly the configured length."""
     new_tokens = config.max_new_tokens
 
     def run() -> None:
-        out = model.generate(**inputs, generation_config=config)
+        out = model.generate(**inputs, generation_config=config, **generate_kwargs)
         if out.shape[1] != new_tokens + 1:  # start token + new tokens
             raise RuntimeError(f"{type(model).__name__} generated {out.shape[1] - 1} tokens, expected {new_tokens}")
 
@@ -106,4 +108,31 @@ def bench_generation_rows(models: dict, rnn_models: dict, inputs: dict, new_toke
         times = interleaved_times(fns, repeats, warmup)
         results[search] = {name: {"tokens_per_s": batch * new_tokens / median(t), "times": t}
                            for name, t in times.items()}
+    return results
+
+
+SHORTLIST_ROW = "hf_s2s Transformer + shortlist"
+
+
+def bench_shortlist_rows(transformer, marian, shortlist: VocabularyShortlist, inputs_by_batch: dict[int, dict],
+                         new_tokens: int, num_beams: int, repeats: int, warmup: int) -> dict:
+    """The hf_s2s Transformer with and without ``shortlist`` next to MarianMT (all float32, the same dimensions and
+    vocabulary), greedy and beam, at each batch size of ``inputs_by_batch`` (real source sentences: the shortlist
+    depends on their tokens). Returns {batch: {"list_tokens": the mean of each sentence's own list,
+    "union_tokens": K, the output rows the batch multiplies, "searches": {search: {row: {"tokens_per_s",
+    "times"}}}}}."""
+    results = {}
+    for batch, inputs in inputs_by_batch.items():
+        allowed = shortlist.allowed(inputs["input_ids"], inputs["attention_mask"], include=(PAD, START, EOS))
+        searches = {}
+        for search, beams in (("greedy", 1), (f"beam {num_beams}", num_beams)):
+            config = generation_config(new_tokens, beams)
+            fns = {"MarianMT": generate_fn(marian, inputs, config),
+                   "hf_s2s Transformer (post-LN)": generate_fn(transformer, inputs, config),
+                   SHORTLIST_ROW: generate_fn(transformer, inputs, config, shortlist=shortlist)}
+            times = interleaved_times(fns, repeats, warmup)
+            searches[search] = {name: {"tokens_per_s": batch * new_tokens / median(t), "times": t}
+                                for name, t in times.items()}
+        results[batch] = {"list_tokens": allowed.sum(1).float().mean().item(),
+                          "union_tokens": int(allowed.any(0).sum()), "searches": searches}
     return results

@@ -38,16 +38,20 @@ MODELS = (MAIN_JOB, RDROP, "MarianMT")
 RDROP_ALPHA = {RDROP: 5.0}  # --rdrop_alpha of each run: the R-Drop paper's weight for IWSLT14 de-en
 
 
-def pipeline_dataset(settings):
-    """(tokenizer, tokenized training split): the first ``pipeline_pairs`` Multi30k de-en training pairs with a
-    BPE of ``pipeline_vocab_size`` entries trained on them, or a synthetic corpus for smoke runs."""
+def benchmark_corpus(settings, num_train: int) -> tuple[dict, str, str]:
+    """(corpus, source key, target key): Multi30k de-en (train, validation, test), or for smoke runs
+    (``use_multi30k`` False) a synthetic corpus of ``num_train`` training pairs and 8 validation and test pairs."""
     if settings.use_multi30k:
         corpus = data_lib.load_translation_corpus("multi30k", source_lang="de", target_lang="en",
                                                   data_dir=multi30k_dir())
-        source, target = "de", "en"
-    else:
-        corpus = synthetic.text_reversal_corpus(num_train=settings.pipeline_pairs, num_validation=8, num_test=8)
-        source, target = "src", "tgt"
+        return corpus, "de", "en"
+    return synthetic.text_reversal_corpus(num_train=num_train, num_validation=8, num_test=8), "src", "tgt"
+
+
+def pipeline_dataset(settings):
+    """(tokenizer, tokenized training split): the first ``pipeline_pairs`` Multi30k de-en training pairs with a
+    BPE of ``pipeline_vocab_size`` entries trained on them, or a synthetic corpus for smoke runs."""
+    corpus, source, target = benchmark_corpus(settings, settings.pipeline_pairs)
     corpus = {"train": corpus["train"].select(range(min(settings.pipeline_pairs, len(corpus["train"]))))}
     tokenizer = tokenization.train_tokenizer(corpus["train"], source_lang=source, target_lang=target,
                                              vocab_size=settings.pipeline_vocab_size)

@@ -37,6 +37,26 @@ def _generation_table(report: dict) -> list[str]:
             "torch.compile, greedy only as transformers compiles no beam search)", ""] + _table(header, rows) + [""]
 
 
+def _shortlist_table(report: dict) -> list[str]:
+    """One row per batch size: K, then per search the shortlist row's tokens/s and its ratios to MarianMT and to the
+    same Transformer without the shortlist."""
+    shortlist, settings = report["shortlist"], report["settings"]
+    rows, searches = [], []
+    for batch, result in shortlist["batches"].items():
+        searches = list(result["searches"])
+        row = [str(batch), _fmt(result["list_tokens"]), _fmt(result["union_tokens"])]
+        for models in result["searches"].values():
+            ours = models["hf_s2s Transformer + shortlist"]["tokens_per_s"]
+            row += [_fmt(ours), f"{ours / models['MarianMT']['tokens_per_s']:.2f}x",
+                    f"{ours / models['hf_s2s Transformer (post-LN)']['tokens_per_s']:.2f}x",
+                    f"{models['hf_s2s Transformer (post-LN)']['tokens_per_s'] / models['MarianMT']['tokens_per_s']:.2f}x"]
+        rows.append(row)
+    header = ["batch", "tokens per sentence's list", "K (the batch's union)"] + [
+        h for s in searches for h in (f"{s} tok/s", "vs Marian", "vs no shortlist", "no shortlist vs Marian")]
+    return [f"**Shortlist** ({shortlist['shortlist']}; vocabulary {shortlist['vocab_size']:,}; the first test "
+            f"sentences; exactly {settings['new_tokens']} new tokens per sentence; float32)", ""] + _table(header, rows) + [""]
+
+
 def to_markdown(report: dict) -> str:
     env, summary = report["environment"], report["summary"]
     lines = [f"torch {env['torch']}, {env['threads']} torch thread(s), CPU {env['cpu_capability']}; lengths: "
@@ -65,6 +85,8 @@ def to_markdown(report: dict) -> str:
         lines.append("")
     if "generation" in report:
         lines += _generation_table(report)
+    if "shortlist" in report:
+        lines += _shortlist_table(report)
     if "cache" in report:
         lengths = report["settings"]["cache_lengths"]
         rows = []

@@ -1,7 +1,8 @@
 """The benchmark's measurements, each hf_s2s against its peer timed side by side in one process:
 
 1. Transformer training tokens/s (+ peak memory) vs MarianMTModel of identical dimensions;
-2. generation tokens/s, greedy and beam, vs Marian, with the RNN family in the same table;
+2. generation tokens/s, greedy and beam, vs Marian, with the RNN family in the same table; and (section shortlist)
+   the Transformer with a vocabulary shortlist beside itself without and MarianMT, at batch 1, 8 and 64;
 3. cache scaling: time per generated token as the output grows, cached vs uncached;
 4. the RNN family vs the textbook loop of ``reference_rnn``, training and greedy decoding;
 5. FLOP utilisation of the Transformer training step against the measured matmul peak;
@@ -21,16 +22,18 @@ import platform
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import torch
 from transformers import DataCollatorForSeq2Seq
 
 from ..data import corpus as data_lib
 from ..data import tokenization
+from ..data.lexical_translation import shortlist_from_texts
 from ..data.sampling import LengthGroupedEpochSampler, TokenBudgetBatchSampler, padded_tokens
 from ..inference.int8 import quantize_int8
 from .builders import (
+    PAD,
     TRAINING_BUILDERS,
     TransformerDims,
     build_hf_s2s_rnn,
@@ -40,7 +43,13 @@ from .builders import (
     make_trainer,
     peak_training_memory,
 )
-from .generation import bench_generation_rows, generate_fn, generation_config
+from .generation import (
+    SHORTLIST_ROW,
+    bench_generation_rows,
+    bench_shortlist_rows,
+    generate_fn,
+    generation_config,
+)
 from .measure import (
     count_matmul_flops,
     interleaved_times,
@@ -52,7 +61,7 @@ from .measure import (
     set_threads,
     synthetic_length_pairs,
 )
-from .pipeline import MAIN_JOB, RDROP, bench_pipeline
+from .pipeline import MAIN_JOB, RDROP, bench_pipeline, benchmark_corpus
 from .reference_rnn import TextbookRNNSeq2Seq
 from .scaling import ScalingLoad, bench_scaling
 from .serving import ServingLoad, bench_serving, serving_targets
@@ -89,6 +98,10 @@ class BenchSettings:
     pipeline_pairs: int = 4096  # Multi30k training pairs the pipeline section tokenizes and trains on
     pipeline_steps: int = 16  # optimizer steps of one pipeline run (one timed repeat)
     pipeline_vocab_size: int = 8000  # BPE trained by the pipeline section (the main job's; > 260 byte-fallback ids)
+    # The shortlist section: batch sizes of real test sentences (a sentence's list is its source tokens'
+    # candidates, so the union the output layer multiplies grows with the batch), and its beam size.
+    shortlist_batches: tuple[int, ...] = (1, 8, 64)
+    shortlist_num_beams: int = 5
     serving: ServingLoad = field(default_factory=ServingLoad)  # the load the serving section sends
     scaling: ScalingLoad = field(default_factory=ScalingLoad)  # the corpora and runs of the scaling section
 
@@ -102,6 +115,7 @@ class BenchSettings:
             num_beams=2, cache_lengths=(4, 8), cache_batch=2, uncached_max_length=8, memory_steps=0, matmul_size=128,
             use_multi30k=False, learning_steps=3, learning_validation_pairs=16, token_budget=140,
             batching_batches=2, pipeline_pairs=64, pipeline_steps=2, pipeline_vocab_size=300,
+            shortlist_batches=(1, 4), shortlist_num_beams=2,
             serving=ServingLoad.quick(), scaling=ScalingLoad.quick(),
         )
 
@@ -159,6 +173,33 @@ def bench_generation(settings: BenchSettings, length_pairs) -> dict:
                   for name, (cell, attention) in RNN_VARIANTS.items()}
     return bench_generation_rows(models, rnn_models, inputs, settings.new_tokens, settings.num_beams,
                                  settings.repeats, settings.warmup, int8=quantize_int8)
+
+
+def bench_shortlist(settings: BenchSettings, length_pairs=None) -> dict:
+    """2b: the Transformer decoding with a vocabulary shortlist, next to itself without and MarianMT (:mod:`.generation`).
+    A BPE of ``pipeline_vocab_size`` entries (the main job's, 8,000) and the shortlist (``hf-s2s build-shortlist``'s builder, its defaults) come
+    from the training split; the models are random (speed does not depend on the weights, only K does, and K depends
+    on the source tokens); each batch is the first sentences of the test split."""
+    corpus, source, target = benchmark_corpus(settings, settings.pipeline_pairs)
+    train = corpus["train"]
+    tokenizer = tokenization.train_tokenizer(train, source_lang=source, target_lang=target,
+                                             vocab_size=settings.pipeline_vocab_size)
+    vocab = len(tokenizer)
+    pairs = train["translation"]
+    shortlist = shortlist_from_texts(tokenizer, [pair[source] for pair in pairs], [pair[target] for pair in pairs],
+                                     source_vocab_size=vocab, target_vocab_size=vocab)
+    dims = replace(settings.dims, vocab_size=vocab)
+    test = [pair[source] for pair in corpus["test"]["translation"]]
+    inputs_by_batch = {}
+    for batch in settings.shortlist_batches:
+        encoded = tokenizer(test[:batch], truncation=True, max_length=dims.max_positions, padding=True,
+                            return_tensors="pt")
+        encoded["input_ids"][encoded["attention_mask"] == 0] = PAD  # the models' padding id (builders.PAD)
+        inputs_by_batch[batch] = {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
+    results = bench_shortlist_rows(build_hf_s2s_transformer(dims).eval(), build_marian(dims).eval(), shortlist,
+                                   inputs_by_batch, settings.new_tokens, settings.shortlist_num_beams,
+                                   settings.repeats, settings.warmup)
+    return {"vocab_size": vocab, "shortlist": repr(shortlist), "batches": results}
 
 
 def bench_cache_scaling(settings: BenchSettings, length_pairs) -> dict:
@@ -316,9 +357,10 @@ def profile_top_ops(fn: Callable[[], object], top: int = 15) -> list[dict]:
 # ------------------------------------------------------------------------------------------------- the whole run
 
 
-def run_benchmark(settings: BenchSettings, sections: tuple[str, ...] = ("training", "memory", "generation", "cache",
-                                                                          "rnn", "peak", "learning", "batching",
-                                                                          "pipeline", "serving")
+def run_benchmark(settings: BenchSettings, sections: tuple[str, ...] = ("training", "memory", "generation",
+                                                                          "shortlist", "cache", "rnn", "peak",
+                                                                          "learning", "batching", "pipeline",
+                                                                          "serving")
                   ) -> dict:
     threads = set_threads(settings.threads)
     torch.manual_seed(settings.seed)
@@ -334,6 +376,7 @@ def run_benchmark(settings: BenchSettings, sections: tuple[str, ...] = ("trainin
                                 "mean_target": sum(p[1] for p in length_pairs) / len(length_pairs)},
     }
     runners = {"training": bench_training, "memory": bench_training_memory, "generation": bench_generation,
+               "shortlist": bench_shortlist,
                "cache": bench_cache_scaling, "rnn": bench_rnn_vs_textbook,
                "learning": bench_rnn_learning, "batching": bench_batching, "pipeline": bench_pipeline,
                "serving": bench_serving, "scaling": bench_scaling}
@@ -379,6 +422,12 @@ def summarize(report: dict, settings: BenchSettings) -> dict:
                 for name in RNN_VARIANTS:
                     summary[f"ctranslate2_ratio {search} RNN {name}"] = (
                         models[f"hf_s2s RNN {name}"]["tokens_per_s"] / ct2)
+    if "shortlist" in report:
+        for batch, result in report["shortlist"]["batches"].items():
+            for search, models in result["searches"].items():
+                ours = models[SHORTLIST_ROW]["tokens_per_s"]
+                summary[f"shortlist_{search}_batch_{batch}_ratio_vs_marian"] = ours / models["MarianMT"]["tokens_per_s"]
+                summary[f"shortlist_{search}_batch_{batch}_ratio_vs_full"] = ours / models[TRANSFORMER_ROW]["tokens_per_s"]
     if "cache" in report:
         lengths = settings.cache_lengths
         for name, modes in report["cache"].items():
@@ -409,6 +458,9 @@ def _targets(summary: dict, settings: BenchSettings) -> dict[str, bool]:
     for key in [k for k in summary if k.startswith("generation_") and k.endswith("_ratio_vs_marian")]:
         search = key.removeprefix("generation_").removesuffix("_ratio_vs_marian")
         targets[f"Transformer {search} >= 1.5x Marian"] = summary[key] >= 1.5
+    for key in [k for k in summary if k.startswith("shortlist_") and k.endswith("_ratio_vs_marian")]:
+        name = key.removeprefix("shortlist_").removesuffix("_ratio_vs_marian").replace("_batch_", ", batch ")
+        targets[f"Transformer + shortlist {name} >= 1.5x Marian"] = summary[key] >= 1.5
     for key in [k for k in summary if k.startswith("generation_") and k.endswith("_ratio_vs_ctranslate2")]:
         search = key.removeprefix("generation_").removesuffix("_ratio_vs_ctranslate2")
         targets[f"Transformer {search} >= 0.8x CTranslate2 float32"] = summary[key] >= 0.8

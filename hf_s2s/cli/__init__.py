@@ -31,6 +31,7 @@ COMMANDS = {
     "similarity": ("similarity", "cosine similarity of sentence pairs under a model's encoder"),
     "convert": ("convert", "convert an OpenNMT-py, Joey NMT or fairseq checkpoint into an hf_s2s folder"),
     "serve": ("serve", "serve model folders over HTTP with dynamic batching (the serve extra)"),
+    "build-shortlist": ("build_shortlist", "build a vocabulary shortlist for a model folder from a training corpus"),
 }
 
 

@@ -3,6 +3,7 @@
     hf-s2s bench --output runs/bench            # full run (~10 min on 2 CPU cores)
     hf-s2s bench --quick --output runs/bench_quick  # smoke run of every path, tiny sizes
     hf-s2s bench --sections serving --output runs/bench_serving  # the server under load (the serve extra)
+    hf-s2s bench --sections shortlist --output runs/bench_shortlist  # a vocabulary shortlist beside MarianMT
     hf-s2s bench --sections scaling --scaling-factors 1 10 --output runs/bench_scaling  # cost vs corpus size
 
 Writes bench.json (every number, the thread count, the settings) and bench.md (the tables) into --output and
@@ -20,8 +21,8 @@ from hf_s2s.benchmark import BenchSettings, run_benchmark, to_markdown
 from hf_s2s.cli import HelpFormatter
 from hf_s2s.serving import require_serve_extra
 
-SECTIONS = ("training", "memory", "generation", "cache", "rnn", "peak", "learning", "batching", "pipeline",
-            "serving", "scaling")
+SECTIONS = ("training", "memory", "generation", "shortlist", "cache", "rnn", "peak", "learning", "batching",
+            "pipeline", "serving", "scaling")
 # run only when named: the scaling section writes and trains on corpora of up to 2.9 million pairs (hours
 # here)
 ASKED_ONLY = ("scaling",)

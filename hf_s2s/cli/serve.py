@@ -8,8 +8,8 @@
         -d '{"sentences": ["Ein Hund rennt."], "num_beams": 5, "scores": true}'
 
 POST /translate takes {"sentences": [...]} and the options num_beams, num_return_sequences, scores, alignment,
-max_len_a, max_len_b, no_length_bound and model; GET /health, GET /models and GET /metrics (Prometheus) report, and
-/docs shows the API. Requests arriving together are decoded in shared batches of sentences of similar length, each
+max_len_a, max_len_b, no_length_bound, glossary ([source, target] pairs), shortlist (the folder's) and model; GET
+/health, GET /models and GET /metrics (Prometheus) report, and /docs shows the API. Requests arriving together are decoded in shared batches of sentences of similar length, each
 request's translations the same as alone. SIGTERM (or Ctrl-C) stops taking requests, translates those waiting for
 --graceful-timeout seconds and answers the rest 503 before exiting. docs/serving.md has the details and the
 measurements.

@@ -27,6 +27,7 @@ from hf_s2s.cli import HelpFormatter
 from hf_s2s.inference.analysis import encoder_attention
 from hf_s2s.inference.decoding import FLAGS, check_call, check_count, length_bound_call
 from hf_s2s.inference.engines import ENGINES, TORCH_DTYPES, open_engine
+from hf_s2s.inference.glossary import Glossary
 from hf_s2s.inference.plots import check_layer_and_head, plot_alignment, plot_encoder_attention
 from hf_s2s.inference.translate import DEFAULT_BATCH_SIZE, read_references, read_sentences, score_line
 
@@ -97,6 +98,14 @@ def main(argv=None, prog=None):
                         help="reference translations, one per input line: after translating, print sacreBLEU BLEU "
                              "(cased and lowercased, 13a) and chrF of the output against them to stderr, computed as "
                              "the training job computes the scores in results.json")
+    parser.add_argument("--shortlist", action="store_true",
+                        help="decode each sentence over the vocabulary shortlist saved in the (first) model folder "
+                             "(hf-s2s build-shortlist): the output layer computes only the target tokens the "
+                             "batch's sources can need (torch engine)")
+    parser.add_argument("--glossary", metavar="TSV",
+                        help="terminology, lines 'source term<TAB>target term': wherever a source term occurs in a "
+                             "sentence (whole words, any case), its target term appears in the translation (torch "
+                             "engine)")
     parser.add_argument("--plot-alignment", metavar="PNG", help="save an attention heatmap for --sentence")
     parser.add_argument("--plot-encoder-attention", metavar="PNG",
                         help="save heatmaps of the encoder's self-attention over --sentence (Transformer only)")
@@ -117,6 +126,10 @@ def main(argv=None, prog=None):
         # --no-length-bound beside a bound value, named by the flags (engine.options takes the three as they are)
         length_bound_call(args.max_len_a, args.max_len_b, args.no_length_bound,
                           (FLAGS["max_len_a"], FLAGS["max_len_b"], FLAGS["no_length_bound"]))
+        if plotting and (args.shortlist or args.glossary):
+            raise ValueError(f"{'--shortlist' if args.shortlist else '--glossary'} applies to translations, not to a "
+                             "plot: leave it out of --plot-* commands")
+        glossary = Glossary.from_tsv(args.glossary) if args.glossary else None
         if (args.layer is not None or args.head is not None) and not args.plot_encoder_attention:
             raise ValueError("--layer and --head choose what --plot-encoder-attention draws; give it a PNG path")
         if plotting and len(args.model) > 1:
@@ -139,7 +152,7 @@ def main(argv=None, prog=None):
             config = engine.configs[0]
             check_layer_and_head(config.encoder_layers, config.encoder_attention_heads, args.layer, args.head)
         options = engine.options(**call, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
-                                 no_length_bound=args.no_length_bound)
+                                 no_length_bound=args.no_length_bound, shortlist=args.shortlist, glossary=glossary)
         engine.load()
     except (ImportError, OSError, ValueError) as error:
         sys.exit(f"error: {error}")

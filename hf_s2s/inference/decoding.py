@@ -48,12 +48,15 @@ OPTIONS = ("num_beams", "num_return_sequences", "max_length", "max_new_tokens", 
            "length_penalty", "early_stopping", "max_len_a", "max_len_b")
 BOUND = ("max_len_a", "max_len_b")  # None given for both: no source-relative bound (not "not given")
 # hf_s2s's own options beyond generate()'s, each with its value that turns it off: an engine decodes one only where it
-# names it among the settings it implements (the torch engine implements them all).
-OWN_OPTIONS = {"coverage_penalty": 0.0}
+# names it among the settings it implements (the torch engine implements them all). shortlist: decode over the
+# folder's vocabulary shortlist (hf_s2s.models.shortlist); glossary: an hf_s2s.inference.glossary.Glossary whose
+# target terms each sentence's translation must contain (hf_s2s.models.term_constraints).
+OWN_OPTIONS = {"coverage_penalty": 0.0, "shortlist": False, "glossary": None}
 # hf-s2s translate's flag for each option that has one, named in the errors.
 FLAGS = {"num_beams": "--beams", "num_return_sequences": "--nbest", "max_new_tokens": "--max-new-tokens",
          "length_penalty": "--length-penalty", "batch_size": "--batch-size", "max_len_a": "--max-len-a",
-         "max_len_b": "--max-len-b", "no_length_bound": "--no-length-bound", "coverage_penalty": "--coverage-penalty"}
+         "max_len_b": "--max-len-b", "no_length_bound": "--no-length-bound", "coverage_penalty": "--coverage-penalty",
+         "shortlist": "--shortlist", "glossary": "--glossary"}
 # Whole-number options and their least value (max_length counts the decoder's start token).
 COUNTS = {"num_beams": 1, "num_return_sequences": 1, "max_new_tokens": 1, "max_length": 2, "min_length": 0,
           "min_new_tokens": 0}
@@ -206,6 +209,8 @@ def check_values(values: dict, complete: bool = True) -> None:
         check_beams(num_beams, num_return_sequences, do_sample)
     if values.get("coverage_penalty") is not None:
         check_coverage_penalty(values["coverage_penalty"], num_beams, do_sample)
+    if values.get("shortlist") not in (None, True, False):
+        raise ValueError(f"shortlist (--shortlist) must be True or False, got {values['shortlist']!r}")
 
 
 def check_call(**call) -> None:
@@ -265,6 +270,8 @@ class DecodingOptions:
     max_len_b: int | None  # </s> included (None for both: no bound)
     suppress_tokens: tuple[int, ...]  # never generated (the generation config's)
     coverage_penalty: float = 0.0  # GNMT's coverage penalty beta on beam search (0: off; hf_s2s.inference.penalties)
+    shortlist: bool = False  # decode over the folder's vocabulary shortlist
+    glossary: object = None  # an hf_s2s.inference.glossary.Glossary (hashable: requests with equal ones batch together)
 
     @classmethod
     def resolve(cls, generation_config: dict, *, engine: str = "generate()", implements: Collection[str] | None = None,
@@ -310,7 +317,8 @@ class DecodingOptions:
                    early_stopping=config.get("early_stopping"), max_len_a=config.get("max_len_a"),
                    max_len_b=config.get("max_len_b"),
                    suppress_tokens=tuple(int(token) for token in get("suppress_tokens", ())),
-                   coverage_penalty=float(get("coverage_penalty", 0.0)))
+                   coverage_penalty=float(get("coverage_penalty", 0.0)), shortlist=bool(get("shortlist", False)),
+                   glossary=config.get("glossary"))
 
     def decoding_kwargs(self) -> dict:
         """The options as ``translate`` / ``translate_ctranslate2`` / ``OnnxSeq2Seq.translate`` keyword arguments

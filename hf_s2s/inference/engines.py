@@ -50,7 +50,9 @@ from .ctranslate2 import (
 )
 from .decoding import BOUND, DecodingOptions, length_bound_call, source_limit
 from .ensemble import Seq2SeqEnsemble, load_for_decoding, read_for_decoding
+from .glossary import Glossary
 from .int8 import quantize_int8
+from .lexical import folder_shortlist
 from .onnx import export_onnx, import_exporter
 from .translate import (
     DEFAULT_BATCH_SIZE,
@@ -142,15 +144,18 @@ class Engine:
 
     def options(self, *, num_beams: int | None = None, num_return_sequences: int | None = 1,
                 max_new_tokens: int | None = None, length_penalty: float | None = None, max_len_a: float | None = None,
-                max_len_b: int | None = None, no_length_bound: bool = False,
-                coverage_penalty: float = 0.0) -> DecodingOptions:
+                max_len_b: int | None = None, no_length_bound: bool = False, coverage_penalty: float = 0.0,
+                shortlist: bool = False, glossary: Glossary | None = None) -> DecodingOptions:
         """The decoding options of a call, completed from the folder's generation config as generate() completes them
         (a value None: the config's; ``num_return_sequences`` is 1 unless given None, as translate()'s;
         ``max_len_a``/``max_len_b`` None: the config's bound, ``no_length_bound``: none) and checked, once: a
         ValueError names an impossible option, and what this engine decodes otherwise than generate(). Needs no
-        weights: a command line calls it before loading."""
+        weights: a command line calls it before loading. ``shortlist``: decode over the folder's vocabulary shortlist
+        (``shortlist.safetensors``, read and checked here); ``glossary``: its target terms must appear (each target
+        term checked here to be writable by the target vocabulary)."""
         call = dict(num_beams=num_beams, num_return_sequences=num_return_sequences, max_new_tokens=max_new_tokens,
-                    length_penalty=length_penalty, coverage_penalty=coverage_penalty,
+                    length_penalty=length_penalty, coverage_penalty=coverage_penalty, shortlist=shortlist,
+                    glossary=glossary,
                     **length_bound_call(max_len_a, max_len_b, no_length_bound))
         if self.configs is not None:
             options = options_for(self.generation_settings, self.configs, self.names, engine=self.label,
@@ -233,6 +238,7 @@ class TorchEngine(Engine):
         configs = self.read.configs
         self._opened(self.read.tokenizer, configs[0].model_type, generation_settings(self.read.generation_config),
                      configs)
+        self.shortlist = None  # the (first) folder's, read when options first ask for it
 
     def _load(self) -> None:
         model, _ = load_for_decoding(self.names, self.read)
@@ -246,9 +252,19 @@ class TorchEngine(Engine):
         if self.threads is not None:
             torch.set_num_threads(self.threads)
 
+    def check_options(self, options: DecodingOptions) -> None:
+        if options.shortlist:
+            if self.weights == "int8":
+                raise ValueError("--shortlist gathers rows of the float output layer, which --int8 quantizes: give "
+                                 "one of them")
+            if self.shortlist is None:
+                self.shortlist = folder_shortlist(self.folder, self.configs[0])
+        if options.glossary is not None:
+            options.glossary.check_target_terms(self.tokenizer)
+
     def _translate(self, sentences, options, batch_size, scores):
         return translate_with_options(self.model, self.tokenizer, sentences, options, batch_size=batch_size,
-                                      scores=scores)
+                                      scores=scores, shortlist=self.shortlist if options.shortlist else None)
 
     def check_alignment(self) -> None:
         if len(self.names) > 1:

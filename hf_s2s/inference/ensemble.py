@@ -42,7 +42,7 @@ from transformers.utils import can_return_tuple
 from ..data.tokenization import check_tokenizer_fits_model, target_side
 from ..data.vocabulary import VOCABULARY_FIELDS, check_same_vocabulary
 from ..models.loading import load_config, load_generation_config, load_model, load_tokenizer
-from ..models.modeling_common import GenerationLengthDefault
+from ..models.modeling_common import Seq2SeqGeneration
 from ..models.transformers_compat import cache_argument, cache_output, output_cache
 from .attention import eager_attention
 
@@ -135,7 +135,7 @@ class EnsembleEncoder(nn.Module):
                                      source_mask=attention_mask)
 
 
-class Seq2SeqEnsemble(GenerationLengthDefault, PreTrainedModel, GenerationMixin):
+class Seq2SeqEnsemble(Seq2SeqGeneration, PreTrainedModel, GenerationMixin):
     """Several hf_s2s generation models of one vocabulary, decoded as one model by ``generate()``: each step's
     logits are the log of the mean of the members' next-token probabilities (fairseq's rule; see the module
     docstring). Its cache (:class:`EnsembleCache`) holds each member's. The generation config is the first

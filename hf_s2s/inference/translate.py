@@ -19,6 +19,7 @@ from ..data.corpus import _lines
 from ..data.tokenization import target_side
 from ..metrics import compute_translation_metrics
 from ..models.modeling_common import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
+from ..models.shortlist import VocabularyShortlist
 from .attention import eager_attention
 from .decoding import (
     OPTIONS,
@@ -32,6 +33,7 @@ from .decoding import (
     source_limit,
 )
 from .ensemble import Seq2SeqEnsemble
+from .glossary import Glossary
 from .penalties import CoveragePenaltyLogitsProcessor
 
 logger = logging.getLogger(__name__)
@@ -210,7 +212,8 @@ def resolve_options(model, *, engine: str = "generate()", implements=None, **cal
 def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAULT_BATCH_SIZE,
               num_beams: int | None = None, num_return_sequences: int = 1, max_new_tokens: int | None = None,
               length_penalty: float | None = None, max_source_length: int | None = None, scores: bool = True,
-              coverage_penalty: float = 0.0, **generate_kwargs) -> list[list[Hypothesis]]:
+              coverage_penalty: float = 0.0, shortlist: VocabularyShortlist | None = None,
+              glossary: Glossary | None = None, **generate_kwargs) -> list[list[Hypothesis]]:
     """Translate ``sentences``; returns, for each, its ``num_return_sequences`` best hypotheses, best first.
 
     The options are completed from the model's generation config as generate() completes them
@@ -221,23 +224,31 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAU
     :func:`translate_with_options` decodes.
 
     ``coverage_penalty`` > 0 adds GNMT's coverage penalty with that beta to beam search (:mod:`hf_s2s.inference.penalties`);
-    ``model`` may be a :class:`hf_s2s.inference.ensemble.Seq2SeqEnsemble`."""
+    ``model`` may be a :class:`hf_s2s.inference.ensemble.Seq2SeqEnsemble`. ``shortlist``
+    (:class:`hf_s2s.models.shortlist.VocabularyShortlist`, e.g. ``VocabularyShortlist.from_pretrained(folder)``):
+    each sentence decodes over its source's shortlist. ``glossary`` (:class:`hf_s2s.inference.glossary.Glossary`):
+    each sentence's translation contains the target terms of the glossary's source terms it holds."""
     call = {name: generate_kwargs.pop(name) for name in OPTIONS if name in generate_kwargs}
     settings = {name: generate_kwargs[name] for name in SETTINGS if name in generate_kwargs}  # generate() decodes them
     options = resolve_options(model, num_beams=num_beams, num_return_sequences=num_return_sequences,
                               max_new_tokens=max_new_tokens, length_penalty=length_penalty,
-                              coverage_penalty=coverage_penalty, **call, **settings)
+                              coverage_penalty=coverage_penalty, shortlist=shortlist is not None, glossary=glossary,
+                              **call, **settings)
+    if glossary is not None:
+        glossary.check_target_terms(tokenizer)
     return translate_with_options(model, tokenizer, sentences, options, batch_size=batch_size,
-                                  max_source_length=max_source_length, scores=scores, generate_kwargs=generate_kwargs)
+                                  max_source_length=max_source_length, scores=scores, generate_kwargs=generate_kwargs,
+                                  shortlist=shortlist)
 
 
 @torch.no_grad()
 def translate_with_options(model, tokenizer, sentences: list[str], options: DecodingOptions, *,
                            batch_size: int = DEFAULT_BATCH_SIZE, max_source_length: int | None = None,
-                           scores: bool = True, generate_kwargs: dict | None = None) -> list[list[Hypothesis]]:
+                           scores: bool = True, generate_kwargs: dict | None = None,
+                           shortlist: VocabularyShortlist | None = None) -> list[list[Hypothesis]]:
     """:func:`translate` with options already resolved for ``model`` (:func:`resolve_options` or the torch engine's
     :meth:`~hf_s2s.inference.engines.Engine.options`), which are not checked again; ``generate_kwargs``: further
-    ``generate`` arguments (the options' own win).
+    ``generate`` arguments (the options' own win); ``shortlist``: the shortlist ``options.shortlist`` decodes over.
 
     Without ``max_source_length``, the tokenizer's ``model_max_length`` (the main job saves its
     ``--max_source_length`` there). Input lines are handled as by every engine
@@ -263,9 +274,15 @@ def translate_with_options(model, tokenizer, sentences: list[str], options: Deco
                                                                    processor])
         tracking = decoder.tracking_coverage()
 
+    if options.shortlist != (shortlist is not None):
+        raise ValueError("options.shortlist says whether to decode over a shortlist: pass the shortlist with it")
+    if shortlist is not None:
+        generate_kwargs["shortlist"] = shortlist
+
     def decode(sources: list[list[int]]) -> list[list[Hypothesis]]:
+        terms = {} if options.glossary is None else {"target_terms": options.glossary.target_terms(sources, tokenizer)}
         return _translate_batch(decoder, tokenizer, sources, num_return_sequences=options.num_return_sequences,
-                                scores=scores, eos_token_id=eos_token_id, generate_kwargs=generate_kwargs)
+                                scores=scores, eos_token_id=eos_token_id, generate_kwargs={**generate_kwargs, **terms})
 
     blank = [Hypothesis("", 0.0 if scores else None)] * options.num_return_sequences
     with tracking:

@@ -18,6 +18,8 @@ from transformers.modeling_outputs import BaseModelOutput
 from transformers.utils import logging
 
 from .pipeline_seq2seq import Seq2SeqText2TextPipeline, Seq2SeqTranslationPipeline
+from .shortlist import SPECIAL_TOKEN_FIELDS, OutputVocabulary, VocabularyShortlist
+from .term_constraints import DEFAULT_TERM_BONUS, TargetTermsLogitsProcessor, check_target_terms
 from .transformers_compat import (
     GenerationHooks,
     attention_implementation,
@@ -181,6 +183,7 @@ def output_layer_and_loss(
     num_items_in_batch: int | torch.Tensor | None,
     label_smoothing: float,
     rdrop_alpha: float = 0.0,
+    output_vocabulary: OutputVocabulary | None = None,
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """The output layer and the loss, shared by both families; returns (logits, loss).
 
@@ -188,7 +191,14 @@ def output_layer_and_loss(
     padding-free path) the output layer and the loss run on the packed positions only, and no logits are returned
     (None: nothing else would be ordinary (B, T, V) logits); otherwise logits are (B, T, V). ``rdrop_alpha`` > 0:
     the batch holds its sentences twice (:func:`repeat_batch`) and the loss is :func:`rdrop_loss`; the packed
-    positions of the two copies then fall in the same order into the two halves of (N, V)."""
+    positions of the two copies then fall in the same order into the two halves of (N, V). With
+    ``output_vocabulary`` (a vocabulary shortlist, decoding only) the layer computes its K rows and the tokens a row
+    may not generate get -inf: logits (B, T, V)."""
+    if output_vocabulary is not None:
+        if labels is not None:
+            raise ValueError("a vocabulary shortlist is for decoding: a loss over the shortlisted tokens is not the "
+                             "model's loss; pass labels without it")
+        return output_vocabulary.logits(lm_head, hidden_states), None
     loss_function = seq2seq_loss if not rdrop_alpha else partial(rdrop_loss, rdrop_alpha=rdrop_alpha)
     if packing is not None:
         logits = lm_head(packing.pack(hidden_states))  # (N, V)
@@ -487,9 +497,17 @@ class GenerationLengthDefault(GenerationHooks):
 
     def extra_logits_processors(self, generation_config, model_kwargs: dict, encoder_input_ids, prompt_length: int):
         """The source-relative bound when the generation config sets one."""
+        max_new_tokens = self.row_length_bounds(generation_config, model_kwargs, encoder_input_ids, prompt_length)
+        if max_new_tokens is None:
+            return []
+        return [SourceLengthBoundLogitsProcessor(max_new_tokens, eos_token_tensor(generation_config), prompt_length)]
+
+    def row_length_bounds(self, generation_config, model_kwargs: dict, encoder_input_ids,
+                          prompt_length: int) -> torch.Tensor | None:
+        """The source-relative bound of each decoding row, (rows,) tokens with </s>; None when the call has none."""
         max_len_a, max_len_b = generation_config.max_len_a, generation_config.max_len_b
         if max_len_a is None and max_len_b is None:
-            return []
+            return None
         eos_token_id = eos_token_tensor(generation_config)
         source_lengths = self._source_lengths(generation_config, model_kwargs, encoder_input_ids)
         if source_lengths is None or eos_token_id is None:
@@ -500,8 +518,7 @@ class GenerationLengthDefault(GenerationHooks):
         # an explicit minimum length wins over the bound: </s> may come after min_new_tokens tokens at the earliest
         # (transformers' MinNewTokensLengthLogitsProcessor), after min_length decoder positions
         earliest_eos = 1 + max(generation_config.min_new_tokens or 0, (generation_config.min_length or 0) - prompt_length)
-        max_new_tokens = source_length_bound(source_lengths, max_len_a, max_len_b).clamp(min=earliest_eos)
-        return [SourceLengthBoundLogitsProcessor(max_new_tokens, eos_token_id, prompt_length)]
+        return source_length_bound(source_lengths, max_len_a, max_len_b).clamp(min=earliest_eos)
 
     @staticmethod
     def _source_lengths(generation_config, model_kwargs: dict, encoder_input_ids) -> torch.Tensor | None:
@@ -517,3 +534,92 @@ class GenerationLengthDefault(GenerationHooks):
         real = encoder_input_ids != pad_token_id if pad_token_id is not None else torch.ones_like(encoder_input_ids)
         expand = max(generation_config.num_beams or 1, generation_config.num_return_sequences or 1)
         return real.sum(dim=1).repeat_interleave(expand)
+
+
+class Seq2SeqGeneration(GenerationLengthDefault):
+    """Mixed into both generation models and the ensemble (before ``GenerationMixin``): ``GenerationLengthDefault``'s
+    lengths, and the decoding options hf_s2s adds to ``generate()``:
+
+    - ``shortlist=`` a :class:`~.shortlist.VocabularyShortlist`: each sentence generates only its source's shortlist
+      (with the special tokens and its target terms), and the output layer computes only the rows the batch needs
+      (``shortlist.py``);
+    - ``target_terms=`` per sentence, the target terms (lists of token ids) its translation must contain, and
+      ``term_bonus=`` (nats, default ``DEFAULT_TERM_BONUS``): :class:`~.term_constraints.TargetTermsLogitsProcessor`
+      steers every hypothesis of a sentence with terms; the length bound of such a row is raised to hold its terms.
+    """
+
+    def generate(self, *args, shortlist: VocabularyShortlist | None = None, **kwargs):
+        """transformers' ``generate``, plus ``shortlist`` and ``target_terms`` (see the class docstring)."""
+        if shortlist is None:
+            return super().generate(*args, **kwargs)
+        if not isinstance(shortlist, VocabularyShortlist):
+            raise ValueError(f"shortlist must be a VocabularyShortlist (VocabularyShortlist.from_pretrained(folder)), "
+                             f"got {type(shortlist).__name__}")
+        if kwargs.get("output_vocabulary") is not None:
+            raise ValueError("give shortlist or output_vocabulary, not both")
+        source = args[0] if args else kwargs.get("input_ids", kwargs.get("inputs"))
+        if not torch.is_tensor(source) or source.dim() != 2:
+            raise ValueError("a vocabulary shortlist reads the source token ids: pass input_ids as a (batch, length) "
+                             "tensor")
+        target_vocab_size = getattr(self.config, "target_vocab_size", self.config.vocab_size)
+        shortlist.check_fits(self.config.vocab_size, target_vocab_size, type(self).__name__)
+        terms = [[token for term in sentence for token in term] for sentence in kwargs.get("target_terms") or []]
+        allowed = shortlist.allowed(source, kwargs.get("attention_mask"), self._special_target_tokens(args, kwargs),
+                                    terms)
+        return super().generate(*args, output_vocabulary=OutputVocabulary(allowed), **kwargs)
+
+    def _special_target_tokens(self, args: tuple, kwargs: dict) -> list[int]:
+        """The special tokens of a call (its keywords, else the generation config it passes, else the model's):
+        every sentence may generate them whatever its shortlist."""
+        configs = [config for config in (args[1] if len(args) > 1 else kwargs.get("generation_config"),
+                                         self.generation_config) if config is not None]
+        tokens = []
+        for name in SPECIAL_TOKEN_FIELDS:
+            value = kwargs.get(name)
+            if value is None:
+                value = next((getattr(c, name) for c in configs if getattr(c, name, None) is not None), None)
+            if value is not None:
+                tokens.extend(int(token) for token in (value if isinstance(value, list | tuple) else [value]))
+        return tokens
+
+    def generation_options(self, generation_config, kwargs: dict) -> dict:
+        """The length options (``GenerationLengthDefault``), and the target terms and their bonus, popped."""
+        options = super().generation_options(generation_config, kwargs)
+        options["target_terms"] = kwargs.pop("target_terms", None)
+        options["term_bonus"] = kwargs.pop("term_bonus", DEFAULT_TERM_BONUS)
+        return options
+
+    def finish_generation_config(self, generation_config, options: dict) -> None:
+        """The call's terms and bonus, carried to the processors on this call's own copy of the config."""
+        super().finish_generation_config(generation_config, options)
+        bonus = options["term_bonus"]
+        if isinstance(bonus, bool) or not isinstance(bonus, Real) or not math.isfinite(bonus):
+            raise ValueError(f"term_bonus (nats added to a missing term's first token) must be a finite number, got "
+                             f"{bonus!r}")
+        generation_config.target_terms = options["target_terms"]
+        generation_config.term_bonus = float(bonus)
+
+    def extra_logits_processors(self, generation_config, model_kwargs: dict, encoder_input_ids, prompt_length: int):
+        """The length bound, and with target terms their processor, each row's bound raised to hold its terms."""
+        target_terms = getattr(generation_config, "target_terms", None)
+        if target_terms is None:
+            return super().extra_logits_processors(generation_config, model_kwargs, encoder_input_ids, prompt_length)
+        if encoder_input_ids is None or encoder_input_ids.dim() != 2:
+            raise ValueError("target_terms are given per sentence: pass the sources as input_ids")
+        terms = check_target_terms(target_terms, encoder_input_ids.shape[0],
+                                   getattr(self.config, "target_vocab_size", self.config.vocab_size))
+        expand = max(generation_config.num_beams or 1, generation_config.num_return_sequences or 1)
+        device = encoder_input_ids.device
+        term_tokens = torch.tensor([sum(map(len, sentence)) for sentence in terms], device=device)
+        needed = (term_tokens + 1).repeat_interleave(expand)  # (rows,) the terms and </s>
+        bounds = self.row_length_bounds(generation_config, model_kwargs, encoder_input_ids, prompt_length)
+        processors = []
+        budget = torch.full_like(needed, generation_config.max_length - prompt_length)
+        if bounds is not None:
+            bounds = torch.maximum(bounds.to(device), needed)
+            processors.append(SourceLengthBoundLogitsProcessor(bounds, eos_token_tensor(generation_config),
+                                                               prompt_length))
+            budget = torch.minimum(budget, bounds)
+        processors.append(TargetTermsLogitsProcessor(terms, expand, budget, prompt_length,
+                                                     eos_token_tensor(generation_config), generation_config.term_bonus))
+        return processors

@@ -25,7 +25,7 @@ from .attention_rnn_seq2seq import build_attention
 from .cache_rnn_seq2seq import RNNSeq2SeqCache, RNNSeq2SeqDecoderStep, allow_rnn, run_rnn
 from .configuration_rnn_seq2seq import FINAL_STATE_INITS, RNNSeq2SeqConfig
 from .modeling_common import (
-    GenerationLengthDefault,
+    Seq2SeqGeneration,
     Seq2SeqPreTrainedMixin,
     TokenPacking,
     embed,
@@ -36,6 +36,7 @@ from .modeling_common import (
     repeat_batch,
     shift_tokens_right,
 )
+from .shortlist import OutputVocabulary
 from .transformers_compat import cache_argument, cache_output, output_cache
 
 _RNN_CLASSES = {"gru": nn.GRU, "lstm": nn.LSTM}
@@ -492,7 +493,7 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
         )
 
 
-class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreTrainedModel, GenerationMixin):
+class RNNSeq2SeqForConditionalGeneration(Seq2SeqGeneration, RNNSeq2SeqPreTrainedModel, GenerationMixin):
     """RNN encoder-decoder with the output layer, loss and ``generate()`` (greedy, beam, sampling, n-best).
 
     Alignments: ``generate(..., output_attentions=True, return_dict_in_generate=True)`` gives
@@ -547,6 +548,7 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
         num_items_in_batch: int | torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
+        output_vocabulary: OutputVocabulary | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
         """labels (B, T), -100 on ignored positions; the loss is the token sum over ``num_items_in_batch``
@@ -555,7 +557,8 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
         ``output_layer_and_loss``) and returns the loss without logits; otherwise logits are (B, T, V). Scheduled
         sampling reads the output layer too (the decoder's ``scheduled_sampling``). With ``config.rdrop_alpha`` > 0 a
         training forward with labels runs the batch twice (R-Drop, ``modeling_common.rdrop_loss``): its outputs
-        other than the loss cover 2B rows, the second copy after the first. The cache is also accepted as
+        other than the loss cover 2B rows, the second copy after the first. ``output_vocabulary``: a vocabulary
+        shortlist's tokens, which generate() passes when given one (``shortlist.py``). The cache is also accepted as
         ``past_key_values``."""
         cache = cache_argument(cache, kwargs)
         packing = None
@@ -580,7 +583,8 @@ class RNNSeq2SeqForConditionalGeneration(GenerationLengthDefault, RNNSeq2SeqPreT
             output_layer=self.lm_head if self.model.decoder.scheduled_sampling else None,
         )
         logits, loss = output_layer_and_loss(self.lm_head, outputs.last_hidden_state, labels, packing,
-                                             num_items_in_batch, self.config.label_smoothing, rdrop_alpha)
+                                             num_items_in_batch, self.config.label_smoothing, rdrop_alpha,
+                                             output_vocabulary)
         return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,

@@ -42,7 +42,7 @@ from .attention_transformer_seq2seq import (
 )
 from .configuration_transformer_seq2seq import TransformerSeq2SeqConfig
 from .modeling_common import (
-    GenerationLengthDefault,
+    Seq2SeqGeneration,
     Seq2SeqPreTrainedMixin,
     TokenPacking,
     embed,
@@ -52,6 +52,7 @@ from .modeling_common import (
     repeat_batch,
     shift_tokens_right,
 )
+from .shortlist import OutputVocabulary
 from .transformers_compat import cache_argument, cache_output, causal_mask, output_cache
 
 # ----------------------------------------------------------------------------------------------------------
@@ -539,7 +540,7 @@ class TransformerSeq2SeqModel(TransformerSeq2SeqPreTrainedModel):
 
 
 class TransformerSeq2SeqForConditionalGeneration(
-    GenerationLengthDefault, TransformerSeq2SeqPreTrainedModel, GenerationMixin
+    Seq2SeqGeneration, TransformerSeq2SeqPreTrainedModel, GenerationMixin
 ):
     """The encoder-decoder with a linear output projection to target-vocabulary logits (tied to the target
     embedding when ``tie_word_embeddings``), the token-level cross-entropy loss, and ``generate``."""
@@ -594,6 +595,7 @@ class TransformerSeq2SeqForConditionalGeneration(
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
+        output_vocabulary: OutputVocabulary | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
         """As ``TransformerSeq2SeqModel.forward``, plus labels: (B, T_tgt) target ids with -100 where no loss is
@@ -603,7 +605,8 @@ class TransformerSeq2SeqForConditionalGeneration(
         with labels runs padding-free (positions after each row's last label are skipped by the decoder and the
         output layer, see ``output_layer_and_loss``) and returns the loss without logits. With ``config.rdrop_alpha``
         > 0 such a forward runs the batch twice (R-Drop, ``modeling_common.rdrop_loss``): its outputs other than the
-        loss cover 2B rows, the second copy after the first."""
+        loss cover 2B rows, the second copy after the first. ``output_vocabulary``: a vocabulary shortlist's tokens,
+        which generate() passes when given one (``shortlist.py``)."""
         cache = cache_argument(cache, kwargs)
         _, output_hidden_states = output_flags(self.config, False, output_hidden_states)  # per-layer states: padded
         packing = None
@@ -636,7 +639,8 @@ class TransformerSeq2SeqForConditionalGeneration(
             return_dict=True,
         )
         logits, loss = output_layer_and_loss(self.lm_head, outputs.last_hidden_state, labels, packing,
-                                             num_items_in_batch, self.config.label_smoothing, rdrop_alpha)
+                                             num_items_in_batch, self.config.label_smoothing, rdrop_alpha,
+                                             output_vocabulary)
         return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,

@@ -12,7 +12,9 @@ request reaches the queue, so that nothing a client sends can stop the batcher:
 - 413: a body over ``max_request_bytes``, or more than ``max_sentences`` sentences;
 - 422: a body that does not fit the schema (wrong types, unknown fields), no sentences, a sentence the tokenizer
   cannot read or over the length limit, impossible options (``num_return_sequences`` above ``num_beams``, a bound of
-  0 tokens, an alignment from a model or engine that has none, more beams than ``max_beams``);
+  0 tokens, an alignment from a model or engine that has none, more beams than ``max_beams``, a glossary or a
+  shortlist for an engine that cannot decode them or a folder without a shortlist, a glossary entry that is not one
+  [source, target] pair);
 - 503: the model's queue is full (with ``Retry-After``), or the server is shutting down: it takes no new request, and
   those it could not decode by the graceful timeout are answered so (:func:`drain`).
 
@@ -37,6 +39,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..data.tokenization import target_side
 from ..inference.engines import DecodingOptions, Engine
+from ..inference.glossary import Glossary
 from ..models.version import __version__
 from . import schemas
 from .batching import Abandoned, Batcher, Closing, QueueFull, Translation
@@ -298,9 +301,13 @@ def _check_request(request: schemas.TranslateRequest, engine: Engine, limits: Re
     try:
         options = engine.options(num_beams=request.num_beams, num_return_sequences=request.num_return_sequences,
                                  max_len_a=request.max_len_a, max_len_b=request.max_len_b,
-                                 no_length_bound=request.no_length_bound)
+                                 no_length_bound=request.no_length_bound, shortlist=request.shortlist,
+                                 glossary=_glossary(request.glossary))
         if request.alignment or request.output_attentions:
             engine.check_alignment()
+            if options.glossary is not None or options.shortlist:
+                raise ValueError("an alignment is the attention of a translation decoded without the glossary and "
+                                 "the shortlist, which this request asks for: ask for the alignment or for them")
     except ValueError as error:
         raise ServiceError(422, str(error)) from None
     if options.num_beams > limits.max_beams:
@@ -326,6 +333,19 @@ def _check_request(request: schemas.TranslateRequest, engine: Engine, limits: Re
         raise ServiceError(422, f"{len(over)} of {count} sentences are longer than the {limit} source tokens this "
                                 f"server reads (</s> included): {named}{more} (counted from 0); shorten or split them")
     return lengths, options
+
+
+def _glossary(pairs: list[list[str]] | None) -> Glossary | None:
+    """A request's glossary; a ValueError names an entry that is not one [source term, target term] pair."""
+    if pairs is None:
+        return None
+    for index, pair in enumerate(pairs):
+        if len(pair) != 2:
+            raise ValueError(f"glossary entry {index + 1} (counted from 1) has {len(pair)} strings; each entry is "
+                             "[source term, target term]")
+    if not pairs:
+        raise ValueError("glossary is empty: give [source term, target term] pairs, or leave it out")
+    return Glossary.from_pairs([tuple(pair) for pair in pairs])
 
 
 def _reading_problem(tokenizer, sentence: str) -> str | None:

@@ -36,6 +36,12 @@ class TranslateRequest(BaseModel):
     max_len_b: int | None = Field(None, description="tokens added to the length bound; default: the model's "
                                                     "generation config")
     no_length_bound: bool = Field(False, description="decode without the source-relative length bound")
+    glossary: list[list[str]] | None = Field(
+        None, description="terminology: [source term, target term] pairs; each sentence's translation holds the target "
+                          "term of every source term it holds (whole words, any case; see hf-s2s translate "
+                          "--glossary). Torch engine only")
+    shortlist: bool = Field(False, description="decode over the served folder's vocabulary shortlist "
+                                               "(shortlist.safetensors, hf-s2s build-shortlist). Torch engine only")
 
 
 class Hypothesis(BaseModel):
