@@ -24,7 +24,10 @@ from tests.helpers import (
 )
 
 FIXTURES = Path(__file__).parent / "fixtures" / "toolkits"
-JOEY = sorted(path for path in FIXTURES.glob("joeynmt_*") if (path / "model.ckpt").is_file())
+# the tokenized fixtures (the *_spm ones take raw text through their SentencePiece model, whose recorded path
+# exists only where the toolkit trained: tests/test_importers_subwords.py converts them with it)
+JOEY = sorted(path for path in FIXTURES.glob("joeynmt_*")
+                if (path / "model.ckpt").is_file() and (path / "test.de").is_file())
 pytestmark = pytest.mark.skipif(not JOEY, reason="no Joey NMT fixture")
 MODEL_CLASSES = {"rnn": RNNSeq2SeqForConditionalGeneration, "transformer": TransformerSeq2SeqForConditionalGeneration}
 MAX_OUTPUT_LENGTH = 50  # the fixtures' testing.max_output_length
