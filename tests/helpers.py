@@ -99,6 +99,16 @@ else:
 """
 
 
+# The special ids of the lexical tests' tiny models (tests/test_shortlist.py, tests/test_term_constraints.py).
+LEXICAL_VOCAB, LEXICAL_PAD, LEXICAL_START, LEXICAL_EOS = 50, 0, 1, 2
+
+
+def lexical_tiny_model(model_type: str):
+    """The tiny random model both lexical test files decode: ``LEXICAL_VOCAB`` tokens with the special ids above."""
+    return random_tiny_model(model_type, LEXICAL_VOCAB, seed=3, pad_token_id=LEXICAL_PAD, bos_token_id=LEXICAL_START,
+                             decoder_start_token_id=LEXICAL_START, eos_token_id=LEXICAL_EOS)
+
+
 def run_without_hf_s2s(script: str, cwd: Path, timeout: int = 300):
     """Run ``script`` in a new Python process where hf_s2s cannot be imported, offline, with its own HF_HOME
     (so the remote code is copied there afresh). The script must print one JSON document as its last line of

@@ -11,17 +11,20 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from hf_s2s.inference.int8 import quantize_int8
 from hf_s2s.models.shortlist import SHORTLIST_FILE, OutputVocabulary, VocabularyShortlist
-from tests.helpers import random_tiny_model, run_without_hf_s2s
+from tests.helpers import (
+    LEXICAL_EOS,
+    LEXICAL_PAD,
+    LEXICAL_START,
+    LEXICAL_VOCAB,
+    lexical_tiny_model,
+    run_without_hf_s2s,
+)
 from tests.saved_folders import save_tiny_model_folder
 
 FAMILIES = ("rnn_seq2seq", "transformer_seq2seq")
-VOCAB, PAD, START, EOS = 50, 0, 1, 2
+VOCAB, PAD, START, EOS = LEXICAL_VOCAB, LEXICAL_PAD, LEXICAL_START, LEXICAL_EOS
 SPECIAL = (PAD, START, EOS)
-
-
-def model_of(model_type):
-    return random_tiny_model(model_type, VOCAB, seed=3, pad_token_id=PAD, bos_token_id=START,
-                             decoder_start_token_id=START, eos_token_id=EOS)
+model_of = lexical_tiny_model
 
 
 def source_batch():
