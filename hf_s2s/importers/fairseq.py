@@ -60,8 +60,7 @@ from .subwords import (
     Subwords,
     absent_pieces,
     alias_unknown_pieces,
-    read_subwords,
-    subword_model_path,
+    load_subwords,
     target_note,
 )
 from .vocabulary import SpecialTokens, check_vocabulary_sizes, translation_tokenizer
@@ -415,9 +414,7 @@ def subword_model(data: dict, opt: dict, given: Path | None, target: Path | None
         return None
     if given is None and not bpe:
         return None
-    path = subword_model_path(bpe.get("sentencepiece_model"), given, "--sentencepiece-model",
-                              "--source-subword-model")
-    return read_subwords(path, "--source-subword-model" if given is not None else "--sentencepiece-model")
+    return load_subwords(bpe.get("sentencepiece_model"), given, "--sentencepiece-model", "--source-subword-model")
 
 
 def not_carried_over(data: dict, opt: dict, carried: bool = False) -> list[str]:

@@ -51,8 +51,7 @@ from .subwords import (
     Subwords,
     absent_pieces,
     alias_unknown_pieces,
-    read_subwords,
-    subword_model_path,
+    load_subwords,
 )
 from .vocabulary import SpecialTokens, check_vocabulary_sizes, translation_tokenizer
 from .weights import LayerMapping, Tensors, check_same, load_converted, map_layers
@@ -198,9 +197,8 @@ def subword_models(data: Section, source: Path | None, target: Path | None
         recorded = tokenizer.values.get("model_file")
         if side == "trg" and given is None and models["src"] is not None and recorded == source_file:
             given, flag = source, "--source-subword-model"  # one file named for both sides: one flag replaces it
-        path = subword_model_path(recorded, given, option, flag)
-        models[side] = read_subwords(path, flag if given is not None else option,
-                                     lowercase=options.flag("lowercase", False), restricted=True)
+        models[side] = load_subwords(recorded, given, option, flag, lowercase=options.flag("lowercase", False),
+                                     restricted=True)
         source_file = recorded
     return models["src"], models["trg"]
 

@@ -52,8 +52,7 @@ from .subwords import (
     Subwords,
     absent_pieces,
     alias_unknown_pieces,
-    read_subwords,
-    subword_model_path,
+    load_subwords,
     target_note,
 )
 from .vocabulary import SpecialTokens, check_vocabulary_sizes, translation_tokenizer
@@ -416,9 +415,8 @@ def subword_models(opt: dict, source: Path | None, target: Path | None) -> tuple
         if side == "tgt" and (shared or same_file) and given is None:
             models[side] = models["src"]
             continue
-        path = subword_model_path(opt.get(f"{side}_subword_model"), given, f"-{side}_subword_model",
-                                  SUBWORD_FLAGS[side])
-        models[side] = read_subwords(path, SUBWORD_FLAGS[side] if given is not None else f"-{side}_subword_model")
+        models[side] = load_subwords(opt.get(f"{side}_subword_model"), given, f"-{side}_subword_model",
+                                     SUBWORD_FLAGS[side])
     return models["src"], models["tgt"]
 
 

@@ -75,17 +75,18 @@ class Subwords:
         return self.model.serialized, self.lowercase, self.restricted
 
 
-def subword_model_path(recorded: str | None, given: Path | None, option: str, flag: str) -> Path:
-    """The SentencePiece model to read: ``given`` (the convert flag ``flag``) when passed, else the path the toolkit
-    recorded under ``option``; a recorded path that does not exist here is a FileNotFoundError saying to pass
-    ``flag``."""
+def load_subwords(recorded: str | None, given: Path | None, option: str, flag: str, lowercase: bool = False,
+                  restricted: bool = False) -> Subwords:
+    """The SentencePiece model a converter carries over: ``given`` (the convert flag ``flag``) when passed, else the
+    path the toolkit recorded under ``option``, named in errors by the flag or the option it came from. A recorded
+    path that does not exist here is a FileNotFoundError saying to pass ``flag``."""
     if given is not None:
-        return given
+        return read_subwords(given, flag, lowercase, restricted)
     path = Path(str(recorded)).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f"{option} {recorded} does not exist here (the path it had where the toolkit "
                                 f"trained): pass the SentencePiece model with {flag}")
-    return path
+    return read_subwords(path, option, lowercase, restricted)
 
 
 def read_subwords(path: Path, where: str, lowercase: bool = False, restricted: bool = False) -> Subwords:
@@ -210,5 +211,5 @@ def end_of_sentence(backend: Tokenizer, eos: str, eos_id: int) -> None:
                                                            special_tokens=[(eos, eos_id)])
 
 
-__all__ = ["Subwords", "absent_pieces", "alias_unknown_pieces", "end_of_sentence", "read_subwords", "subword_backend",
-           "subword_model_path", "target_note"]
+__all__ = ["Subwords", "absent_pieces", "alias_unknown_pieces", "end_of_sentence", "load_subwords", "subword_backend",
+           "target_note"]
