@@ -99,6 +99,14 @@ else:
 """
 
 
+def tokenized_toolkit_fixtures(pattern: str) -> list[Path]:
+    """The folders of tests/fixtures/toolkits matching ``pattern`` whose test set is tokenized text (they hold
+    test.de). The *_spm ones take raw text through their SentencePiece model, whose recorded path exists only where
+    the toolkit trained: tests/test_importers_subwords.py converts them with the model given."""
+    folders = (Path(__file__).parent / "fixtures" / "toolkits").glob(pattern)
+    return sorted(path for path in folders if (path / "test.de").is_file())
+
+
 # The special ids of the lexical tests' tiny models (tests/test_shortlist.py, tests/test_term_constraints.py).
 LEXICAL_VOCAB, LEXICAL_PAD, LEXICAL_START, LEXICAL_EOS = 50, 0, 1, 2
 

@@ -12,13 +12,14 @@ import hf_s2s  # noqa: F401  (registers the Auto classes)
 from hf_s2s.importers import CheckpointError, convert
 from hf_s2s.importers.fairseq import read_dictionary
 from hf_s2s.models.transformers_compat import output_cache
-from tests.helpers import assert_generates_alike_without_hf_s2s, translate_command_lines
+from tests.helpers import (
+    assert_generates_alike_without_hf_s2s,
+    tokenized_toolkit_fixtures,
+    translate_command_lines,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "toolkits"
-# the tokenized fixtures (the *_spm ones take raw text through their SentencePiece model, whose recorded path
-# exists only where the toolkit trained: tests/test_importers_subwords.py converts them with it)
-FAIRSEQ = sorted(path for path in FIXTURES.glob("fairseq_*")
-                if (path / "checkpoint.pt").is_file() and (path / "test.de").is_file())
+FAIRSEQ = [path for path in tokenized_toolkit_fixtures("fairseq_*") if (path / "checkpoint.pt").is_file()]
 pytestmark = pytest.mark.skipif(not FAIRSEQ, reason="no fairseq fixture")
 
 

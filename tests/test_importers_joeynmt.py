@@ -20,14 +20,12 @@ from hf_s2s.models.transformers_compat import output_cache
 from tests.helpers import (
     assert_generates_alike_without_hf_s2s,
     converted_config_values,
+    tokenized_toolkit_fixtures,
     translate_command_lines,
 )
 
 FIXTURES = Path(__file__).parent / "fixtures" / "toolkits"
-# the tokenized fixtures (the *_spm ones take raw text through their SentencePiece model, whose recorded path
-# exists only where the toolkit trained: tests/test_importers_subwords.py converts them with it)
-JOEY = sorted(path for path in FIXTURES.glob("joeynmt_*")
-                if (path / "model.ckpt").is_file() and (path / "test.de").is_file())
+JOEY = [path for path in tokenized_toolkit_fixtures("joeynmt_*") if (path / "model.ckpt").is_file()]
 pytestmark = pytest.mark.skipif(not JOEY, reason="no Joey NMT fixture")
 MODEL_CLASSES = {"rnn": RNNSeq2SeqForConditionalGeneration, "transformer": TransformerSeq2SeqForConditionalGeneration}
 MAX_OUTPUT_LENGTH = 50  # the fixtures' testing.max_output_length

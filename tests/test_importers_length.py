@@ -20,13 +20,13 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_s2s  # noqa: F401  (registers the Auto classes)
 from hf_s2s.importers import convert
+from tests.helpers import tokenized_toolkit_fixtures
 
 FIXTURES = Path(__file__).parent / "fixtures" / "toolkits"
 SINGLE = "greedy_single.txt"
 CHECKPOINTS = {"opennmt": ("opennmt-py", "model.pt"), "joeynmt": ("joeynmt", "model.ckpt"),
                "fairseq": ("fairseq", "checkpoint.pt")}
-# the tokenized fixtures (the *_spm ones take raw text: tests/test_importers_subwords.py)
-RECORDED = sorted(path.parent for path in FIXTURES.glob(f"*/{SINGLE}") if (path.parent / "test.de").is_file())
+RECORDED = [path for path in tokenized_toolkit_fixtures("*") if (path / SINGLE).is_file()]
 pytestmark = pytest.mark.skipif(not RECORDED, reason=f"no fixture with {SINGLE}")
 
 

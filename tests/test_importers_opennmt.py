@@ -21,12 +21,12 @@ from hf_s2s.models.transformers_compat import output_cache
 from tests.helpers import (
     assert_generates_alike_without_hf_s2s,
     converted_config_values,
+    tokenized_toolkit_fixtures,
     translate_command_lines,
 )
 
 FIXTURES = Path(__file__).parent / "fixtures" / "toolkits"
-# the tokenized fixtures (opennmt_transformer_spm takes raw text: tests/test_importers_subwords.py)
-OPENNMT = sorted(path for path in FIXTURES.glob("opennmt_*") if (path / "test.de").is_file())
+OPENNMT = tokenized_toolkit_fixtures("opennmt_*")
 RNN = [path for path in OPENNMT if "_rnn_" in path.name]
 MODEL_CLASSES = {"rnn": RNNSeq2SeqForConditionalGeneration, "transformer": TransformerSeq2SeqForConditionalGeneration}
 pytestmark = pytest.mark.skipif(not OPENNMT, reason="no OpenNMT-py fixture")
