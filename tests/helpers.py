@@ -27,6 +27,7 @@ TINY = {
     "rnn_seq2seq": {"encoder_embedding_size": 16, "decoder_embedding_size": 16, "encoder_hidden_size": 16,
                     "decoder_hidden_size": 32, "attention_size": 16},
 }
+FAMILIES = tuple(TINY)  # the two model families, for tests parametrized over both
 
 @contextmanager
 def single_thread():

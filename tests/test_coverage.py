@@ -12,10 +12,10 @@ from hf_s2s.inference.ensemble import Seq2SeqEnsemble
 from hf_s2s.inference.penalties import CoveragePenaltyLogitsProcessor, coverage_penalty
 from hf_s2s.inference.translate import translate
 from hf_s2s.models.loading import load_model, load_tokenizer
+from tests.helpers import FAMILIES
 from tests.saved_folders import save_tiny_model_folder
 
 SENTENCES = ["a b c d e f g", "h i j", "a c e g i b d", "f", "j i h g f e d c"]
-FAMILIES = ["transformer_seq2seq", "rnn_seq2seq"]
 SEEDS = {"transformer_seq2seq": 3, "rnn_seq2seq": 0}
 NEW_TOKENS = 10
 

@@ -15,11 +15,11 @@ from hf_s2s.data.tokenization import train_tokenizer_from_texts
 from hf_s2s.inference.ensemble import Seq2SeqEnsemble, load_for_decoding
 from hf_s2s.inference.translate import translate
 from hf_s2s.models.loading import load_model, load_tokenizer
+from tests.helpers import FAMILIES
 from tests.saved_folders import TEXTS, save_tiny_model_folder, separate_vocabulary_folders
 
 ROOT = Path(__file__).resolve().parent.parent
 SENTENCES = ["a b c d e", "f g", "h i j a b c", "d"]
-FAMILIES = ["transformer_seq2seq", "rnn_seq2seq"]
 
 
 @pytest.fixture(scope="module")

@@ -20,10 +20,9 @@ from hf_s2s.models.modeling_common import (
     source_length_bound,
 )
 from tests import syncs
-from tests.helpers import random_tiny_model
+from tests.helpers import FAMILIES, random_tiny_model
 from tests.runs import tiny_args
 
-FAMILIES = ("rnn_seq2seq", "transformer_seq2seq")
 VOCAB, PAD, START, EOS = 23, 0, 1, 22
 OFF = {"max_len_a": None, "max_len_b": None}
 # real source tokens per row: 9, 3 and 6 (</s> of the source included)

@@ -11,10 +11,9 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_s2s  # noqa: F401  (registers the families)
 from hf_s2s.hub.code_integrity import verify_folder
-from tests.helpers import run_without_hf_s2s
+from tests.helpers import FAMILIES, run_without_hf_s2s
 
 FIXTURES = Path(__file__).parent / "fixtures" / "saved_0.2.0"
-FAMILIES = ("rnn_seq2seq", "transformer_seq2seq")
 
 
 def _generate(folder: Path, sources: list[str]) -> dict:

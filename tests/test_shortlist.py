@@ -11,15 +11,14 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from hf_s2s.inference.int8 import quantize_int8
 from hf_s2s.models.shortlist import SHORTLIST_FILE, OutputVocabulary, VocabularyShortlist
+from tests.helpers import FAMILIES, run_without_hf_s2s
 from tests.helpers import LEXICAL_EOS as EOS
 from tests.helpers import LEXICAL_PAD as PAD
 from tests.helpers import LEXICAL_START as START
 from tests.helpers import LEXICAL_VOCAB as VOCAB
 from tests.helpers import lexical_tiny_model as model_of
-from tests.helpers import run_without_hf_s2s
 from tests.saved_folders import save_tiny_model_folder
 
-FAMILIES = ("rnn_seq2seq", "transformer_seq2seq")
 SPECIAL = (PAD, START, EOS)
 
 

@@ -9,9 +9,8 @@ import pytest
 import torch
 
 from hf_s2s.models.modeling_common import DEFAULT_GENERATION_MAX_LENGTH
-from tests.helpers import random_tiny_model
+from tests.helpers import FAMILIES, random_tiny_model
 
-FAMILIES = ("rnn_seq2seq", "transformer_seq2seq")
 VOCAB = 23
 
 

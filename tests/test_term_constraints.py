@@ -5,11 +5,10 @@ constraints, alone and beside sentences with terms; bad terms are refused by nam
 import pytest
 import torch
 
+from tests.helpers import FAMILIES
 from tests.helpers import LEXICAL_PAD as PAD
 from tests.helpers import LEXICAL_VOCAB as VOCAB
 from tests.helpers import lexical_tiny_model as model_of
-
-FAMILIES = ("rnn_seq2seq", "transformer_seq2seq")
 
 
 def source_batch():
