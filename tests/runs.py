@@ -5,6 +5,7 @@ import json
 from transformers import AutoTokenizer, TrainerCallback
 
 from hf_s2s.data import corpus as data_lib
+from hf_s2s.data.encoding import tokenize_corpus
 from hf_s2s.data.sampling import StreamTokenBudgetBatches
 from hf_s2s.training.run import parse_args, run
 from tests.helpers import TINY, single_thread
@@ -91,6 +92,6 @@ def steps_of_one_stream_pass(tokenizer_dir, pairs: int, max_tokens: int, window:
     it), encoded with the run's tokenizer and truncated to ``max_length`` as the job does."""
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     corpus = data_lib.load_translation_corpus("synthetic:reversal", source_lang="src", target_lang="tgt")
-    tokenized = data_lib.tokenize_corpus({"train": corpus["train"].select(range(pairs))}, tokenizer, "src", "tgt",
+    tokenized = tokenize_corpus({"train": corpus["train"].select(range(pairs))}, tokenizer, "src", "tgt",
                                          max_source_length=max_length, max_target_length=max_length)["train"]
     return len(list(StreamTokenBudgetBatches(list(tokenized), max_tokens, seed=seed, window=window).one_pass(0)))

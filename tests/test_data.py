@@ -11,6 +11,7 @@ from datasets import DatasetDict, IterableDatasetDict
 
 import hf_s2s
 from hf_s2s.data import corpus as data
+from hf_s2s.data import encoding
 from hf_s2s.data.filters import CorpusFilter, PairFilters
 from hf_s2s.data.synthetic import reorder_sentence, text_reversal_corpus, word_reordering_corpus
 from hf_s2s.data.tokenization import train_tokenizer
@@ -470,11 +471,11 @@ def test_tokenize_corpus_columns_and_truncation_counts(reordering, caplog):
     expected_cut = sum(len(ids) > limit for ids in full)
     assert 0 < expected_cut < len(full)
     with caplog.at_level(logging.WARNING, logger="hf_s2s.data.corpus"):
-        tokenized, stats = data.tokenize_corpus(corpus, tokenizer, "src", "tgt", max_source_length=limit,
+        tokenized, stats = encoding.tokenize_corpus(corpus, tokenizer, "src", "tgt", max_source_length=limit,
                                                 max_target_length=256, return_stats=True)
     train = tokenized["train"]
     assert train.column_names == ["input_ids", "attention_mask", "labels"]
-    assert stats["train"] == data.TruncationStats(len(full), expected_cut, 0)
+    assert stats["train"] == encoding.TruncationStats(len(full), expected_cut, 0)
     assert f"truncated {expected_cut} of {len(full)} sources" in caplog.text
     # Same as the tokenizer's own truncation (which keeps the final </s>).
     assert train["input_ids"] == tokenizer(sources, truncation=True, max_length=limit)["input_ids"]
@@ -486,8 +487,8 @@ def test_tokenize_corpus_columns_and_truncation_counts(reordering, caplog):
 def test_tokenize_corpus_streaming_equals_in_memory(reordering):
     corpus, tokenizer = reordering
     streamed = IterableDatasetDict({k: v.to_iterable_dataset() for k, v in corpus.items()})
-    tokenized = data.tokenize_corpus(corpus, tokenizer, "src", "tgt", 8, 8)
-    tokenized_stream = data.tokenize_corpus(streamed, tokenizer, "src", "tgt", 8, 8)
+    tokenized = encoding.tokenize_corpus(corpus, tokenizer, "src", "tgt", 8, 8)
+    tokenized_stream = encoding.tokenize_corpus(streamed, tokenizer, "src", "tgt", 8, 8)
     assert isinstance(tokenized_stream, IterableDatasetDict)
     assert list(tokenized_stream["test"]) == list(tokenized["test"])
 
@@ -498,7 +499,7 @@ def test_tokenize_corpus_in_two_processes_equals_one_filters_and_counts_included
     outcomes = []
     for num_proc in (None, 2):
         corpus_filter = CorpusFilter(PairFilters(max_source_tokens=12, duplicates=True), ("train",), "src", "tgt")
-        tokenized, stats = data.tokenize_corpus(corpus_filter.filter_texts(DatasetDict(corpus)), tokenizer, "src",
+        tokenized, stats = encoding.tokenize_corpus(corpus_filter.filter_texts(DatasetDict(corpus)), tokenizer, "src",
                                                 "tgt", max_source_length=10, num_proc=num_proc, return_stats=True,
                                                 corpus_filter=corpus_filter)
         outcomes.append((tokenized["train"]["input_ids"][:], stats, corpus_filter.counts()))
@@ -510,4 +511,4 @@ def test_tokenize_corpus_in_two_processes_equals_one_filters_and_counts_included
 def test_tokenize_corpus_rejects_bad_limits(reordering):
     corpus, tokenizer = reordering
     with pytest.raises(ValueError, match=r"`max_source_length` must be None or an integer >= 2.*got 1"):
-        data.tokenize_corpus(corpus, tokenizer, "src", "tgt", max_source_length=1)
+        encoding.tokenize_corpus(corpus, tokenizer, "src", "tgt", max_source_length=1)

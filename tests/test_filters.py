@@ -13,6 +13,7 @@ import pytest
 from hf_s2s.cli import run_command
 from hf_s2s.data import corpus as data_lib
 from hf_s2s.data import tokenization
+from hf_s2s.data.encoding import tokenize_corpus
 from hf_s2s.data.filters import FILTER_NAMES, CorpusFilter, PairFilters
 from hf_s2s.training import run as job
 from tests.runs import tiny_args, train_args
@@ -111,7 +112,7 @@ def test_each_filter_drops_exactly_the_pairs_a_recount_finds(noisy, name, stream
 
     corpus_filter = CorpusFilter(filters, ("train",), "de", "en")
     corpus = corpus_filter.filter_texts(data_lib.load_text_folder(folder, "de", "en", streaming=streaming))
-    tokenized = data_lib.tokenize_corpus(corpus, tokenizer, "de", "en", max_source_length=None,
+    tokenized = tokenize_corpus(corpus, tokenizer, "de", "en", max_source_length=None,
                                          max_target_length=None, corpus_filter=corpus_filter)
     rows = list(tokenized["train"])
     counts = corpus_filter.counts()["train"]
@@ -157,7 +158,7 @@ def test_the_job_filters_validation_and_test_only_when_asked(noisy, tmp_path, as
                      str(MAX_SOURCE), *(["--filter_validation_and_test"] if asked else []))
     corpus_filter = job.build_corpus_filter(args.data)
     corpus = job.load_corpus(args.data, args.selection, args.training, corpus_filter)
-    tokenized = data_lib.tokenize_corpus(corpus, tokenizer, "de", "en", corpus_filter=corpus_filter)
+    tokenized = tokenize_corpus(corpus, tokenizer, "de", "en", corpus_filter=corpus_filter)
     filters = PairFilters(duplicates=True, max_source_tokens=MAX_SOURCE)
     expected = {split: recount(splits[prefix], tokenizer, filters)[1] if asked or split == "train" else splits[prefix]
                 for split, prefix in (("train", "train"), ("validation", "val"), ("test", "test_2016_flickr"))}

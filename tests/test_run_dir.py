@@ -225,7 +225,7 @@ def start_and_interrupt(command: list[str], written: Path, log: Path) -> subproc
             process.wait(timeout=30)
             break
         except subprocess.TimeoutExpired:
-            continue
+            pass
     process.wait(timeout=30)
     assert process.returncode != 0, f"the run ended before it was interrupted:\n{log.read_text()[-3000:]}"
     return process

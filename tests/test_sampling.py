@@ -12,6 +12,7 @@ from transformers.trainer_pt_utils import get_length_grouped_indices
 
 from hf_s2s.data import corpus as data_lib
 from hf_s2s.data import tokenization
+from hf_s2s.data.encoding import tokenize_corpus
 from hf_s2s.data.sampling import (
     LengthGroupedEpochSampler,
     StreamTokenBudgetBatches,
@@ -31,7 +32,7 @@ def lengths():
     corpus = data_lib.load_translation_corpus("synthetic:reversal", source_lang="src", target_lang="tgt")
     train = corpus["train"].select(range(512))
     tokenizer = tokenization.train_tokenizer(train, source_lang="src", target_lang="tgt", vocab_size=280)
-    tokenized = data_lib.tokenize_corpus({"train": train}, tokenizer, source_lang="src", target_lang="tgt",
+    tokenized = tokenize_corpus({"train": train}, tokenizer, source_lang="src", target_lang="tgt",
                                          max_source_length=128, max_target_length=128)["train"]
     return [len(x) for x in tokenized["input_ids"]], [len(x) for x in tokenized["labels"]]
 

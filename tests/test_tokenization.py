@@ -13,6 +13,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from hf_s2s.data import corpus as data
+from hf_s2s.data import encoding
 from hf_s2s.data.synthetic import text_reversal_corpus
 from hf_s2s.data.tokenization import (
     TranslationTokenizers,
@@ -110,7 +111,7 @@ def test_separate_vocabularies(tmp_path):
     assert not pair.is_joint and len(pair.source) <= 300 and len(pair.target) <= 280
     source_vocab, target_vocab = pair.source.get_vocab(), pair.target.get_vocab()
     assert "▁a" in source_vocab and "▁a" not in target_vocab and "▁A" in target_vocab
-    tokenized = data.tokenize_corpus(corpus, pair.source, "src", "tgt", target_tokenizer=pair.target)
+    tokenized = encoding.tokenize_corpus(corpus, pair.source, "src", "tgt", target_tokenizer=pair.target)
     first, raw = tokenized["test"][0], corpus["test"][0]["translation"]
     assert pair.target.decode(first["labels"], skip_special_tokens=True) == raw["tgt"]
     assert pair.source.decode(first["input_ids"], skip_special_tokens=True) == raw["src"]

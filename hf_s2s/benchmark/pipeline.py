@@ -24,6 +24,7 @@ from transformers import DataCollatorForSeq2Seq
 
 from ..data import corpus as data_lib
 from ..data import synthetic, tokenization
+from ..data.encoding import tokenize_corpus
 from ..models.configuration_transformer_seq2seq import TransformerSeq2SeqConfig
 from ..models.modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
 from ..training.arguments import TrainingArguments, default_training_arguments, load_recipe
@@ -55,7 +56,7 @@ def pipeline_dataset(settings):
     corpus = {"train": corpus["train"].select(range(min(settings.pipeline_pairs, len(corpus["train"]))))}
     tokenizer = tokenization.train_tokenizer(corpus["train"], source_lang=source, target_lang=target,
                                              vocab_size=settings.pipeline_vocab_size)
-    tokenized = data_lib.tokenize_corpus(corpus, tokenizer, source_lang=source, target_lang=target,
+    tokenized = tokenize_corpus(corpus, tokenizer, source_lang=source, target_lang=target,
                                          max_source_length=128, max_target_length=128)
     return tokenizer, tokenized["train"]
 

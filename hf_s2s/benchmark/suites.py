@@ -29,6 +29,7 @@ from transformers import DataCollatorForSeq2Seq
 
 from ..data import corpus as data_lib
 from ..data import tokenization
+from ..data.encoding import tokenize_corpus
 from ..data.lexical_translation import shortlist_from_texts
 from ..data.sampling import LengthGroupedEpochSampler, TokenBudgetBatchSampler, padded_tokens
 from ..inference.int8 import quantize_int8
@@ -263,7 +264,7 @@ def learning_batches(settings: BenchSettings) -> tuple[list[dict], list[dict], i
     needed = settings.learning_steps * dims.batch_size
     corpus = {"train": corpus["train"].shuffle(seed=settings.seed).select(range(needed)),
               "validation": corpus["validation"].select(range(settings.learning_validation_pairs))}
-    tokenized = data_lib.tokenize_corpus(corpus, tokenizer, source_lang=src, target_lang=tgt,
+    tokenized = tokenize_corpus(corpus, tokenizer, source_lang=src, target_lang=tgt,
                                          max_source_length=128, max_target_length=128)
     collate = DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100, return_tensors="pt")
 

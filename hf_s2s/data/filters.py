@@ -1,12 +1,12 @@
 """Corpus filters applied while the corpus loads, as OpenNMT-py's filter transforms do: they DROP a pair,
-where ``max_source_length`` / ``max_target_length`` (:func:`hf_s2s.data.corpus.tokenize_corpus`) TRUNCATE one.
+where ``max_source_length`` / ``max_target_length`` (:func:`hf_s2s.data.encoding.tokenize_corpus`) TRUNCATE one.
 
 Two kinds, applied where what they read first exists:
 
 - text filters (identical sides, repeated pairs) need no tokenizer: :meth:`CorpusFilter.filter_texts` runs
   them on the loaded corpus, before a tokenizer is trained on it, so that it learns from the kept pairs only;
 - token filters (longest source, longest target, length ratio) count tokens of the run's tokenizer as the
-  model is fed them, ``</s>`` included, before truncation: :func:`~hf_s2s.data.corpus.tokenize_corpus` runs
+  model is fed them, ``</s>`` included, before truncation: :func:`~hf_s2s.data.encoding.tokenize_corpus` runs
   them (:func:`token_verdict`) as it encodes.
 
 A dropped pair is counted under the first filter that drops it, in the order of :data:`FILTER_NAMES`. Only the
@@ -230,7 +230,7 @@ class CorpusFilter:
 
     def keep_by_tokens(self, pairs: list[dict], tokenizer) -> list[dict]:
         """The ``translation`` dicts of ``pairs`` the token filters keep, judged on the token counts
-        :func:`~hf_s2s.data.corpus.tokenize_corpus` judges (``tokenizer(source)``,
+        :func:`~hf_s2s.data.encoding.tokenize_corpus` judges (``tokenizer(source)``,
         ``tokenizer(text_target=target)``): for a split decoded from its texts, the test set."""
         if not self.filters.on_tokens:
             return pairs
@@ -240,7 +240,7 @@ class CorpusFilter:
                 if token_verdict(self.filters, len(source), len(target)) is None]
 
     def token_counts(self, split: str, streamed: bool) -> FilterCounts | _StreamCounts:
-        """Where :func:`~hf_s2s.data.corpus.tokenize_corpus` counts the token filters' drops of ``split``."""
+        """Where :func:`~hf_s2s.data.encoding.tokenize_corpus` counts the token filters' drops of ``split``."""
         return self._stage("token", split, streamed)
 
     def _stage(self, stage: str, split: str, streamed: bool) -> FilterCounts | _StreamCounts:

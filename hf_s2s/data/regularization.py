@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerFast
 
-from .corpus import _truncate, sequence_lengths
+from .encoding import sequence_lengths, truncate
 from .tokenization import PROBE_TEXT
 
 logger = logging.getLogger(__name__)
@@ -289,10 +289,10 @@ class RegularizedTrainSet(torch.utils.data.Dataset):
     def __getitem__(self, index: int) -> dict[str, list[int]]:
         rng = example_generator(self.seed, self.epoch, index)
         source_text, target_text = self.pairs[index]
-        source, _ = _truncate(self.source.sample_ids(source_text, rng), self.max_source_length,
-                              self.source.tokenizer.eos_token_id)
-        labels, _ = _truncate(self.target.sample_ids(target_text, rng), self.max_target_length,
-                              self.target.tokenizer.eos_token_id)
+        source, _ = truncate(self.source.sample_ids(source_text, rng), self.max_source_length,
+                             self.source.tokenizer.eos_token_id)
+        labels, _ = truncate(self.target.sample_ids(target_text, rng), self.max_target_length,
+                             self.target.tokenizer.eos_token_id)
         return {"input_ids": source, "attention_mask": [1] * len(source), "labels": labels}
 
     def lengths(self) -> tuple[list[int], list[int]]:

@@ -26,6 +26,7 @@ from transformers import (
 
 from ..data import corpus as data_lib
 from ..data import tokenization
+from ..data.encoding import tokenize_corpus
 from ..data.filters import CorpusFilter
 from ..data.regularization import RegularizedTrainSet
 from ..hub.card import write_model_card
@@ -236,7 +237,7 @@ def build_trainer(model, tokenizer, corpus, args: JobArguments, callbacks: list 
     besides, and label smoothing and R-Drop in the model's own loss."""
     data_args, selection_args, training_args = args.data, args.selection, args.training
     with training_args.main_process_first(desc="tokenize"):
-        tokenized = data_lib.tokenize_corpus(
+        tokenized = tokenize_corpus(
             corpus, tokenizer, source_lang=data_args.source_lang, target_lang=data_args.target_lang,
             max_source_length=data_args.max_source_length, max_target_length=data_args.max_target_length,
             num_proc=data_args.preprocessing_num_workers, corpus_filter=corpus_filter,

@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader
 from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
 from transformers.trainer_utils import seed_worker
 
-from ..data.corpus import sequence_lengths
+from ..data.encoding import sequence_lengths
 from ..data.regularization import RegularizedTrainSet
 from ..data.sampling import (
     DEFAULT_STREAMING_WINDOW_PAIRS,
