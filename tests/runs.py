@@ -93,5 +93,5 @@ def steps_of_one_stream_pass(tokenizer_dir, pairs: int, max_tokens: int, window:
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     corpus = data_lib.load_translation_corpus("synthetic:reversal", source_lang="src", target_lang="tgt")
     tokenized = tokenize_corpus({"train": corpus["train"].select(range(pairs))}, tokenizer, "src", "tgt",
-                                         max_source_length=max_length, max_target_length=max_length)["train"]
+                                max_source_length=max_length, max_target_length=max_length)["train"]
     return len(list(StreamTokenBudgetBatches(list(tokenized), max_tokens, seed=seed, window=window).one_pass(0)))

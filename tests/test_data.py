@@ -470,9 +470,9 @@ def test_tokenize_corpus_columns_and_truncation_counts(reordering, caplog):
     limit = sorted(len(ids) for ids in full)[len(full) // 2]  # the median length: about half get cut
     expected_cut = sum(len(ids) > limit for ids in full)
     assert 0 < expected_cut < len(full)
-    with caplog.at_level(logging.WARNING, logger="hf_s2s.data.corpus"):
+    with caplog.at_level(logging.WARNING, logger="hf_s2s.data.encoding"):
         tokenized, stats = encoding.tokenize_corpus(corpus, tokenizer, "src", "tgt", max_source_length=limit,
-                                                max_target_length=256, return_stats=True)
+                                                    max_target_length=256, return_stats=True)
     train = tokenized["train"]
     assert train.column_names == ["input_ids", "attention_mask", "labels"]
     assert stats["train"] == encoding.TruncationStats(len(full), expected_cut, 0)
@@ -499,9 +499,10 @@ def test_tokenize_corpus_in_two_processes_equals_one_filters_and_counts_included
     outcomes = []
     for num_proc in (None, 2):
         corpus_filter = CorpusFilter(PairFilters(max_source_tokens=12, duplicates=True), ("train",), "src", "tgt")
-        tokenized, stats = encoding.tokenize_corpus(corpus_filter.filter_texts(DatasetDict(corpus)), tokenizer, "src",
-                                                "tgt", max_source_length=10, num_proc=num_proc, return_stats=True,
-                                                corpus_filter=corpus_filter)
+        texts = corpus_filter.filter_texts(DatasetDict(corpus))
+        tokenized, stats = encoding.tokenize_corpus(texts, tokenizer, "src", "tgt", max_source_length=10,
+                                                    num_proc=num_proc, return_stats=True,
+                                                    corpus_filter=corpus_filter)
         outcomes.append((tokenized["train"]["input_ids"][:], stats, corpus_filter.counts()))
     assert outcomes[0] == outcomes[1]
     counts = outcomes[0][2]["train"]

@@ -113,7 +113,7 @@ def test_each_filter_drops_exactly_the_pairs_a_recount_finds(noisy, name, stream
     corpus_filter = CorpusFilter(filters, ("train",), "de", "en")
     corpus = corpus_filter.filter_texts(data_lib.load_text_folder(folder, "de", "en", streaming=streaming))
     tokenized = tokenize_corpus(corpus, tokenizer, "de", "en", max_source_length=None,
-                                         max_target_length=None, corpus_filter=corpus_filter)
+                                max_target_length=None, corpus_filter=corpus_filter)
     rows = list(tokenized["train"])
     counts = corpus_filter.counts()["train"]
     assert counts.complete and counts.pairs == len(splits["train"])

@@ -33,7 +33,7 @@ def lengths():
     train = corpus["train"].select(range(512))
     tokenizer = tokenization.train_tokenizer(train, source_lang="src", target_lang="tgt", vocab_size=280)
     tokenized = tokenize_corpus({"train": train}, tokenizer, source_lang="src", target_lang="tgt",
-                                         max_source_length=128, max_target_length=128)["train"]
+                                max_source_length=128, max_target_length=128)["train"]
     return [len(x) for x in tokenized["input_ids"]], [len(x) for x in tokenized["labels"]]
 
 

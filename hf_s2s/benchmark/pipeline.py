@@ -57,7 +57,7 @@ def pipeline_dataset(settings):
     tokenizer = tokenization.train_tokenizer(corpus["train"], source_lang=source, target_lang=target,
                                              vocab_size=settings.pipeline_vocab_size)
     tokenized = tokenize_corpus(corpus, tokenizer, source_lang=source, target_lang=target,
-                                         max_source_length=128, max_target_length=128)
+                                max_source_length=128, max_target_length=128)
     return tokenizer, tokenized["train"]
 
 

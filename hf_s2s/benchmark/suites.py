@@ -265,7 +265,7 @@ def learning_batches(settings: BenchSettings) -> tuple[list[dict], list[dict], i
     corpus = {"train": corpus["train"].shuffle(seed=settings.seed).select(range(needed)),
               "validation": corpus["validation"].select(range(settings.learning_validation_pairs))}
     tokenized = tokenize_corpus(corpus, tokenizer, source_lang=src, target_lang=tgt,
-                                         max_source_length=128, max_target_length=128)
+                                max_source_length=128, max_target_length=128)
     collate = DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100, return_tensors="pt")
 
     def batches(split):

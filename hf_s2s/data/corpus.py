@@ -183,7 +183,8 @@ def _pairs_to_split(
     return chunks[0] if len(chunks) == 1 else concatenate_datasets(chunks)
 
 
-def _make_dict(splits: Mapping[str, Dataset | IterableDataset], streaming: bool) -> AnyDatasetDict:
+def make_dataset_dict(splits: Mapping[str, Dataset | IterableDataset], streaming: bool) -> AnyDatasetDict:
+    """``splits`` as an ``IterableDatasetDict`` when ``streaming``, else a ``DatasetDict``."""
     return IterableDatasetDict(splits) if streaming else DatasetDict(splits)
 
 
@@ -264,7 +265,7 @@ def load_text_folder(
     if not splits:
         expected = ", ".join(f"{p}.{source_lang}[.gz]" for p in sum(DEFAULT_SPLIT_PREFIXES.values(), ()))
         raise FileNotFoundError(f"no split found in {data_dir}: expected files named like {expected}")
-    return _make_dict(splits, streaming)
+    return make_dataset_dict(splits, streaming)
 
 
 # --------------------------------------------------------------------------------------------- jsonl / tsv
@@ -291,7 +292,7 @@ def _load_files(
         split: _pairs_to_split(lambda p=path: read_pairs(p), source_lang, target_lang, split, str(path), streaming)
         for split, path in files.items()
     }
-    return _make_dict(splits, streaming)
+    return make_dataset_dict(splits, streaming)
 
 
 def _json_fields(row: dict) -> set[str]:
@@ -406,7 +407,7 @@ def load_hub(
         splits[split] = _pairs_to_split(
             lambda d=split_ds, g=get: (g(ex) for ex in d), source_lang, target_lang, split, name, streaming
         )
-    return _make_dict(splits, streaming)
+    return make_dataset_dict(splits, streaming)
 
 
 # --------------------------------------------------------------------------------------------- Multi30k
@@ -591,5 +592,6 @@ __all__ = [
     "load_translation_corpus",
     "load_text_folder",
     "load_tsv",
+    "make_dataset_dict",
     "resolve_data_dir",
 ]

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow.compute
-from datasets import Dataset, DatasetDict, IterableDataset, IterableDatasetDict
+from datasets import Dataset, IterableDataset, IterableDatasetDict
 
-from .corpus import AnyDatasetDict
+from .corpus import AnyDatasetDict, make_dataset_dict
 from .filters import CorpusFilter, FilterCounts, PairFilters, filter_stream, token_verdict
 
 logger = logging.getLogger(__name__)
@@ -112,8 +112,7 @@ def tokenize_corpus(
                 "max_target_length=%s", split, stats[split].source_truncated, len(mapped), max_source_length,
                 stats[split].target_truncated, max_target_length,
             )
-    streaming = isinstance(dataset, IterableDatasetDict)
-    tokenized = IterableDatasetDict(tokenized) if streaming else DatasetDict(tokenized)
+    tokenized = make_dataset_dict(tokenized, streaming=isinstance(dataset, IterableDatasetDict))
     return (tokenized, stats) if return_stats else tokenized
 
 
