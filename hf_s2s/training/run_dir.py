@@ -71,10 +71,15 @@ class RunLock:
 
     The kernel releases the lock when the holding process ends, killed or not, so a crashed run never leaves
     the folder locked; the file itself stays (deleting it would let a third run lock a new file while a second
-    still holds the old one). Taking the lock is also the check that the folder can be written to."""
+    still holds the old one). Taking the lock is also the check that the folder can be written to.
 
-    def __init__(self, output_dir: str | Path):
+    The file names the holder: its process id, and ``launch`` when given, an id of the launch over several
+    machines that took it, by which the other machines tell whether they see this folder
+    (:func:`launch_holding`)."""
+
+    def __init__(self, output_dir: str | Path, launch: str | None = None):
         self.path = Path(output_dir) / LOCK_NAME
+        self.launch = launch
         self._file = None
 
     def __enter__(self) -> "RunLock":
@@ -89,15 +94,16 @@ class RunLock:
             fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             lock_file.seek(0)
-            holder = lock_file.read().strip() or "unknown"
+            holder = (lock_file.read().split() or ["unknown"])[0]
             lock_file.close()
             raise BlockingIOError(  # an OSError: hf-s2s train reports it in one line
                 f"--output_dir {self.path.parent} is in use by another training run (process {holder}); wait for it "
                 f"to end or choose another --output_dir"
             ) from None
         lock_file.truncate(0)
-        lock_file.write(f"{os.getpid()}\n")
+        lock_file.write(f"{os.getpid()} {self.launch}\n" if self.launch else f"{os.getpid()}\n")
         lock_file.flush()
+        os.fsync(lock_file.fileno())  # to the server of a network disk, where the other machines read the launch
         self._file = lock_file
         return self
 
@@ -105,6 +111,16 @@ class RunLock:
         fcntl.flock(self._file, fcntl.LOCK_UN)
         self._file.close()
         self._file = None
+
+
+def launch_holding(output_dir: str | Path) -> str | None:
+    """The launch id (:class:`RunLock`'s ``launch``) written into ``output_dir``'s lock file by the run that locked
+    it last; None when there is none (no lock file, or a lock taken without one)."""
+    try:
+        words = (Path(output_dir) / LOCK_NAME).read_text().split()
+    except OSError:
+        return None
+    return words[1] if len(words) > 1 else None
 
 
 def check_resume(output_dir: str | Path, resume_from_checkpoint: str | None, overwrite: bool,
