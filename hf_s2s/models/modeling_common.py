@@ -22,6 +22,7 @@ from .shortlist import SPECIAL_TOKEN_FIELDS, OutputVocabulary, VocabularyShortli
 from .term_constraints import DEFAULT_TERM_BONUS, TargetTermsLogitsProcessor, check_target_terms
 from .transformers_compat import (
     GenerationHooks,
+    SavingHooks,
     attention_implementation,
     eos_token_tensor,
     mark_generation_config_own,
@@ -272,7 +273,7 @@ def check_token_ids(input_ids: torch.Tensor | None, vocab_size: int, name: str) 
         )
 
 
-class Seq2SeqPreTrainedMixin:
+class Seq2SeqPreTrainedMixin(SavingHooks):
     """What both families' ``PreTrainedModel`` bases add to transformers' own, written once. Classes are named
     ``<Family>Model`` and ``<Family>ForConditionalGeneration`` after their ``<Family>Config``; the base model
     (``self.base_model``) holds ``decoder.embed_tokens``, tied to the encoder's table when the vocabulary is shared."""

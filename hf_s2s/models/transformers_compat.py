@@ -38,6 +38,11 @@ Private hooks of ``GenerationMixin`` overridden (in ``GenerationHooks``), and wh
   config, or builds one from config.json when the folder has none; the model is told what was read
   (``on_generation_config_loaded``).
 
+A hook of ``PreTrainedModel`` overridden (in ``SavingHooks``), and why
+- ``should_save_on_this_rank`` (public, undocumented; 5.24): transformers writes a folder on global rank 0 only,
+  whatever ``save_pretrained(is_main_process=...)`` says, which breaks Trainer's ``save_on_each_node`` (a folder
+  per machine); a model that is not sharded writes where the caller says, as ``is_main_process`` documents.
+
 Private attributes read
 - ``GenerationConfig._eos_token_tensor`` / ``_pad_token_tensor`` (set by ``generate()`` from the special ids):
   ``eos_token_tensor`` / ``pad_token_tensor``.
@@ -59,6 +64,7 @@ import warnings
 from contextlib import contextmanager
 
 import transformers
+from torch.distributed.tensor import DTensor
 
 # The releases the test suite runs on (CI: the oldest in a pinned environment, the newest in a fresh one).
 MIN_TRANSFORMERS_VERSION = "5.23.0"
@@ -192,6 +198,28 @@ def pipeline_generate_kwargs(pipeline, generate_kwargs: dict) -> dict:
 def attention_implementation(config) -> str | None:
     """The attention kernel a config selects ("eager", "sdpa", ...)."""
     return getattr(config, "_attn_implementation", None)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Which processes save_pretrained writes on
+# ------------------------------------------------------------------------------------------------------------
+
+
+class SavingHooks:
+    """Mixed in before ``PreTrainedModel``: which processes of a launch write a folder that ``save_pretrained``
+    saves."""
+
+    def should_save_on_this_rank(self, is_main_process: bool) -> bool:
+        """The caller's ``is_main_process``, as ``save_pretrained`` documents it. transformers 5.24 also requires
+        global rank 0 once torch.distributed is up, so Trainer's ``save_on_each_node`` (``is_main_process`` True
+        on the first process of every machine) left the other machines' checkpoints without weights or config,
+        which a resumed run, ``load_best_model_at_end`` and the checkpoint average read there. A model sharded
+        across processes (transformers' ``distributed_config``, FSDP2's DTensor parameters) keeps transformers'
+        rule: only rank 0 holds the gathered weights."""
+        upstream = getattr(super(), "should_save_on_this_rank", None)  # absent before 5.24: no such rule
+        sharded = getattr(self.config, "distributed_config", None) is not None or any(
+            isinstance(parameter, DTensor) for parameter in self.parameters())
+        return upstream(is_main_process) if sharded and upstream is not None else is_main_process
 
 
 # ------------------------------------------------------------------------------------------------------------
