@@ -19,6 +19,7 @@ import transformers
 import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.hub.results import summary_line
 from hf_s2s.training.checks import check_arguments
+from hf_s2s.training.machines import LaunchRefused
 from hf_s2s.training.run import parse_args, run
 from hf_s2s.training.run_dir import interrupted_run_message
 
@@ -77,6 +78,8 @@ def main(argv=None, prog=None):
     except (OSError, ValueError) as error:  # a corpus line, a locked folder, a full disk, ...
         if not is_user_error(error):
             raise
+        if isinstance(error, LaunchRefused) and os.environ.get("LOCAL_RANK", "0") != "0":
+            sys.exit(1)  # every process of the launch raised it: the first of each machine says it
         sys.exit(f"error: {error}")
     except KeyboardInterrupt:  # Ctrl-C: where the run got to and the command that goes on, not a traceback
         stopped(interrupted_run_message(job.training.output_dir, job.selection.ema_folder, command))

@@ -26,6 +26,7 @@ decoder's ``len(pair.target)``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Iterable, Iterator
@@ -417,6 +418,20 @@ def vocabulary_differences(tokenizer: PreTrainedTokenizerBase, other: PreTrained
     return differences
 
 
+def tokenizer_digest(tokenizer: PreTrainedTokenizerBase) -> str:
+    """A short digest of how ``tokenizer`` maps text to ids, both sides: equal for tokenizers loaded from the same
+    files (a fast tokenizer's whole serialized pipeline; a slow one's vocabulary), and different for another
+    vocabulary, merges or normalizer. For comparing copies across processes without sending them."""
+    sides = [tokenizer] if target_side(tokenizer) is tokenizer else [tokenizer, target_side(tokenizer)]
+    digest = hashlib.sha256()
+    for side in sides:
+        backend = getattr(side, "backend_tokenizer", None)
+        digest.update((backend.to_str() if backend is not None else json.dumps(sorted(side.get_vocab().items()))
+                       ).encode())
+        digest.update(json.dumps(side.special_tokens_map, sort_keys=True, default=str).encode())
+    return digest.hexdigest()[:16]
+
+
 # Encoded to see what a tokenizer does to a sentence (its special tokens); any text would do.
 PROBE_TEXT = "a"
 
@@ -513,6 +528,7 @@ __all__ = [
     "is_sentencepiece_model",
     "load_any_tokenizer",
     "load_given_tokenizer",
+    "tokenizer_digest",
     "normalize_text",
     "special_token_ids",
     "subword_model_type",

@@ -67,13 +67,16 @@ class EMACallback(TrainerCallback, ExportableState):
         for average, weight in zip(self.ema_model.parameters(), model.parameters(), strict=True):
             average.lerp_(weight.detach().to(average.dtype), 1.0 - self.decay)  # d * ema + (1 - d) * weight
 
+    # Written where Trainer writes checkpoints (``should_save``: process 0, or the first process of each machine with
+    # --save_on_each_node): every process of a launch reads ema/ back after training, and a resumed run each
+    # checkpoint's.
     def on_save(self, args, state, control, processing_class=None, **kwargs):
-        if state.is_world_process_zero:
+        if args.should_save:
             checkpoint = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
             self._save(checkpoint / EMA_FOLDER, processing_class)
 
     def on_train_end(self, args, state, control, processing_class=None, **kwargs):
-        if state.is_world_process_zero:
+        if args.should_save:
             self._save(Path(args.output_dir) / EMA_FOLDER, processing_class)
 
     def _save(self, folder: Path, processing_class) -> None:

@@ -3,7 +3,8 @@
 :func:`run` checks the arguments, locks the output folder and calls :func:`run_phases`, which reads as the list of
 phases; each phase is a function of the arguments it needs (:mod:`hf_s2s.training.arguments`), testable alone.
 ``hf-s2s train`` is a thin command line over :func:`run`. Everything runs unchanged under ``accelerate launch``
-(Trainer handles the processes); the phases from saving on (the model folder, the test-set evaluation, the files
+(Trainer handles the processes), on one machine or several (:mod:`hf_s2s.training.machines`: what the main process
+prepares reaches every machine); the phases from saving on (the model folder, the test-set evaluation, the files
 written at the end) happen on the main process only.
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 
 import torch
 import transformers
+from datasets import Dataset
 from transformers import (
     AutoModelForSeq2SeqLM,
     DataCollatorForSeq2Seq,
@@ -58,11 +60,10 @@ from .checkpoints import AVERAGE_COMMAND
 from .checks import check_arguments, check_tokenizer_covers_corpus, needed_splits
 from .ema import EMA_FOLDER, EMACallback
 from .generation_settings import GenerationSettings, settle_generation_configs
+from .machines import check_same_on_every_machine, claimed_output_dir, share_folder
 from .run_dir import (
-    RunLock,
     hypotheses_path,
     naming_a_full_disk,
-    prepare_output_dir,
     record_tokenizer_arguments,
     tokenizer_arguments_match,
 )
@@ -80,24 +81,18 @@ def run(model_args: ModelArguments, data_args: DataArguments, decoding_args: Dec
 
     The arguments are checked first (``check_arguments``), unless the caller did (``arguments_checked``: the command
     line does, to report a refusal as one line; the checks read checkpoint files and tokenizers, not worth doing
-    twice). The main process then locks ``output_dir`` for the whole run and refuses a folder that holds another run
-    (see :mod:`hf_s2s.training.run_dir`); the other processes of an ``accelerate launch`` write only where the main
-    process lets them (after ``main_process_first``), so one lock per launch suffices, and when the main process is
-    refused the launcher stops them. ``command``: the command line that started the run, which that refusal
-    prints back with the flag to resume or start again
+    twice). The process that writes ``output_dir`` (the main process; under ``--save_on_each_node``, the first
+    process of each machine, in its own folder) then locks it for the whole run and refuses a folder that holds
+    another run (see :mod:`hf_s2s.training.run_dir`); the other processes of an ``accelerate launch`` write only
+    where that process lets them, so one lock per folder suffices, and a refusal stops every process
+    (:func:`hf_s2s.training.machines.claimed_output_dir`). ``command``: the command line that started the run,
+    which that refusal prints back with the flag to resume or start again
     (:func:`hf_s2s.training.run_dir.earlier_run_message`)."""
     args = JobArguments(model_args, data_args, decoding_args, selection_args, training_args)
     if not arguments_checked:
         check_arguments(*args)
-    if training_args.process_index != 0:
+    with claimed_output_dir(training_args, selection_args.ema_folder, command):
         results = run_phases(args, callbacks)
-    else:
-        with RunLock(training_args.output_dir):
-            logger.info("locked %s for this run", training_args.output_dir)
-            prepare_output_dir(training_args.output_dir, overwrite=training_args.overwrite_output_dir,
-                               resume=training_args.resume_from_checkpoint is not None,
-                               ema_folder=selection_args.ema_folder, command=command)
-            results = run_phases(args, callbacks)
     return results.to_dict() if results is not None else {}
 
 
@@ -174,25 +169,38 @@ def prepare_tokenizer(model_args: ModelArguments, data_args: DataArguments, trai
                       train_split):
     """The given tokenizer (``--tokenizer_name_or_path``, a folder or a SentencePiece ``.model``, with
     ``--target_tokenizer_name_or_path`` for a separate target side; else the fine-tuned model's), or one trained on
-    ``train_split`` into ``<output_dir>/tokenizer``. A resumed run reuses the tokenizer it trained, only when it asks
-    for the same one (run() refuses other runs' folders)."""
+    ``train_split`` into ``<output_dir>/tokenizer`` (:func:`train_run_tokenizer`). Under a launch over several
+    machines, refused unless every machine has the same one."""
     if model_args.tokenizer_name_or_path:
-        return given_tokenizer(model_args)
-    if model_args.model_name_or_path:
-        return load_tokenizer(model_args.model_name_or_path)
-    with training_args.main_process_first(desc="train tokenizer"):
-        tokenizer_dir = Path(training_args.output_dir) / "tokenizer"
-        arguments = tokenizer_arguments(model_args, data_args)
-        if training_args.process_index == 0 and not tokenizer_arguments_match(tokenizer_dir, arguments):
-            tokenizers = tokenization.train_translation_tokenizers(
-                train_split, source_lang=data_args.source_lang, target_lang=data_args.target_lang,
-                vocab_size=model_args.vocab_size, model_type=model_args.tokenizer_type,
-                joint=not model_args.separate_vocabs, target_vocab_size=model_args.target_vocab_size,
-                library=model_args.tokenizer_library,
-            )
-            tokenizers.save_pretrained(tokenizer_dir)
-            record_tokenizer_arguments(tokenizer_dir, arguments)
-        return load_tokenizer(tokenizer_dir)
+        tokenizer = given_tokenizer(model_args)
+    elif model_args.model_name_or_path:
+        tokenizer = load_tokenizer(model_args.model_name_or_path)
+    else:
+        tokenizer = train_run_tokenizer(model_args, data_args, training_args, train_split)
+    check_same_on_every_machine(tokenization.tokenizer_digest(tokenizer), training_args, "the tokenizer",
+                                "give every machine the same --tokenizer_name_or_path or --model_name_or_path")
+    return tokenizer
+
+
+def train_run_tokenizer(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments,
+                        train_split):
+    """The tokenizer the run trains on ``train_split``, on the main process only, into ``<output_dir>/tokenizer``,
+    from where every machine reads it (:func:`hf_s2s.training.machines.share_folder` writes it on the machines that
+    keep their own folder). A resumed run reuses the tokenizer it trained, only when it asks for the same one (run()
+    refuses other runs' folders)."""
+    tokenizer_dir = Path(training_args.output_dir) / "tokenizer"
+    arguments = tokenizer_arguments(model_args, data_args)
+    if training_args.process_index == 0 and not tokenizer_arguments_match(tokenizer_dir, arguments):
+        tokenizers = tokenization.train_translation_tokenizers(
+            train_split, source_lang=data_args.source_lang, target_lang=data_args.target_lang,
+            vocab_size=model_args.vocab_size, model_type=model_args.tokenizer_type,
+            joint=not model_args.separate_vocabs, target_vocab_size=model_args.target_vocab_size,
+            library=model_args.tokenizer_library,
+        )
+        tokenizers.save_pretrained(tokenizer_dir)
+        record_tokenizer_arguments(tokenizer_dir, arguments)
+    share_folder(tokenizer_dir, training_args)
+    return load_tokenizer(tokenizer_dir)
 
 
 # --- model --------------------------------------------------------------------------------------------------------
@@ -244,6 +252,10 @@ def build_trainer(model, tokenizer, corpus, args: JobArguments, callbacks: list 
         )
     if corpus_filter is not None and corpus_filter.filters and not data_args.streaming:
         corpus_filter.log()
+    # every machine reads and encodes its own copy of the corpus (a stream is not counted before it is read)
+    check_same_on_every_machine({split: len(pairs) for split, pairs in tokenized.items() if isinstance(pairs, Dataset)},
+                                training_args, "the number of pairs of each split, encoded",
+                                "give every machine the same corpus (--dataset, --data_dir or $HF_S2S_DATA_DIR)")
     poorly_covered = check_tokenizer_covers_corpus(tokenized["train"], tokenizer, tokenizer_source(args.model))
     if poorly_covered:
         logger.warning(poorly_covered)

@@ -65,7 +65,7 @@ def average_last_checkpoints(trainer: Seq2SeqTrainer, last: int) -> CheckpointAv
         logger.warning("only %d checkpoint(s) in %s: nothing to average", len(checkpoints), output_dir)
         return CheckpointAveraging(checkpoints=[c.name for c in checkpoints], used=False)
     averaged_dir = output_dir / AVERAGED_FOLDER
-    if trainer.is_world_process_zero():
+    if trainer.args.should_save:  # where the checkpoints are written (each machine's own folder: every machine)
         average_checkpoints(checkpoints, averaged_dir, overwrite=True)  # this run's own folder: a rerun replaces it
     trainer.accelerator.wait_for_everyone()
     best_single = trainer.state.best_metric
@@ -115,6 +115,7 @@ def validate_ema(trainer: Seq2SeqTrainer, decay: float, averaging: CheckpointAve
     """Validate the EMA weights the run saved in ``<output_dir>/ema`` and keep them when they beat the model the
     run has now (the best checkpoint, or the average when that was kept). Returns what was done, for results.json."""
     baseline = kept_validation_bleu(trainer.state.best_metric, averaging, None)
+    trainer.accelerator.wait_for_everyone()  # ema/ is written by the saving processes at the end of training
     bleu, used = keep_if_better(trainer, Path(trainer.args.output_dir) / EMA_FOLDER, "ema", baseline)
     logger.info("EMA of the weights (decay %s): validation BLEU %.2f vs %s -> %s", decay, bleu, baseline,
                 "kept the EMA" if used else "kept the raw weights")
