@@ -1,13 +1,18 @@
 """train.py under `accelerate launch` with two CPU processes (DDP, and FSDP2 sharding the layers, both over
 gloo) against one process with the same global batch: the same losses step by step and the same final
-weights; and the job shuts its process group down before it exits."""
+weights; and the job shuts its process group down before it exits. Then two machines of one process each,
+simulated on localhost, against one machine of two processes: with one output folder for both and with a folder
+per machine, trained and resumed, equal bit for bit."""
 
 import json
 import os
 import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -189,3 +194,131 @@ def test_two_process_run_resumed_in_its_second_epoch_ends_like_the_uninterrupted
     assert any(not torch.equal(middle[k], final[k]) for k in final)
     # bit for bit: the same batches on the same processes with the same random states
     assert_same_weights(tmp_path / "resumed" / "model", tmp_path / "straight" / "model", atol=0)
+
+
+# --- Two machines -------------------------------------------------------------------------------------------------
+# Two machines simulated on localhost, as a user launches one on each: `accelerate launch --num_machines 2
+# --machine_rank R` with one process each, against one machine of two processes. The same two processes do the same
+# arithmetic (DDP's gloo all-reduce of two gradients, each process seeded alike), so the steps and weights must be
+# equal bit for bit. The main job with its recipe and the tokenizer it trains (trained on process 0, which the other
+# machine must get), and dropout on, so that a resumed run must restore each process's random state.
+TWO_MACHINE_RUN = ["--recipe", "transformer_small", *COMMON, "--per_device_train_batch_size", "8",
+                   "--model_config", json.dumps({**json.loads(COMMON[COMMON.index("--model_config") + 1]),
+                                                 "dropout": 0.1})]
+CHECKPOINTS = ["--save_strategy", "steps", "--save_steps", "2"]  # checkpoint-2 and checkpoint-4 of the 4 steps
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now (the kernel's pick), for machine 0's rendezvous."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def launch_two_machines(args_of_machine: list[list[str]], work: Path) -> list[tuple[int, str]]:
+    """scripts/train.py launched on two machines on localhost at once, machine R with ``args_of_machine[R]``; each
+    has its own $HF_HOME and $TMPDIR (nothing shared but the network, and the output folder when both are given the
+    same). Returns each machine's exit status and log. Each launch waits for the other machine's, so both are
+    killed (their process groups) when one does not end in time."""
+    port = str(free_port())
+    machines, logs = [], []
+    for rank, args in enumerate(args_of_machine):
+        home = work / f"machine{rank}"
+        (home / "tmp").mkdir(parents=True, exist_ok=True)
+        logs.append(home / "launch.log")
+        command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_machines", "2",
+                   "--machine_rank", str(rank), "--num_processes", "2", "--main_process_ip", "127.0.0.1",
+                   "--main_process_port", port, "--mixed_precision", "no", "--dynamo_backend", "no", TRAIN, *args]
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(home / "tmp"), "HF_HOME": str(home / "hf")}
+        with open(logs[-1], "w") as log:  # a file, not a pipe: a full pipe would stall one machine and so both
+            machines.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                             start_new_session=True))
+    deadline = time.monotonic() + 400
+    try:
+        for machine in machines:
+            machine.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        for machine in machines:
+            if machine.poll() is None:
+                os.killpg(machine.pid, signal.SIGKILL)
+                machine.wait()
+    return [(machine.returncode, log.read_text()) for machine, log in zip(machines, logs, strict=True)]
+
+
+def folder_bytes(folder: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir()) if path.is_file()}
+
+
+@pytest.fixture(scope="module")
+def one_machine(tmp_path_factory) -> tuple[Path, str]:
+    """The run on one machine of two processes, the corpus in memory: its output folder and log. A streamed corpus
+    trains on the same batches (each process keeps its 8 of every 16 pairs, in the corpus's order) with the same
+    tokenizer, bit for bit (checked on this machine), so both cases below compare with this one run."""
+    work = tmp_path_factory.mktemp("one_machine")
+    log = train([*TWO_MACHINE_RUN, *CHECKPOINTS, "--output_dir", str(work / "run")], processes=2, work=work)
+    return work / "run", log
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize(("streamed", "folder_per_machine"), [
+    ((), False),
+    (("--streaming", "true"), True),
+], ids=["recipe, one folder for both", "streamed, a folder per machine"])
+def test_two_machines_train_as_one_machine_of_two_processes(tmp_path, one_machine, streamed, folder_per_machine):
+    """One shared output folder: process 0 alone writes it, and the other machine reads the tokenizer from there. A
+    folder per machine (``--save_on_each_node``): the tokenizer reaches machine 1 through the launch, and machine 1's
+    folder ends with what it needs to resume and none of the run's records; both machines then resume from step 2,
+    each from its own folder, and end as the uninterrupted runs did. (Both corpora take the same path to every
+    machine, and so do both folder layouts whatever the corpus: the two cases cover each once.)"""
+    args = [*TWO_MACHINE_RUN, *streamed, *CHECKPOINTS]
+    one, log_one = one_machine
+    layout = ["--save_on_each_node", "true"] if folder_per_machine else []
+    folders = [tmp_path / f"machine{rank}" / "run" for rank in (0, 1)] if folder_per_machine else \
+        [tmp_path / "shared"] * 2
+    launched = launch_two_machines([[*args, *layout, "--output_dir", str(folder)] for folder in folders], tmp_path)
+    for status, log in launched:
+        assert status == 0, log[-3000:]
+    main, other = folders
+
+    assert step_losses(launched[0][1]) == step_losses(log_one) and len(step_losses(log_one)) == 4
+    assert_same_weights(main / "model", one / "model", atol=0)
+    results, results_one = (json.loads((folder / "results.json").read_text()) for folder in (main, one))
+    assert results["world_size"] == 2 and results["train_tokens"] == results_one["train_tokens"]
+    assert folder_bytes(main / "tokenizer") == folder_bytes(one / "tokenizer")
+    if not folder_per_machine:
+        return
+    assert folder_bytes(other / "tokenizer") == folder_bytes(main / "tokenizer")
+    assert sorted(path.name for path in other.iterdir()) == [".hf_s2s_train.lock", "checkpoint-2", "checkpoint-4",
+                                                           "tokenizer"]  # the records are machine 0's
+    for step in (2, 4):
+        assert_same_weights(other / f"checkpoint-{step}", main / f"checkpoint-{step}", atol=0)
+        assert [path.name for path in (other / f"checkpoint-{step}").glob("rng_state*")] == ["rng_state_1.pth"]
+
+    # What a launch killed after step 2 leaves on each machine: its tokenizer and that checkpoint.
+    resumed = [tmp_path / f"machine{rank}" / "resumed" for rank in (0, 1)]
+    for folder, copy in zip(folders, resumed, strict=True):
+        for name in ("tokenizer", "checkpoint-2"):
+            shutil.copytree(folder / name, copy / name)
+    launched = launch_two_machines([[*args, *layout, "--output_dir", str(copy), "--resume_from_checkpoint",
+                                     str(copy / "checkpoint-2")] for copy in resumed], tmp_path)
+    for status, log in launched:
+        assert status == 0, log[-3000:]
+    assert_same_weights(resumed[0] / "model", one / "model", atol=0)
+    assert_same_weights(resumed[1] / "checkpoint-4", main / "checkpoint-4", atol=0)
+
+
+@pytest.mark.timeout(600)
+def test_a_folder_per_machine_without_save_on_each_node_is_refused_on_both_machines(tmp_path):
+    """Without --save_on_each_node only process 0 saves: a machine with a folder of its own would keep no checkpoint
+    to resume from. Both machines stop with the same one line, before the corpus is read or anything written."""
+    folders = [tmp_path / f"machine{rank}" / "run" for rank in (0, 1)]
+    launched = launch_two_machines([[*TWO_MACHINE_RUN, "--output_dir", str(folder)] for folder in folders], tmp_path)
+    expected = ("error: --output_dir: the machine(s) of process(es) 1 have a folder of their own there, not the one "
+                "process 0 writes, and without --save_on_each_node only process 0 saves")
+    for status, log in launched:
+        assert status != 0
+        assert [line for line in log.splitlines() if line.startswith("error:")] == \
+            [line for line in log.splitlines() if line.startswith(expected)], log[-3000:]
+        assert log.count(expected) == 1, log[-3000:]
+    assert [path.name for path in folders[0].iterdir()] == [".hf_s2s_train.lock"]
+    assert not folders[1].exists()
