@@ -10,7 +10,13 @@ from accelerate.utils import DistributedType
 
 from hf_s2s.data import tokenization
 from hf_s2s.data.synthetic import text_reversal_corpus
-from hf_s2s.training.machines import LaunchRefused, check_layout, folder_files, write_missing_files
+from hf_s2s.training.machines import (
+    LaunchRefused,
+    check_layout,
+    difference_refusal,
+    folder_files,
+    write_missing_files,
+)
 from hf_s2s.training.run_dir import LOCK_NAME, RunLock, launch_holding
 
 
@@ -78,6 +84,15 @@ def test_a_machine_writes_the_files_it_lacks_and_refuses_ones_that_differ(tmp_pa
         write_missing_files(machine, files)
     assert not (machine / "sub" / "vocab.txt").exists()  # refused before anything was written
     assert (machine / "tokenizer.json").read_text() == '{"a": 2}'
+
+
+def test_what_each_machine_read_for_itself_must_be_process_0s():
+    counts = {"train": 256, "test": 8}
+    assert difference_refusal([counts, counts, counts], "the pairs", "same corpus") is None
+    assert difference_refusal([counts, counts, {"train": 200, "test": 8}, {"train": 1}], "the number of pairs",
+                              "give every machine the same corpus") == (
+        "the number of pairs differs between the machines of the launch ({'train': 256, 'test': 8} on process 0, "
+        "{'train': 200, 'test': 8} on process 2): give every machine the same corpus")
 
 
 @pytest.fixture(scope="module")

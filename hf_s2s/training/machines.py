@@ -174,12 +174,19 @@ def check_same_on_every_machine(value: Any, training_args: TrainingArguments, wh
     (...): ``fix``"."""
     if training_args.world_size == 1:
         return
-    values = gather_object([value])
-    differing = [index for index, other in enumerate(values) if other != values[0]]
-    if differing:
-        index = differing[0]
-        raise LaunchRefused(f"{what} differs between the machines of the launch ({values[0]!r} on process 0, "
-                         f"{values[index]!r} on process {index}): {fix}")
+    refusal = difference_refusal(gather_object([value]), what, fix)
+    if refusal:
+        raise LaunchRefused(refusal)
+
+
+def difference_refusal(values: list, what: str, fix: str) -> str | None:
+    """What :func:`check_same_on_every_machine` says when ``values`` (one per process, in process order) are not all
+    process 0's; None when they are."""
+    index = next((index for index, other in enumerate(values) if other != values[0]), None)
+    if index is None:
+        return None
+    return (f"{what} differs between the machines of the launch ({values[0]!r} on process 0, {values[index]!r} on "
+            f"process {index}): {fix}")
 
 
 def raise_first_refusal(error: OSError | ValueError | None, training_args: TrainingArguments) -> None:
@@ -208,5 +215,5 @@ def _message(error: BaseException | None) -> str | None:
     return str(error) if error is not None else None
 
 
-__all__ = ["LaunchRefused", "check_layout", "check_same_on_every_machine", "claimed_output_dir", "raise_first_refusal",
-           "share_folder"]
+__all__ = ["LaunchRefused", "check_layout", "check_same_on_every_machine", "claimed_output_dir", "difference_refusal",
+           "raise_first_refusal", "share_folder"]

@@ -177,8 +177,10 @@ def prepare_tokenizer(model_args: ModelArguments, data_args: DataArguments, trai
         tokenizer = load_tokenizer(model_args.model_name_or_path)
     else:
         tokenizer = train_run_tokenizer(model_args, data_args, training_args, train_split)
+    given = model_args.tokenizer_name_or_path or model_args.model_name_or_path
     check_same_on_every_machine(tokenization.tokenizer_digest(tokenizer), training_args, "the tokenizer",
-                                "give every machine the same --tokenizer_name_or_path or --model_name_or_path")
+                                f"give every machine the same files at {given}" if given else
+                                "the shared --output_dir must show every machine the tokenizer/ process 0 wrote")
     return tokenizer
 
 
