@@ -152,10 +152,13 @@ class DataArguments:
         return self.streaming_window_pairs or DEFAULT_STREAMING_WINDOW_PAIRS
 
 
-# --filter_* flag of each PairFilters field, for its errors
+# --filter_* flag of each PairFilters field, and of the splits they apply to, for their errors
 FILTER_FLAGS = {"max_source_tokens": "--filter_max_source_tokens",
                 "max_target_tokens": "--filter_max_target_tokens",
-                "max_length_ratio": "--filter_max_length_ratio"}
+                "max_length_ratio": "--filter_max_length_ratio",
+                "identical": "--filter_identical",
+                "duplicates": "--filter_duplicates",
+                "splits": "--filter_validation_and_test"}
 
 
 @dataclass

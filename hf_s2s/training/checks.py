@@ -10,7 +10,7 @@ from datasets import Dataset
 
 from ..data import corpus as data_lib
 from ..data import tokenization
-from ..data.filters import check_filters
+from ..data.filters import TOKEN_FILTER_FIELDS, check_filters
 from ..data.regularization import check_regularization
 from ..models.loading import TOKENIZER_FILES, load_tokenizer, local_folder
 from .arguments import (
@@ -160,8 +160,8 @@ def check_subword_regularization(model_args: ModelArguments, data_args: DataArgu
     if data_args.streaming:
         raise ValueError(f"{flag} segments the sentences of a corpus read into memory anew in each epoch; it cannot be "
                          "combined with --streaming")
-    token_filters = [FILTER_FLAGS[name] for name, value in vars(data_args.pair_filters()).items()
-                     if name in FILTER_FLAGS and value is not None]
+    filters = data_args.pair_filters()
+    token_filters = [FILTER_FLAGS[name] for name in TOKEN_FILTER_FIELDS if getattr(filters, name) is not None]
     if token_filters:
         raise ValueError(f"{flag} segments each sentence anew in every epoch, so its token count changes; "
                          f"{', '.join(token_filters)} judge the fixed segmentation, and cannot be combined with it: "

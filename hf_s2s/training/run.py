@@ -39,6 +39,7 @@ from ..models.loading import load_model, load_tokenizer
 from ..models.modeling_common import LENGTH_BOUND_FIELDS
 from ..models.output_record import output_problem, record_output
 from .arguments import (
+    FILTER_FLAGS,
     RECIPES_DIR,
     DataArguments,
     DecodingArguments,
@@ -140,7 +141,7 @@ def build_corpus_filter(data_args: DataArguments) -> CorpusFilter:
     """The --filter_* flags, for the splits they apply to (every phase that reads the corpus applies its
     part)."""
     return CorpusFilter(data_args.pair_filters(), data_args.filtered_splits(), data_args.source_lang,
-                        data_args.target_lang)
+                        data_args.target_lang, flags=FILTER_FLAGS)
 
 
 def load_corpus(data_args: DataArguments, selection_args: SelectionArguments, training_args: TrainingArguments,
