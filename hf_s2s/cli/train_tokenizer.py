@@ -74,6 +74,7 @@ def main(argv=None, prog=None) -> int:
         tokenizers = train_translation_tokenizers(
             corpus, args.source_lang, args.target_lang, args.vocab_size, model_type=args.model_type,
             joint=not args.separate_vocabs, target_vocab_size=args.target_vocab_size, library=args.library,
+            flags=("--vocab_size", "--target_vocab_size"),
         )
         if args.overwrite_output_dir:
             clear_output(args.output_dir, COMMAND, "--overwrite_output_dir")

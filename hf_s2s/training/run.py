@@ -189,7 +189,7 @@ def prepare_tokenizer(model_args: ModelArguments, data_args: DataArguments, trai
                 train_split, source_lang=data_args.source_lang, target_lang=data_args.target_lang,
                 vocab_size=model_args.vocab_size, model_type=model_args.tokenizer_type,
                 joint=not model_args.separate_vocabs, target_vocab_size=model_args.target_vocab_size,
-                library=model_args.tokenizer_library,
+                library=model_args.tokenizer_library, flags=("--vocab_size", "--target_vocab_size"),
             )
             tokenizers.save_pretrained(tokenizer_dir)
             record_tokenizer_arguments(tokenizer_dir, arguments)
