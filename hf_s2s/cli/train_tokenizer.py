@@ -64,7 +64,7 @@ def main(argv=None, prog=None) -> int:
                                  library=args.library)
         check_output_folder(args.output_dir, COMMAND, "--overwrite_output_dir", args.overwrite_output_dir)
         check_writable(args.output_dir, "--output_dir")
-        splits = corpus_splits(args.dataset, args.source_lang, args.data_dir, flag="--dataset")
+        splits = corpus_splits(args.dataset, args.source_lang, args.target_lang, args.data_dir, flag="--dataset")
         if splits is not None:
             check_splits(splits, args.dataset, {"train": "training the tokenizer"})
         corpus = load_translation_corpus(

@@ -121,7 +121,8 @@ def check_inputs(model_args: ModelArguments, data_args: DataArguments, selection
                         ("--target_tokenizer_name_or_path", model_args.target_tokenizer_name_or_path)):
         if value and not tokenization.is_sentencepiece_model(value):
             local_folder(value, flag=flag)
-    splits = data_lib.corpus_splits(data_args.dataset, data_args.source_lang, data_args.data_dir, flag="--dataset")
+    splits = data_lib.corpus_splits(data_args.dataset, data_args.source_lang, data_args.target_lang,
+                                     data_args.data_dir, flag="--dataset")
     if splits is not None:
         data_lib.check_splits(splits, data_args.dataset, needed_splits(selection_args, training_args))
     if model_args.target_vocab_size is not None and not model_args.separate_vocabs:
