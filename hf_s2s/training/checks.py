@@ -386,18 +386,13 @@ def needed_splits(selection_args: SelectionArguments, training_args: TrainingArg
 
 
 def check_evaluation(training_args: TrainingArguments) -> None:
-    """Options that stand on the validation BLEU of each evaluation need evaluations. As transformers refuses
-    ``load_best_model_at_end`` with mismatched strategies and ``EarlyStoppingCallback`` without evaluation (an
-    AssertionError after the tokenizer was trained), the job refuses them together with ``--eval_strategy no``."""
+    """The validation BLEU of each evaluation is computed on generated translations. (That keeping the best checkpoint
+    needs evaluations is checked as the command line is parsed, before transformers builds its arguments:
+    :func:`hf_s2s.training.arguments.check_best_model_strategies`.)"""
     if not training_args.predict_with_generate and training_args.eval_strategy != "no":
         raise ValueError("--predict_with_generate false: the validation BLEU of each evaluation is computed on "
                          "generated translations; keep it true, or pass --eval_strategy no (and "
                          "--load_best_model_at_end false) to train without validation")
-    if training_args.eval_strategy == "no" and training_args.load_best_model_at_end:
-        raise ValueError("--load_best_model_at_end (true by default) keeps the checkpoint of the best validation "
-                         "BLEU, and early stopping (--early_stopping_patience) stops on it, but --eval_strategy no "
-                         "never validates: pass --load_best_model_at_end false to train without validation (early "
-                         "stopping is then off too), or evaluate with --eval_strategy epoch")
 
 
 __all__ = ["check_arguments", "check_resumed_model", "check_tokenizer_covers_corpus", "needed_splits"]
