@@ -16,6 +16,7 @@ absent from the file by design when embeddings are tied; transformers does not r
 Writing over an output folder is :mod:`hf_s2s.models.output_record`'s rule: a command replaces only what it wrote.
 """
 
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -26,6 +27,8 @@ from safetensors import SafetensorError, safe_open
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+# The JSON files of a tokenizer folder that AutoTokenizer reads when they are there.
+TOKENIZER_JSON_FILES = (*TOKENIZER_FILES, "special_tokens_map.json", "added_tokens.json")
 # What huggingface_hub accepts as a repo id: "name" or "namespace/name", no leading dot or slash.
 _REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 # Names ending so are files, never Hub repo ids (corpora, weights, configs).
@@ -146,8 +149,28 @@ def load_tokenizer(name_or_path: str | Path, **kwargs):
     if folder is not None and not any((folder / name).is_file() for name in TOKENIZER_FILES):
         raise ModelFolderError(f"{folder} holds no tokenizer (expected {' or '.join(TOKENIZER_FILES)}); save the "
                                "tokenizer into the model folder with tokenizer.save_pretrained")
+    if folder is not None:
+        check_tokenizer_json(folder)
     with refusing_folder_code(name_or_path):
         return AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=False, **kwargs)
+
+
+def check_tokenizer_json(folder: Path) -> None:
+    """A :class:`ModelFolderError` naming the first tokenizer JSON file of ``folder`` (:data:`TOKENIZER_JSON_FILES`;
+    through a symlink, as a Hub cache snapshot holds them, naming the file it points to) that is not JSON, where
+    transformers' own error names no file."""
+    for path in (folder / name for name in TOKENIZER_JSON_FILES):
+        if not path.is_file():
+            continue
+        try:
+            json.loads(path.read_bytes())
+        except ValueError as error:  # JSONDecodeError, or bytes that are not UTF-8
+            reason = f"{error.msg} at line {error.lineno}, column {error.colno}" \
+                if isinstance(error, json.JSONDecodeError) else "not UTF-8"
+            linked = f" (a symlink to {path.resolve()})" if path.is_symlink() else ""
+            raise ModelFolderError(f"{path}{linked} is not JSON ({reason}): the folder's tokenizer cannot be read; "
+                                   "copy the file again, or save the tokenizer again (tokenizer.save_pretrained)") \
+                from None
 
 
 def load_config(name_or_path: str | Path):
@@ -185,5 +208,5 @@ def check_writable(folder: str | Path, flag: str) -> None:
                               f"read-only file system; choose another {flag}")
 
 
-__all__ = ["ModelFolderError", "check_writable", "load_config", "load_model", "load_tokenizer", "local_folder",
+__all__ = ["ModelFolderError", "check_tokenizer_json", "check_writable", "load_config", "load_model", "load_tokenizer", "local_folder",
            "looks_like_local_path", "refusing_folder_code"]
