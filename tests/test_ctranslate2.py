@@ -320,3 +320,26 @@ def test_command_refuses_before_loading(tmp_path, capsys):
 def test_translate_ids_refuses_impossible_options(options, message):
     with pytest.raises(ValueError, match=message):
         translate_ids(None, [[5, EOS_ID]], **options)
+
+
+@pytest.mark.parametrize(("command", "flags"), [
+    ("translate", ["--engine", "ctranslate2"]), ("translate", []), ("export-ctranslate2", []),
+    ("serve", ["--engine", "ctranslate2"]),
+], ids=["translate-ctranslate2", "translate-torch", "export-again", "serve"])
+def test_a_ctranslate2_directory_given_as_a_model_folder_is_named_as_one(tmp_path, command, flags):
+    """The commands that read a model folder, given what export-ctranslate2 wrote, say what it is and what to give
+    instead (before: advice to save a tokenizer with tokenizer.save_pretrained, or "Unrecognized model")."""
+    model_dir = save_tiny_model_folder(tmp_path / "model", "transformer_seq2seq")
+    assert run_command("export-ctranslate2", [str(model_dir), str(tmp_path / "ct2")]) == 0
+    (tmp_path / "input.txt").write_text("a b c\n")
+    argv = {"translate": [str(tmp_path / "ct2"), "--input", str(tmp_path / "input.txt"), *flags],
+            "export-ctranslate2": [str(tmp_path / "ct2"), str(tmp_path / "again")],
+            "serve": [str(tmp_path / "ct2"), *flags, "--port", "0"]}[command]
+    with pytest.raises(SystemExit) as refused:
+        run_command(command, argv)
+    said = str(refused.value.code)
+    assert re.fullmatch(
+        rf"error: {re.escape(str(tmp_path / 'ct2'))} is a CTranslate2 model directory \(model.bin, written by "
+        r"export-ctranslate2\), not a model folder: give the model folder it was exported from \(the ctranslate2 "
+        r"engine, --engine ctranslate2, exports one itself when it loads\), or load this directory with "
+        r"ctranslate2.Translator", said), said

@@ -4,17 +4,20 @@ import gzip
 import json
 import logging
 import os
+import re
 from pathlib import Path
 
 import pytest
 from datasets import DatasetDict, IterableDatasetDict
 
 import hf_s2s
+from hf_s2s.cli import run_command
 from hf_s2s.data import corpus as data
 from hf_s2s.data import encoding
 from hf_s2s.data.filters import CorpusFilter, PairFilters
 from hf_s2s.data.synthetic import reorder_sentence, text_reversal_corpus, word_reordering_corpus
 from hf_s2s.data.tokenization import train_tokenizer
+from tests.runs import train_args
 
 PAIRS = [("Ein Hund läuft.", "A dog runs."), ("Zwei Männer.", "Two men."), ("Ein Kind spielt.", "A child plays.")]
 
@@ -323,17 +326,42 @@ def test_corpus_splits_are_known_from_the_file_names_before_anything_is_read(tmp
     write_folder(tmp_path / "folder", prefixes=("train", "test_2016_flickr"), gz=True)
     write_lines(tmp_path / "train.tsv", ["Ein Hund.\tA dog."])
     write_lines(tmp_path / "dev.tsv", ["Ein Hund.\tA dog."])
-    assert data.corpus_splits(str(tmp_path / "folder"), "de") == ["train", "test"]
-    assert data.corpus_splits(str(tmp_path / "{split}.tsv"), "de") == ["train", "validation"]
-    assert data.corpus_splits(str(tmp_path / "train.tsv"), "de") == ["train"]
-    assert data.corpus_splits("synthetic:reversal", "src") == ["train", "validation", "test"]
-    assert data.corpus_splits("someone/corpus", "de") is None  # a Hub name: only loading tells
+    assert data.corpus_splits(str(tmp_path / "folder"), "de", "en") == ["train", "test"]
+    assert data.corpus_splits(str(tmp_path / "{split}.tsv"), "de", "en") == ["train", "validation"]
+    assert data.corpus_splits(str(tmp_path / "train.tsv"), "de", "en") == ["train"]
+    assert data.corpus_splits("synthetic:reversal", "src", "tgt") == ["train", "validation", "test"]
+    assert data.corpus_splits("someone/corpus", "de", "en") is None  # a Hub name: only loading tells
     monkeypatch.chdir(tmp_path)
     for missing in ("folder/missing", "missing.tsv", "./missing", "no/such/corpus"):
         with pytest.raises(FileNotFoundError, match=rf"--dataset {missing} does not exist \(a local path, not a Hub "):
-            data.corpus_splits(missing, "de", flag="--dataset")
+            data.corpus_splits(missing, "de", "en", flag="--dataset")
     with pytest.raises(ValueError, match=r"a \{split\} pattern names .jsonl/.json/.tsv files"):
-        data.corpus_splits(str(tmp_path / "folder" / "{split}.de.gz"), "de")
+        data.corpus_splits(str(tmp_path / "folder" / "{split}.de.gz"), "de", "en")
+
+
+@pytest.mark.parametrize("command", ["train", "train-tokenizer"])
+@pytest.mark.parametrize(("languages", "removed", "message"), [
+    (("fr", "en"), None, r"source language 'fr' has no files in {folder}; languages available there: \['de', 'en'\]"),
+    (("de", "fr"), None, r"target language 'fr' has no files in {folder}; languages available there: \['de', 'en'\]"),
+    (("de", "en"), "train.de", r"missing file for split 'train', language 'de': expected {folder}/train.de or "
+                               r"{folder}/train.de.gz"),
+    (("de", "en"), "val.en", r"missing file for split 'validation', language 'en': expected {folder}/val.en or "),
+], ids=["source-language", "target-language", "source-side-of-train", "target-side-of-validation"])
+def test_a_missing_language_or_side_is_named_as_such_not_as_a_missing_split(tmp_path, command, languages, removed,
+                                                                             message):
+    """A folder without the source language's files, or a split with one side's file only, is named as what it is,
+    before anything is read, by both commands that train (before: "the corpus has no 'train' split")."""
+    folder = write_folder(tmp_path / "corpus")
+    if removed:
+        (folder / removed).unlink()
+    source, target = languages
+    argv = ["--dataset", str(folder), "--source_lang", source, "--target_lang", target]
+    argv = train_args(tmp_path / "out", *argv) if command == "train" else [*argv, "--output_dir", str(tmp_path / "out")]
+    with pytest.raises(SystemExit) as stopped:
+        run_command(command, argv)
+    said = str(stopped.value.code)
+    assert re.match("error: " + message.format(folder=re.escape(str(folder))), said) and "\n" not in said, said
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_missing_local_corpus_is_named_not_looked_up_on_the_hub(tmp_path, monkeypatch):

@@ -217,3 +217,53 @@ def test_the_run_records_what_each_filter_removed_and_scores_the_kept_test_pairs
     train = recorded["splits"]["train"]
     assert f"train: kept {train['kept']:,} of {train['pairs']:,} pairs" in (out / "model" / "README.md").read_text()
     assert f"corpus filters, split 'train': kept {train['kept']} of {train['pairs']} pairs" in caplog.text
+
+
+# --------------------------------------------------------------------------------------------- empty splits
+
+SHORT = [(word, word.upper()) for word in "abcdefghijklmnop"]  # one token and </s> a side
+LONG = [(" ".join(f"{w}{v}" for w in "abcdefghij"), " ".join(f"{v}{w}" for w in "abcdefghij")) for v in "qrstuvwx"]
+# (corpus folder splits, filter flags, the error that must stop the run): each filter set empties a split
+EMPTIED = {
+    "identical-train": ({"train": [(de, de) for de, _ in SHORT + LONG], "val": SHORT, "test": SHORT},
+                        ["--filter_identical"],
+                        r"split 'train' \(24 pairs: --filter_identical removed 24\), leaving nothing to train on: "
+                        r"loosen those filters or leave them out$"),
+    "tokens-train": ({"train": LONG, "val": SHORT, "test": SHORT},
+                     ["--filter_max_source_tokens", "4", "--filter_duplicates"],
+                     r"split 'train' \(8 pairs: --filter_max_source_tokens removed 8\), leaving nothing to train on"),
+    "both-train": ({"train": LONG + LONG + [(de, de) for de, _ in SHORT], "val": SHORT, "test": SHORT},
+                   ["--filter_identical", "--filter_duplicates", "--filter_max_source_tokens", "4"],
+                   r"split 'train' \(32 pairs: --filter_identical removed 16, --filter_duplicates removed 8, "
+                   r"--filter_max_source_tokens removed 8\)"),
+    "tokens-validation": ({"train": SHORT, "val": LONG, "test": LONG},
+                          ["--filter_max_source_tokens", "4", "--filter_validation_and_test"],
+                          r"split 'validation' \(8 pairs: --filter_max_source_tokens removed 8\), leaving nothing "
+                          r"to validate on: loosen those filters or leave them out, or leave out "
+                          r"--filter_validation_and_test to keep it whole$"),
+    "identical-test": ({"train": SHORT, "val": SHORT, "test": [(de, de) for de, _ in LONG]},
+                       ["--filter_identical", "--filter_validation_and_test"],
+                       r"split 'test' \(8 pairs: --filter_identical removed 8\), leaving nothing to score the test "
+                       r"set on"),
+}
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["in memory", "streamed"])
+@pytest.mark.parametrize("case", list(EMPTIED))
+def test_filters_that_empty_a_split_stop_the_run_before_training_naming_them_and_their_counts(tmp_path, case,
+                                                                                              streaming):
+    """hf-s2s train with filters that remove every pair of a split: one error line naming the split, each filter's
+    flag and count, before any model is trained or saved; in memory and streamed alike (before: two different
+    tracebacks in memory, a run on nothing that exited 0 with a saved model when streamed, a crash after training
+    for validation and test)."""
+    splits, flags, message = EMPTIED[case]
+    folder = write_folder(tmp_path / "corpus", splits)
+    out = tmp_path / "run"
+    argv = train_args(out, "--dataset", str(folder), "--source_lang", "de", "--target_lang", "en",
+                      "--max_train_samples", "1000", "--max_eval_samples", "1000", "--max_test_samples", "1000",
+                      *flags, *(["--streaming"] if streaming else []))
+    with pytest.raises(SystemExit) as stopped:
+        run_command("train", argv)
+    said = str(stopped.value.code)
+    assert re.match(r"error: the corpus filters removed every pair of " + message, said) and "\n" not in said, said
+    assert not (out / "model").exists() and not list(out.glob("checkpoint-*")) and not (out / "results.json").exists()

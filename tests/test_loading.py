@@ -142,6 +142,35 @@ def test_translate_script_names_the_missing_or_corrupt_piece(folders, tmp_path, 
     assert f"error: {expected}" in completed.stderr and "Traceback" not in completed.stderr
 
 
+@pytest.mark.parametrize("command", ["translate", "train"])
+@pytest.mark.parametrize("linked", [True, False], ids=["symlinked", "plain"])
+@pytest.mark.parametrize("name", ["tokenizer.json", "tokenizer_config.json"])
+def test_a_tokenizer_file_that_is_not_json_is_named(folders, tmp_path, capsys, command, linked, name):
+    """A tokenizer file of a folder (a symlink, as a Hub cache snapshot holds, or the file itself) that is not JSON is
+    one error line naming the file, and the file a symlink points to (before: "Expecting value: line 1 column 1
+    (char 0)", naming none)."""
+    folder = shutil.copytree(folders["transformer_seq2seq"], tmp_path / "model")
+    stray = tmp_path / "elsewhere" / "notes.txt"
+    stray.parent.mkdir()
+    stray.write_text("not JSON\n")
+    (folder / name).unlink()
+    if linked:
+        (folder / name).symlink_to(stray)
+    else:
+        shutil.copyfile(stray, folder / name)
+    (tmp_path / "input.txt").write_text("a b c\n")
+    argv = [str(folder), "--input", str(tmp_path / "input.txt")] if command == "translate" else \
+        train_args(tmp_path / "run", "--model_name_or_path", str(folder))
+    with pytest.raises(SystemExit) as refused:
+        run_command(command, argv)
+    said = str(refused.value.code)
+    where = f"{folder / name} \\(a symlink to {stray}\\)" if linked else f"{folder / name}"
+    assert re.fullmatch(rf"error: {where} is not JSON \(Expecting value at line 1, column 1\): the folder's tokenizer "
+                        r"cannot be read; copy the file again, or save the tokenizer again \(tokenizer.save_pretrained\)",
+                        said), said
+    assert capsys.readouterr().out == ""
+
+
 def test_push_to_hub_refuses_a_folder_whose_weights_do_not_match(folders, tmp_path):
     folder, _ = broken_copy(folders, "rnn_seq2seq", "other_family", tmp_path)
     (folder / "README.md").write_text("---\nlicense: apache-2.0\n---\nA card.\n")

@@ -4,6 +4,8 @@ without hf_s2s, the special ids of a user's model, training with the sentencepie
 
 import io
 import json
+import random
+import re
 import subprocess
 import sys
 
@@ -26,6 +28,7 @@ from hf_s2s.data.tokenization import (
     train_tokenizer_from_texts,
 )
 from tests.helpers import TINY, multi30k_lines, run_without_hf_s2s
+from tests.runs import train_args
 
 spm = pytest.importorskip("sentencepiece")
 
@@ -250,3 +253,34 @@ def test_train_tokenizer_trains_with_sentencepiece_into_a_folder_that_matches_it
     assert tokenizer.batch_decode(tokenizer(texts[:50])["input_ids"], skip_special_tokens=True) == texts[:50]
     assert json.loads((tmp_path / "tok" / "tokenizer.json").read_text())["model"]["type"] == \
         {"unigram": "Unigram", "bpe": "BPE"}[model_type]
+
+
+# 70 characters and the space: with the 4 special and 256 byte pieces a model needs 331 pieces at least
+MANY_CHARACTERS = "abcdefghijklmnopqrstuvwxyzäöüß" + "αβγδεζηθικλμνξοπρστυφχψω" + "абвгдежзийклмнопр"[:16]
+
+
+@pytest.mark.parametrize(("command", "flags", "flag"), [
+    ("train-tokenizer", ["--library", "sentencepiece", "--output_dir", "{out}"], "--vocab_size"),
+    ("train-tokenizer", ["--library", "sentencepiece", "--separate_vocabs", "--vocab_size", "400",
+                         "--target_vocab_size", "300", "--output_dir", "{out}"], "--target_vocab_size"),
+    ("train", ["--tokenizer_library", "sentencepiece", "--output_dir", "{out}"], "--vocab_size"),
+], ids=["train-tokenizer", "separate-target", "train"])
+def test_a_vocabulary_smaller_than_the_corpus_characters_is_one_error_naming_the_flag_and_the_size_needed(
+        tmp_path, command, flags, flag):
+    """Every character of the corpus gets a SentencePiece piece (character_coverage 1.0): a vocabulary with no room
+    for them is an error line naming the flag, the characters and the size that holds them (before: sentencepiece's
+    RuntimeError "Vocabulary size is smaller than required_chars" as a traceback)."""
+    rng = random.Random(0)
+    lines = ["".join(rng.choice(MANY_CHARACTERS + "  ") for _ in range(40)) for _ in range(200)]
+    corpus = tmp_path / "corpus.tsv"
+    corpus.write_text("".join(f"{line}\t{line[::-1]}\n" for line in lines), encoding="utf-8")
+    argv = ["--dataset", str(corpus), "--source_lang", "de", "--target_lang", "en", "--vocab_size", "300",
+            *[flag.format(out=tmp_path / "out") for flag in flags]]
+    if command == "train":
+        argv = train_args(tmp_path / "out", *argv)
+    with pytest.raises(SystemExit) as stopped:
+        run_command(command, argv)
+    said = str(stopped.value.code)
+    assert re.fullmatch(rf"error: {flag} 300 is too small for a SentencePiece model of this corpus: each of its 71 "
+                        r"characters needs a piece of its own \(character_coverage 1.0\) besides the 4 special and 256 "
+                        rf"byte pieces, 331 in all; raise {flag} to 331 or more", said), said

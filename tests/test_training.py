@@ -5,6 +5,7 @@ import errno
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -688,6 +689,34 @@ def test_bad_arguments_fail_before_anything_is_written(tmp_path, flags, message)
     out = tmp_path / "run"
     with pytest.raises(ValueError, match=message):
         run(*tiny_args(out, "transformer_seq2seq", *flags))
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--eval_strategy", "no"],
+     r"--load_best_model_at_end \(true by default\) keeps the checkpoint of the best validation BLEU, and early "
+     r"stopping \(--early_stopping_patience\) stops on it, but --eval_strategy no never validates: pass "
+     r"--load_best_model_at_end false to train without validation \(early stopping is then off too\), or evaluate "
+     r"with --eval_strategy epoch$"),
+    (["--save_strategy", "no"],
+     r"--load_best_model_at_end \(true by default\) keeps the checkpoint of the best validation BLEU, so a checkpoint "
+     r"must be saved at every validation: --save_strategy no and --eval_strategy epoch \(the default\) differ; give "
+     r"them the same strategy, or --save_strategy best, or pass --load_best_model_at_end false$"),
+    (["--eval_strategy", "steps", "--eval_steps", "4"],
+     r"--save_strategy epoch \(the default\) and --eval_strategy steps differ; give them the same strategy"),
+    (["--load_best_model_at_end", "true", "--save_strategy", "steps"],
+     r"^error: --load_best_model_at_end keeps the checkpoint of the best validation BLEU, so a checkpoint must be "
+     r"saved at every validation: --save_strategy steps and --eval_strategy epoch \(the default\) differ"),
+], ids=["eval-no", "save-no", "eval-steps", "save-steps-given"])
+def test_strategies_that_cannot_keep_the_best_checkpoint_are_named_by_the_flags_given(tmp_path, flags, message):
+    """hf-s2s train keeps the best checkpoint by default: a strategy that cannot is one error line naming the flags the
+    user gave and what the defaults are (before, transformers' own error about --load_best_model_at_end, a flag the
+    user never gave, reached before hf_s2s's check)."""
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as refused:
+        run_command("train", tiny_argv(out, "transformer_seq2seq", *flags))
+    said = str(refused.value.code)
+    assert re.search(message, said) and said.startswith("error: ") and "\n" not in said, said
     assert not out.exists()
 
 

@@ -18,6 +18,7 @@ from hf_s2s.data.tokenization import TranslationTokenizers
 from hf_s2s.hub import code_integrity
 from hf_s2s.hub.code_integrity import (
     MANIFEST_PATH,
+    MAX_FOLDER_DEPTH,
     REGENERATE,
     SHIPPED_CODE_FILES,
     code_diff,
@@ -328,6 +329,28 @@ def test_verify_refuses_every_entry_it_cannot_verify_as_release_code(hub_folders
     assert status == 1 and out.startswith(f"{folder} is not an unmodified hf_s2s release"), out
     assert any(line.startswith(f"  {expected}") for line in out.splitlines()), out
     assert not (outside / "ran").exists()  # verifying reads; it runs nothing
+
+
+@pytest.mark.parametrize("depth", [40, 1200], ids=["beyond-the-bound", "beyond-the-recursion-limit"])
+def test_verify_walks_a_deep_folder_to_its_bound_and_refuses_what_lies_deeper(hub_folders, tmp_path, depth, capsys):
+    """Code 20 folders down is compared like any other; a folder nested deeper than verify walks is a problem of its
+    own, named, and the folder is refused: whatever the depth, one report and exit 1 (before: a RecursionError from
+    1,000 levels on)."""
+    folder = copy_folder(hub_folders, tmp_path)
+    path = folder
+    for level in range(1, depth + 1):
+        path = path / "d"
+        path.mkdir()
+        if level == 20:
+            (path / "shallow.py").write_text("print('20 folders down')\n")
+    (path / "deep.py").write_text("print('deep')\n")
+    status, out = verify(folder, capsys=capsys)
+    too_deep = "/".join("d" * (MAX_FOLDER_DEPTH + 1))
+    assert status == 1 and out.startswith(f"{folder} is not an unmodified hf_s2s release"), out
+    assert f"  {'d/' * 20}shallow.py is not a file of hf_s2s" in out
+    assert f"  {too_deep} is a folder nested deeper than the {MAX_FOLDER_DEPTH} levels verify walks: what it holds " \
+           "cannot be verified" in out.splitlines(), out
+    assert "deep.py" not in out
 
 
 def test_push_to_hub_check_refuses_a_linked_folder_and_code_outside_the_folder(hub_folders, tmp_path):

@@ -72,7 +72,7 @@ def main(argv=None, prog=None):
         tokenizer = load_tokenizer(args.model)
         check_output(output, args.overwrite)
         check_writable(output.parent, "--output")
-        splits = corpus_splits(args.dataset, args.source_lang, args.data_dir, flag="--dataset")
+        splits = corpus_splits(args.dataset, args.source_lang, args.target_lang, args.data_dir, flag="--dataset")
         if splits is not None:
             check_splits(splits, args.dataset, {"train": "building the shortlist"})
         corpus = load_translation_corpus(args.dataset, args.source_lang, args.target_lang, data_dir=args.data_dir,

@@ -64,7 +64,7 @@ def main(argv=None, prog=None) -> int:
                                  library=args.library)
         check_output_folder(args.output_dir, COMMAND, "--overwrite_output_dir", args.overwrite_output_dir)
         check_writable(args.output_dir, "--output_dir")
-        splits = corpus_splits(args.dataset, args.source_lang, args.data_dir, flag="--dataset")
+        splits = corpus_splits(args.dataset, args.source_lang, args.target_lang, args.data_dir, flag="--dataset")
         if splits is not None:
             check_splits(splits, args.dataset, {"train": "training the tokenizer"})
         corpus = load_translation_corpus(
@@ -74,6 +74,7 @@ def main(argv=None, prog=None) -> int:
         tokenizers = train_translation_tokenizers(
             corpus, args.source_lang, args.target_lang, args.vocab_size, model_type=args.model_type,
             joint=not args.separate_vocabs, target_vocab_size=args.target_vocab_size, library=args.library,
+            flags=("--vocab_size", "--target_vocab_size"),
         )
         if args.overwrite_output_dir:
             clear_output(args.output_dir, COMMAND, "--overwrite_output_dir")

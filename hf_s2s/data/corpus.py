@@ -231,6 +231,24 @@ def load_text_folder(
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise FileNotFoundError(f"corpus folder {data_dir} does not exist (expected files like train.{source_lang}.gz)")
+    splits = {
+        split: _pairs_to_split(lambda s=src_path, t=tgt_path: _aligned_pairs(s, t), source_lang, target_lang, split,
+                               f"{src_path} / {tgt_path}", streaming)
+        for split, (src_path, tgt_path) in _folder_split_files(data_dir, source_lang, target_lang,
+                                                               split_prefixes).items()
+    }
+    if not splits:
+        expected = ", ".join(f"{p}.{source_lang}[.gz]" for p in sum(DEFAULT_SPLIT_PREFIXES.values(), ()))
+        raise FileNotFoundError(f"no split found in {data_dir}: expected files named like {expected}")
+    return make_dataset_dict(splits, streaming)
+
+
+def _folder_split_files(data_dir: Path, source_lang: str, target_lang: str,
+                        split_prefixes: Mapping[str, str] | None = None) -> dict[str, tuple[Path, Path]]:
+    """The source and target file of each split of a text folder, from the file names alone: a language without
+    files, and a split with one side's file only, are errors naming them (not a missing split). A split's prefix is
+    the one ``split_prefixes`` gives, else the first of :data:`DEFAULT_SPLIT_PREFIXES` with a file of either
+    language."""
     split_prefixes = dict(split_prefixes or {})
     _check_split_names(split_prefixes)
     available = folder_languages(data_dir)
@@ -239,15 +257,13 @@ def load_text_folder(
             raise ValueError(
                 f"{role} language {lang!r} has no files in {data_dir}; languages available there: {available}"
             )
-
-    splits: dict[str, Dataset | IterableDataset] = {}
+    files = {}
     for split in SPLITS:
-        if split in split_prefixes:
-            prefix = split_prefixes[split]
-        else:
-            prefix = next((p for p in DEFAULT_SPLIT_PREFIXES[split] if _find_file(data_dir, p, source_lang)), None)
-            if prefix is None:
-                continue
+        prefix = split_prefixes.get(split) or next(
+            (p for p in DEFAULT_SPLIT_PREFIXES[split]
+             if _find_file(data_dir, p, source_lang) or _find_file(data_dir, p, target_lang)), None)
+        if prefix is None:
+            continue
         paths = []
         for lang in (source_lang, target_lang):
             path = _find_file(data_dir, prefix, lang)
@@ -257,15 +273,8 @@ def load_text_folder(
                     f"or {data_dir / f'{prefix}.{lang}.gz'}"
                 )
             paths.append(path)
-        src_path, tgt_path = paths
-        splits[split] = _pairs_to_split(
-            lambda s=src_path, t=tgt_path: _aligned_pairs(s, t), source_lang, target_lang, split,
-            f"{src_path} / {tgt_path}", streaming,
-        )
-    if not splits:
-        expected = ", ".join(f"{p}.{source_lang}[.gz]" for p in sum(DEFAULT_SPLIT_PREFIXES.values(), ()))
-        raise FileNotFoundError(f"no split found in {data_dir}: expected files named like {expected}")
-    return make_dataset_dict(splits, streaming)
+        files[split] = (paths[0], paths[1])
+    return files
 
 
 # --------------------------------------------------------------------------------------------- jsonl / tsv
@@ -475,17 +484,18 @@ def check_splits(corpus: AnyDatasetDict | list[str], dataset: str, needed: Mappi
             )
 
 
-def corpus_splits(dataset: str, source_lang: str, data_dir: PathLike | None = None,
+def corpus_splits(dataset: str, source_lang: str, target_lang: str, data_dir: PathLike | None = None,
                   flag: str = "dataset") -> list[str] | None:
     """The splits :func:`load_translation_corpus` would find in ``dataset``, from the file names alone, so that a
     job can refuse a corpus that lacks one (:func:`check_splits`) before reading it; None where only loading tells
     (a Hub dataset, Multi30k from the Hub). A name that can only be a local path (``data/corpus``, ``x.tsv``) and
-    does not exist is a FileNotFoundError naming ``flag`` and the path."""
+    does not exist is a FileNotFoundError naming ``flag`` and the path; a corpus folder without one of the languages'
+    files, or with a split of one side only, is the error loading it gives."""
     if dataset.startswith("synthetic:"):
         return list(SPLITS)
     if dataset == "multi30k":
         folder = resolve_data_dir(data_dir)
-        return _folder_splits(folder, source_lang) if folder is not None else None
+        return list(_folder_split_files(folder, source_lang, target_lang)) if folder is not None else None
     if "{split}" in dataset:
         _refuse_other_pattern(dataset, flag)
         return [split for split in SPLITS
@@ -493,7 +503,7 @@ def corpus_splits(dataset: str, source_lang: str, data_dir: PathLike | None = No
                        for name in DEFAULT_SPLIT_PREFIXES[split])]
     path = Path(dataset).expanduser()
     if path.is_dir():
-        return _folder_splits(path, source_lang)
+        return list(_folder_split_files(path, source_lang, target_lang))
     if path.is_file():
         return ["train"]  # a .jsonl / .tsv file is the training split
     if looks_like_local_path(dataset):
@@ -512,13 +522,6 @@ def _refuse_other_pattern(dataset: str, flag: str = "dataset") -> None:
     if "{split}" in dataset and _file_suffix(dataset) not in (".jsonl", ".json", ".tsv"):
         raise ValueError(f"{flag} {dataset}: a {{split}} pattern names .jsonl/.json/.tsv files (a folder of "
                          f"{{split}}.{{lang}} files is given as the folder)")
-
-
-def _folder_splits(folder: Path, source_lang: str) -> list[str]:
-    """The splits of a text folder: those with a ``{prefix}.{source_lang}[.gz]`` file, as load_text_folder finds
-    them."""
-    return [split for split in SPLITS if any(_find_file(folder, prefix, source_lang)
-                                             for prefix in DEFAULT_SPLIT_PREFIXES[split])]
 
 
 def _expand_split_pattern(pattern: str) -> dict[str, Path]:

@@ -58,7 +58,8 @@ def tokenize_corpus(
     limits keep their first tokens and their final ``</s>``. How many were cut is logged as a warning, and
     returned per split with ``return_stats=True`` (as ``(tokenized, {split: TruncationStats})``), counted on
     the kept pairs. ``num_proc`` processes encode an in-memory split (datasets' ``map``; a stream is encoded
-    as it is read).
+    as it is read). A split the token filters leave without a pair is an
+    :class:`~hf_s2s.data.filters.EmptySplitError` (a stream is read up to its first kept pair to tell).
     """
     target_tokenizer = tokenizer if target_tokenizer is None else target_tokenizer
     for name, value in (("max_source_length", max_source_length), ("max_target_length", max_target_length)):
@@ -98,11 +99,14 @@ def tokenize_corpus(
                                        corpus_filter.token_counts(split, streamed=True))
             tokenized[split] = mapped.remove_columns(["_src_cut", "_tgt_cut", "_drop"])
             stats[split] = TruncationStats(None, None, None)
+            if filtered:
+                corpus_filter.check_kept(split, tokenized[split])
             continue
         mapped = split_ds.map(encode, batched=True, remove_columns=split_ds.column_names, num_proc=num_proc,
                               desc=f"tokenizing {split}")
         if filtered:
             mapped = _drop_judged(mapped, corpus_filter.token_counts(split, streamed=False), num_proc)
+            corpus_filter.check_kept(split, mapped)
         # Column[:] reads a column at once; iterating a datasets Column goes row by row, ~100x slower.
         stats[split] = TruncationStats(len(mapped), sum(mapped["_src_cut"][:]), sum(mapped["_tgt_cut"][:]))
         tokenized[split] = mapped.remove_columns(["_src_cut", "_tgt_cut", "_drop"])

@@ -13,6 +13,11 @@ A dropped pair is counted under the first filter that drops it, in the order of 
 splits the filter is given are filtered (the run's: ``train``, and validation and test when asked). Counts
 cover the whole split for a corpus in memory; a streamed split is counted as it is read
 (:class:`FilterCounts`).
+
+A split the filters leave without a pair is an :class:`EmptySplitError` naming the split, the filters that removed
+its pairs and their counts, raised where that stage filters it, so before anything is trained on it: a split in
+memory is counted whole there; a streamed one is read up to the first pair the stage keeps (:meth:`CorpusFilter.
+check_kept`), which reads it whole only when no pair is kept, the case the error is for.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from datasets import Dataset, IterableDataset
@@ -29,6 +34,17 @@ logger = logging.getLogger(__name__)
 
 # Why a pair was dropped, in the order the filters are tried.
 FILTER_NAMES = ("identical", "duplicate", "source_too_long", "target_too_long", "length_ratio")
+# The PairFilters field whose filter drops a pair for each reason of FILTER_NAMES.
+FILTER_FIELDS = {"identical": "identical", "duplicate": "duplicates", "source_too_long": "max_source_tokens",
+                 "target_too_long": "max_target_tokens", "length_ratio": "max_length_ratio"}
+# The PairFilters fields of the filters that count tokens.
+TOKEN_FILTER_FIELDS = ("max_source_tokens", "max_target_tokens", "max_length_ratio")
+# What a split's pairs are used for, as an empty split's error says it.
+SPLIT_PURPOSES = {"train": "to train on", "validation": "to validate on", "test": "to score the test set on"}
+
+
+class EmptySplitError(ValueError):
+    """The filters removed every pair of a split."""
 
 
 @dataclass(frozen=True)
@@ -50,8 +66,7 @@ class PairFilters:
     @property
     def on_tokens(self) -> bool:
         """Some filter reads token counts."""
-        return any(value is not None for value in (self.max_source_tokens, self.max_target_tokens,
-                                                    self.max_length_ratio))
+        return any(getattr(self, name) is not None for name in TOKEN_FILTER_FIELDS)
 
     def __bool__(self) -> bool:
         return self.on_texts or self.on_tokens
@@ -188,12 +203,16 @@ def filter_stream(split: IterableDataset, new_judge: Callable[[], Callable[[dict
 
 
 class CorpusFilter:
-    """The run's filters, the splits they apply to, and what they removed from each, stage by stage."""
+    """The run's filters, the splits they apply to, and what they removed from each, stage by stage. ``flags``
+    maps :class:`PairFilters` field names, and ``"splits"`` (the option that applies the filters beyond ``train``),
+    to the command line's flags, for the errors; without it they name the fields."""
 
-    def __init__(self, filters: PairFilters, splits: Collection[str], source_lang: str, target_lang: str):
+    def __init__(self, filters: PairFilters, splits: Collection[str], source_lang: str, target_lang: str,
+                 flags: Mapping[str, str] | None = None):
         self.filters = filters
         self.splits = tuple(splits)
         self.source_lang, self.target_lang = source_lang, target_lang
+        self.flags = dict(flags or {})
         self._stages: dict[str, dict[str, FilterCounts | _StreamCounts]] = {"text": {}, "token": {}}
 
     def applies_to(self, split: str) -> bool:
@@ -206,6 +225,7 @@ class CorpusFilter:
             return corpus
         for split in [name for name in corpus if self.applies_to(name)]:
             corpus[split] = self._filter_split_texts(split, corpus[split])
+            self.check_kept(split, corpus[split])
         return corpus
 
     def _filter_split_texts(self, split: str, dataset: Dataset | IterableDataset) -> Dataset | IterableDataset:
@@ -238,6 +258,23 @@ class CorpusFilter:
         targets = tokenizer(text_target=[pair[self.target_lang] for pair in pairs])["input_ids"]
         return [pair for pair, source, target in zip(pairs, sources, targets, strict=True)
                 if token_verdict(self.filters, len(source), len(target)) is None]
+
+    def check_kept(self, split: str, dataset: Dataset | IterableDataset | list) -> None:
+        """An :class:`EmptySplitError` when ``dataset``, ``split`` as a filter stage left it, holds no pair. A stream
+        is read up to its first pair (the stage counts that partial pass as it counts any other), and so whole when
+        it holds none: then the counts of that pass are complete and the error gives them."""
+        empty = next(iter(dataset), None) is None if isinstance(dataset, IterableDataset) else len(dataset) == 0
+        if not empty:
+            return
+        counts = self.counts()[split]
+        removed = [f"{self.flags.get(FILTER_FIELDS[name], FILTER_FIELDS[name])} removed {n:,}"
+                   for name, n in counts.removed.items() if n]
+        beyond_train = (f", or leave out {self.flags.get('splits', 'the filters of this split')} to keep it whole"
+                        if split != "train" else "")
+        raise EmptySplitError(
+            f"the corpus filters removed every pair of split '{split}' ({counts.pairs:,} pairs: "
+            f"{', '.join(removed)}), leaving nothing {SPLIT_PURPOSES.get(split, 'to use')}: loosen those filters or "
+            f"leave them out{beyond_train}")
 
     def token_counts(self, split: str, streamed: bool) -> FilterCounts | _StreamCounts:
         """Where :func:`~hf_s2s.data.encoding.tokenize_corpus` counts the token filters' drops of ``split``."""
@@ -280,5 +317,5 @@ class CorpusFilter:
                            counts.pairs, scope, removed)
 
 
-__all__ = ["FILTER_NAMES", "CorpusFilter", "FilterCounts", "PairFilters", "check_filters", "filter_stream",
-           "text_judge", "token_verdict"]
+__all__ = ["FILTER_FIELDS", "FILTER_NAMES", "TOKEN_FILTER_FIELDS", "CorpusFilter", "EmptySplitError", "FilterCounts",
+           "PairFilters", "check_filters", "filter_stream", "text_judge", "token_verdict"]

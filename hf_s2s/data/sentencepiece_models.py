@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -41,6 +42,9 @@ MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}  # TrainerSpec.Mode
 # ModelProto.SentencePiece.Type
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 METASPACE = "▁"
+# sentencepiece's refusal of a vocabulary without a piece for every character of the corpus (trainer_interface.cc):
+# "Vocabulary size is smaller than required_chars. 300 vs 331." (331: the characters, the special and byte pieces)
+_TOO_FEW_PIECES = re.compile(r"Vocabulary size is smaller than required_chars\. \d+ vs (\d+)")
 
 
 # --------------------------------------------------------------------------------------------- reading a .model
@@ -288,11 +292,13 @@ def import_sentencepiece(purpose: str):
 
 
 def train_sentencepiece_model(texts: Iterable[str], vocab_size: int, model_type: str = "unigram",
-                              byte_fallback: bool = True, seed_sentences: int | None = None) -> SentencePieceModel:
+                              byte_fallback: bool = True, seed_sentences: int | None = None,
+                              name: str = "`vocab_size`") -> SentencePieceModel:
     """Train a SentencePiece model on ``texts`` with the sentencepiece library, with hf_s2s's special ids (``<pad>``,
     ``<s>``, ``</s>``, ``<unk>`` at 0..3) and byte fallback; ``vocab_size`` counts them and the 256 byte pieces, as
     :func:`hf_s2s.data.tokenization.train_tokenizer_from_texts` does. ``character_coverage`` is 1.0: every character
-    of the corpus gets a piece (the byte pieces cover the rest)."""
+    of the corpus gets a piece (the byte pieces cover the rest), so a ``vocab_size`` without room for them is a
+    ValueError naming it as ``name`` (a command-line flag) with the size that has room."""
     spm = import_sentencepiece("training a SentencePiece model (--tokenizer_library sentencepiece)")
     writer = io.BytesIO()
     options = dict(
@@ -302,7 +308,19 @@ def train_sentencepiece_model(texts: Iterable[str], vocab_size: int, model_type:
     )
     if seed_sentences is not None:
         options["input_sentence_size"] = seed_sentences
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(texts), model_writer=writer, **options)
+    try:
+        spm.SentencePieceTrainer.train(sentence_iterator=iter(texts), model_writer=writer, **options)
+    except RuntimeError as error:
+        too_small = _TOO_FEW_PIECES.search(str(error))
+        if too_small is None:
+            raise
+        needed = int(too_small.group(1))
+        reserved = 4 + (256 if byte_fallback else 0)  # <pad>, <s>, </s>, <unk> and the byte pieces
+        raise ValueError(
+            f"{name} {vocab_size} is too small for a SentencePiece model of this corpus: each of its "
+            f"{needed - reserved} characters needs a piece of its own (character_coverage 1.0) besides the 4 special"
+            f"{' and 256 byte' if byte_fallback else ''} pieces, {needed} in all; raise {name} to {needed} or more"
+        ) from None
     return parse_model(writer.getvalue())
 
 

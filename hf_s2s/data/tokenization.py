@@ -149,16 +149,20 @@ def train_tokenizer_from_texts(
     byte_fallback: bool = True,
     min_frequency: int = 2,
     library: str = "tokenizers",
+    name: str = "`vocab_size`",
 ) -> PreTrainedTokenizerFast:
     """Train one subword tokenizer on ``texts`` and wrap it as a ``PreTrainedTokenizerFast``.
 
     ``vocab_size`` is the final size, special and byte tokens included (``len(tokenizer) <= vocab_size``; a
-    small corpus may give fewer). ``model_type`` is "bpe" or "unigram"; ``library`` trains it with 🤗 tokenizers or
-    with sentencepiece (whose ``min_frequency`` is its own: pieces of any count may be kept).
+    small corpus may give fewer); errors name it ``name``. ``model_type`` is "bpe" or "unigram"; ``library`` trains
+    it with 🤗 tokenizers or with sentencepiece (whose ``min_frequency`` is its own: pieces of any count may be kept,
+    and every character of the corpus needs one).
     """
-    check_training_arguments(vocab_size, model_type, byte_fallback=byte_fallback, library=library)
+    check_training_arguments(vocab_size, model_type, byte_fallback=byte_fallback, library=library,
+                             flags=(name, "`target_vocab_size`", "`model_type`", "`library`"))
     if library == "sentencepiece":
-        return sentencepiece_tokenizer(train_sentencepiece_model(texts, vocab_size, model_type, byte_fallback))
+        return sentencepiece_tokenizer(train_sentencepiece_model(texts, vocab_size, model_type, byte_fallback,
+                                                                 name=name))
     tokenizer = _empty_tokenizer(model_type, byte_fallback)
     trained_size = vocab_size - (len(BYTE_TOKENS) if byte_fallback else 0)
     if model_type == "bpe":
@@ -266,14 +270,17 @@ def train_translation_tokenizers(
     byte_fallback: bool = True,
     min_frequency: int = 2,
     library: str = "tokenizers",
+    flags: tuple[str, str] = ("`vocab_size`", "`target_vocab_size`"),
 ) -> TranslationTokenizers:
     """Train on the ``train`` split of a translation (Iterable)DatasetDict, or on a single split.
 
     ``joint=True``: one vocabulary of ``vocab_size`` over source and target text. ``joint=False``: a source
     tokenizer of ``vocab_size`` and a target tokenizer of ``target_vocab_size`` (default ``vocab_size``).
-    ``library``: "tokenizers" or "sentencepiece" (:func:`train_tokenizer_from_texts`).
+    ``library``: "tokenizers" or "sentencepiece" (:func:`train_tokenizer_from_texts`). ``flags`` name the two
+    sizes in errors (a command line passes its flags).
     """
-    check_training_arguments(vocab_size, model_type, joint, target_vocab_size, byte_fallback, library=library)
+    check_training_arguments(vocab_size, model_type, joint, target_vocab_size, byte_fallback,
+                             flags=(*flags, "`model_type`", "`library`"), library=library)
     if hasattr(dataset, "keys"):
         if "train" not in dataset:
             raise ValueError(f"the dataset has no 'train' split to train a tokenizer on; splits: {list(dataset)}")
@@ -286,11 +293,11 @@ def train_translation_tokenizers(
                 yield translation[source_lang]
                 yield translation[target_lang]
 
-        shared = train_tokenizer_from_texts(both_sides(), vocab_size, **kwargs)
+        shared = train_tokenizer_from_texts(both_sides(), vocab_size, name=flags[0], **kwargs)
         return TranslationTokenizers(shared, shared)
-    source = train_tokenizer_from_texts(_split_texts(dataset, source_lang), vocab_size, **kwargs)
-    target_size = vocab_size if target_vocab_size is None else target_vocab_size
-    target = train_tokenizer_from_texts(_split_texts(dataset, target_lang), target_size, **kwargs)
+    source = train_tokenizer_from_texts(_split_texts(dataset, source_lang), vocab_size, name=flags[0], **kwargs)
+    target_size, target_name = (vocab_size, flags[0]) if target_vocab_size is None else (target_vocab_size, flags[1])
+    target = train_tokenizer_from_texts(_split_texts(dataset, target_lang), target_size, name=target_name, **kwargs)
     return TranslationTokenizers(source, target)
 
 

@@ -44,6 +44,10 @@ REGENERATE = "python -m hf_s2s.hub.code_integrity --write-manifest"
 PICKLED_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".npy", ".npz", ".joblib")
 # Compiled code cannot be compared with a release.
 COMPILED_SUFFIXES = (".pyc", ".pyo", ".so", ".pyd", ".dll", ".dylib")
+# Levels of folders walk_folder descends: a model folder holds code one level down (custom_generate/), a Hub
+# repository a few more; a folder deeper than this is refused, not walked (paths near the system's limit, 4,096 bytes
+# on Linux, cannot even be opened).
+MAX_FOLDER_DEPTH = 32
 
 
 def sha256_of(path: Path) -> str:
@@ -110,34 +114,38 @@ def is_code_file(name: str) -> bool:
 
 
 def walk_folder(folder: str | Path) -> FolderEntries:
-    """Every entry of ``folder`` at any depth, without following a symlink to a folder: a symlink to a regular
-    file counts as that file under the link's name (transformers reads through it; a Hub cache snapshot is made of
-    such links); a symlink to a folder, a broken or looping link, a FIFO, socket or device file, and anything that
-    cannot be read are problems, never opened."""
+    """Every entry of ``folder`` down to :data:`MAX_FOLDER_DEPTH` levels of folders, without following a symlink to a
+    folder: a symlink to a regular file counts as that file under the link's name (transformers reads through it; a
+    Hub cache snapshot is made of such links); a symlink to a folder, a broken or looping link, a FIFO, socket or
+    device file, a folder nested deeper than the bound and anything that cannot be read are problems, never opened.
+    Walked with a list of folders still to visit, not by recursion, so that no depth makes it fail otherwise."""
     folder = Path(folder)
     entries = FolderEntries()
-
-    def visit(directory: Path, prefix: str) -> None:
+    to_visit = [(folder, "", 0)]  # (folder, its path relative to ``folder`` with a final "/", its depth)
+    while to_visit:
+        directory, prefix, depth = to_visit.pop()
         try:
             children = sorted(os.scandir(directory), key=lambda child: child.name)
         except OSError as error:
             entries.problems.append(f"{prefix or '.'} cannot be read ({error.strerror})")
-            return
+            continue
+        subfolders = []
         for child in children:
             name = f"{prefix}{child.name}"
             try:
                 mode = os.stat(child.path).st_mode  # through a symlink
-            except OSError as error:  # only a symlink can fail here: to nothing (ENOENT), or round a loop (ELOOP)
-                kind = "a symlink loop" if error.errno == errno.ELOOP else "a broken symlink"
-                entries.problems.append(f"{name} is {kind} (to {os.readlink(child.path)}): it cannot be verified, "
-                                        "and whatever it comes to point at would be read")
+            except OSError as error:
+                entries.problems.append(_unreadable_entry(name, child, error))
                 continue
             if child.is_symlink() and stat.S_ISDIR(mode):
                 entries.problems.append(f"{name} is a symlink to the folder {os.path.realpath(child.path)}: a model "
                                         "folder holds none, and transformers reads code through it "
                                         "(custom_generate/, auto_map modules); put the files themselves there")
+            elif stat.S_ISDIR(mode) and depth == MAX_FOLDER_DEPTH:
+                entries.problems.append(f"{name} is a folder nested deeper than the {MAX_FOLDER_DEPTH} levels verify "
+                                        "walks: what it holds cannot be verified")
             elif stat.S_ISDIR(mode):
-                visit(Path(child.path), f"{name}/")
+                subfolders.append((Path(child.path), f"{name}/", depth + 1))
             elif not stat.S_ISREG(mode):
                 entries.problems.append(f"{name} is not a regular file (a FIFO, socket or device): it cannot be "
                                         "verified")
@@ -145,9 +153,18 @@ def walk_folder(folder: str | Path) -> FolderEntries:
                 entries.problems.append(f"{name} cannot be read, so it cannot be verified")
             else:
                 entries.files.append(name)
-
-    visit(folder, "")
+        to_visit += reversed(subfolders)  # popped from the end: the first subfolder is visited next
     return entries
+
+
+def _unreadable_entry(name: str, child: os.DirEntry, error: OSError) -> str:
+    """The problem of an entry ``os.stat`` refused: a symlink to nothing or round a loop, or a path the system cannot
+    take (too long)."""
+    if child.is_symlink() and error.errno in (errno.ENOENT, errno.ELOOP):
+        kind = "a symlink loop" if error.errno == errno.ELOOP else "a broken symlink"
+        return (f"{name} is {kind} (to {os.readlink(child.path)}): it cannot be verified, and whatever it comes to "
+                "point at would be read")
+    return f"{name} cannot be read ({error.strerror}), so it cannot be verified"
 
 
 def code_files_in(folder: Path) -> list[str]:
@@ -334,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["CodeReport", "FolderEntries", "code_diff", "code_reference_problems", "compare_with_releases",
+__all__ = ["MAX_FOLDER_DEPTH", "CodeReport", "FolderEntries", "code_diff", "code_reference_problems", "compare_with_releases",
            "entry_problems", "manifest_problems", "verify_folder", "walk_folder", "write_manifest"]
 
 

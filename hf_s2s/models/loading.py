@@ -16,6 +16,7 @@ absent from the file by design when embeddings are tied; transformers does not r
 Writing over an output folder is :mod:`hf_s2s.models.output_record`'s rule: a command replaces only what it wrote.
 """
 
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -26,6 +27,8 @@ from safetensors import SafetensorError, safe_open
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+# The JSON files of a tokenizer folder that AutoTokenizer reads when they are there.
+TOKENIZER_JSON_FILES = (*TOKENIZER_FILES, "special_tokens_map.json", "added_tokens.json")
 # What huggingface_hub accepts as a repo id: "name" or "namespace/name", no leading dot or slash.
 _REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 # Names ending so are files, never Hub repo ids (corpora, weights, configs).
@@ -85,6 +88,23 @@ def refusing_folder_code(name_or_path: str | Path) -> Iterator[None]:
         ) from error
 
 
+def check_not_an_export(folder: Path) -> None:
+    """A :class:`ModelFolderError` when ``folder`` is a CTranslate2 model directory (``model.bin`` beside a config.json
+    without ``model_type``: what ``hf-s2s export-ctranslate2`` and CTranslate2's own converters write), which no
+    hf_s2s command reads as a model folder, naming it as what it is rather than by the first file it lacks."""
+    if not (folder / "model.bin").is_file() or not (folder / "config.json").is_file():
+        return
+    try:
+        config = json.loads((folder / "config.json").read_bytes())
+    except ValueError:  # not JSON: not CTranslate2's, and loading names it
+        return
+    if isinstance(config, dict) and "model_type" not in config:
+        raise ModelFolderError(
+            f"{folder} is a CTranslate2 model directory (model.bin, written by export-ctranslate2), not a model "
+            "folder: give the model folder it was exported from (the ctranslate2 engine, --engine ctranslate2, "
+            "exports one itself when it loads), or load this directory with ctranslate2.Translator")
+
+
 def _check_weight_files(folder: Path) -> None:
     """Read the header of every safetensors file, so a truncated or corrupt one is named before loading."""
     for file in sorted(folder.glob("*.safetensors")):
@@ -109,6 +129,7 @@ def load_model(name_or_path: str | Path, model_class=AutoModelForSeq2SeqLM, **kw
     local folder, one without config.json and a corrupt weights file are named as such."""
     folder = local_folder(name_or_path)
     if folder is not None:
+        check_not_an_export(folder)
         if not (folder / "config.json").is_file():
             raise ModelFolderError(f"{folder} holds no config.json: not a saved model folder")
         _check_weight_files(folder)
@@ -140,20 +161,44 @@ def load_tokenizer(name_or_path: str | Path, **kwargs):
     ``source/`` and ``target/`` tokenizers (no tokenizer_config.json) is one too: it loads with
     ``hf_s2s.data.tokenization.TranslationTokenizers.from_pretrained``."""
     folder = local_folder(name_or_path)
+    if folder is not None:
+        check_not_an_export(folder)
     if folder is not None and not (folder / "tokenizer_config.json").is_file() and (folder / "source").is_dir():
         raise ModelFolderError(f"{folder} holds separate source/ and target/ tokenizers; load them with "
                                f"TranslationTokenizers.from_pretrained({str(folder)!r})")
     if folder is not None and not any((folder / name).is_file() for name in TOKENIZER_FILES):
         raise ModelFolderError(f"{folder} holds no tokenizer (expected {' or '.join(TOKENIZER_FILES)}); save the "
                                "tokenizer into the model folder with tokenizer.save_pretrained")
+    if folder is not None:
+        check_tokenizer_json(folder)
     with refusing_folder_code(name_or_path):
         return AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=False, **kwargs)
+
+
+def check_tokenizer_json(folder: Path) -> None:
+    """A :class:`ModelFolderError` naming the first tokenizer JSON file of ``folder`` (:data:`TOKENIZER_JSON_FILES`;
+    through a symlink, as a Hub cache snapshot holds them, naming the file it points to) that is not JSON, where
+    transformers' own error names no file."""
+    for path in (folder / name for name in TOKENIZER_JSON_FILES):
+        if not path.is_file():
+            continue
+        try:
+            json.loads(path.read_bytes())
+        except ValueError as error:  # JSONDecodeError, or bytes that are not UTF-8
+            reason = f"{error.msg} at line {error.lineno}, column {error.colno}" \
+                if isinstance(error, json.JSONDecodeError) else "not UTF-8"
+            linked = f" (a symlink to {path.resolve()})" if path.is_symlink() else ""
+            raise ModelFolderError(f"{path}{linked} is not JSON ({reason}): the folder's tokenizer cannot be read; "
+                                   "copy the file again, or save the tokenizer again (tokenizer.save_pretrained)") \
+                from None
 
 
 def load_config(name_or_path: str | Path):
     """A model folder's config alone, without its weights (``AutoConfig``): what decoding and averaging check before
     loading. A missing folder, or one without config.json, is a :class:`ModelFolderError` as in :func:`load_model`."""
     folder = local_folder(name_or_path)
+    if folder is not None:
+        check_not_an_export(folder)
     if folder is not None and not (folder / "config.json").is_file():
         raise ModelFolderError(f"{folder} holds no config.json: not a saved model folder")
     with refusing_folder_code(name_or_path):
@@ -185,5 +230,5 @@ def check_writable(folder: str | Path, flag: str) -> None:
                               f"read-only file system; choose another {flag}")
 
 
-__all__ = ["ModelFolderError", "check_writable", "load_config", "load_model", "load_tokenizer", "local_folder",
+__all__ = ["ModelFolderError", "check_not_an_export", "check_tokenizer_json", "check_writable", "load_config", "load_model", "load_tokenizer", "local_folder",
            "looks_like_local_path", "refusing_folder_code"]

@@ -152,10 +152,13 @@ class DataArguments:
         return self.streaming_window_pairs or DEFAULT_STREAMING_WINDOW_PAIRS
 
 
-# --filter_* flag of each PairFilters field, for its errors
+# --filter_* flag of each PairFilters field, and of the splits they apply to, for their errors
 FILTER_FLAGS = {"max_source_tokens": "--filter_max_source_tokens",
                 "max_target_tokens": "--filter_max_target_tokens",
-                "max_length_ratio": "--filter_max_length_ratio"}
+                "max_length_ratio": "--filter_max_length_ratio",
+                "identical": "--filter_identical",
+                "duplicates": "--filter_duplicates",
+                "splits": "--filter_validation_and_test"}
 
 
 @dataclass
@@ -317,9 +320,38 @@ def parse_args(argv: list[str] | None = None, prog: str | None = None) -> JobArg
         raise ValueError(f"recipe {first_pass.recipe!r} sets unknown argument(s) {unknown}")
     defaults.update(recipe)
     parser.set_defaults(**defaults)
+    given = given_arguments(parser, argv) | set(recipe)
+    if not {"-h", "--help"} & set(argv):
+        check_best_model_strategies(parser.parse_known_args(argv)[0], given)
     job = JobArguments(*parser.parse_args_into_dataclasses(args=argv))
-    job.model.given |= given_arguments(parser, argv) | set(recipe)
+    job.model.given |= given
     return job
+
+
+def check_best_model_strategies(parsed: argparse.Namespace, given: set[str]) -> None:
+    """``--load_best_model_at_end`` (true by default here) needs a validation to choose by and a checkpoint saved at
+    each one. Checked on the parsed command line before transformers builds its arguments, whose own refusal names
+    ``--load_best_model_at_end`` and prints enum reprs over three lines, a flag the user may never have given; this
+    one names the flags given, and says which values are the defaults. ``given``: the arguments the command line or
+    a ``--recipe`` set."""
+    if not parsed.load_best_model_at_end:
+        return
+
+    def flag(name: str) -> str:
+        value = getattr(parsed, name)
+        return f"--{name} {getattr(value, 'value', value)}" + ("" if name in given else " (the default)")
+
+    best = "--load_best_model_at_end" + ("" if "load_best_model_at_end" in given else " (true by default)")
+    evaluation, saving = (str(getattr(value, "value", value)) for value in (parsed.eval_strategy, parsed.save_strategy))
+    if evaluation == "no":
+        raise ValueError(f"{best} keeps the checkpoint of the best validation BLEU, and early stopping "
+                         "(--early_stopping_patience) stops on it, but --eval_strategy no never validates: pass "
+                         "--load_best_model_at_end false to train without validation (early stopping is then off too), "
+                         "or evaluate with --eval_strategy epoch")
+    if saving not in ("best", evaluation):
+        raise ValueError(f"{best} keeps the checkpoint of the best validation BLEU, so a checkpoint must be saved at "
+                         f"every validation: {flag('save_strategy')} and {flag('eval_strategy')} differ; give them the "
+                         "same strategy, or --save_strategy best, or pass --load_best_model_at_end false")
 
 
 def argument_names() -> set[str]:
@@ -420,7 +452,7 @@ def load_model_config(name_or_path: str):
                                f"could not be loaded as a Hub model: {reason}") from error
 
 
-__all__ = ["ARGUMENT_GROUPS", "FILTER_FLAGS", "DataArguments", "DecodingArguments", "JobArguments",
+__all__ = ["ARGUMENT_GROUPS", "FILTER_FLAGS", "check_best_model_strategies", "DataArguments", "DecodingArguments", "JobArguments",
            "ModelArguments", "SelectionArguments", "TrainingArguments", "build_config", "default_training_arguments",
            "given_arguments", "given_tokenizer", "load_recipe", "model_config_overrides", "parse_args",
            "subword_samplers", "tokenizer_arguments"]

@@ -10,7 +10,7 @@ from datasets import Dataset
 
 from ..data import corpus as data_lib
 from ..data import tokenization
-from ..data.filters import check_filters
+from ..data.filters import TOKEN_FILTER_FIELDS, check_filters
 from ..data.regularization import check_regularization
 from ..models.loading import TOKENIZER_FILES, load_tokenizer, local_folder
 from .arguments import (
@@ -121,7 +121,8 @@ def check_inputs(model_args: ModelArguments, data_args: DataArguments, selection
                         ("--target_tokenizer_name_or_path", model_args.target_tokenizer_name_or_path)):
         if value and not tokenization.is_sentencepiece_model(value):
             local_folder(value, flag=flag)
-    splits = data_lib.corpus_splits(data_args.dataset, data_args.source_lang, data_args.data_dir, flag="--dataset")
+    splits = data_lib.corpus_splits(data_args.dataset, data_args.source_lang, data_args.target_lang,
+                                     data_args.data_dir, flag="--dataset")
     if splits is not None:
         data_lib.check_splits(splits, data_args.dataset, needed_splits(selection_args, training_args))
     if model_args.target_vocab_size is not None and not model_args.separate_vocabs:
@@ -160,8 +161,8 @@ def check_subword_regularization(model_args: ModelArguments, data_args: DataArgu
     if data_args.streaming:
         raise ValueError(f"{flag} segments the sentences of a corpus read into memory anew in each epoch; it cannot be "
                          "combined with --streaming")
-    token_filters = [FILTER_FLAGS[name] for name, value in vars(data_args.pair_filters()).items()
-                     if name in FILTER_FLAGS and value is not None]
+    filters = data_args.pair_filters()
+    token_filters = [FILTER_FLAGS[name] for name in TOKEN_FILTER_FIELDS if getattr(filters, name) is not None]
     if token_filters:
         raise ValueError(f"{flag} segments each sentence anew in every epoch, so its token count changes; "
                          f"{', '.join(token_filters)} judge the fixed segmentation, and cannot be combined with it: "
@@ -385,18 +386,13 @@ def needed_splits(selection_args: SelectionArguments, training_args: TrainingArg
 
 
 def check_evaluation(training_args: TrainingArguments) -> None:
-    """Options that stand on the validation BLEU of each evaluation need evaluations. As transformers refuses
-    ``load_best_model_at_end`` with mismatched strategies and ``EarlyStoppingCallback`` without evaluation (an
-    AssertionError after the tokenizer was trained), the job refuses them together with ``--eval_strategy no``."""
+    """The validation BLEU of each evaluation is computed on generated translations. (That keeping the best checkpoint
+    needs evaluations is checked as the command line is parsed, before transformers builds its arguments:
+    :func:`hf_s2s.training.arguments.check_best_model_strategies`.)"""
     if not training_args.predict_with_generate and training_args.eval_strategy != "no":
         raise ValueError("--predict_with_generate false: the validation BLEU of each evaluation is computed on "
                          "generated translations; keep it true, or pass --eval_strategy no (and "
                          "--load_best_model_at_end false) to train without validation")
-    if training_args.eval_strategy == "no" and training_args.load_best_model_at_end:
-        raise ValueError("--load_best_model_at_end (true by default) keeps the checkpoint of the best validation "
-                         "BLEU, and early stopping (--early_stopping_patience) stops on it, but --eval_strategy no "
-                         "never validates: pass --load_best_model_at_end false to train without validation (early "
-                         "stopping is then off too), or evaluate with --eval_strategy epoch")
 
 
 __all__ = ["check_arguments", "check_resumed_model", "check_tokenizer_covers_corpus", "needed_splits"]

@@ -41,6 +41,7 @@ from ..models.loading import load_model, load_tokenizer
 from ..models.modeling_common import LENGTH_BOUND_FIELDS
 from ..models.output_record import output_problem, record_output
 from .arguments import (
+    FILTER_FLAGS,
     RECIPES_DIR,
     DataArguments,
     DecodingArguments,
@@ -135,7 +136,7 @@ def build_corpus_filter(data_args: DataArguments) -> CorpusFilter:
     """The --filter_* flags, for the splits they apply to (every phase that reads the corpus applies its
     part)."""
     return CorpusFilter(data_args.pair_filters(), data_args.filtered_splits(), data_args.source_lang,
-                        data_args.target_lang)
+                        data_args.target_lang, flags=FILTER_FLAGS)
 
 
 def load_corpus(data_args: DataArguments, selection_args: SelectionArguments, training_args: TrainingArguments,
@@ -197,7 +198,7 @@ def train_run_tokenizer(model_args: ModelArguments, data_args: DataArguments, tr
             train_split, source_lang=data_args.source_lang, target_lang=data_args.target_lang,
             vocab_size=model_args.vocab_size, model_type=model_args.tokenizer_type,
             joint=not model_args.separate_vocabs, target_vocab_size=model_args.target_vocab_size,
-            library=model_args.tokenizer_library,
+            library=model_args.tokenizer_library, flags=("--vocab_size", "--target_vocab_size"),
         )
         tokenizers.save_pretrained(tokenizer_dir)
         record_tokenizer_arguments(tokenizer_dir, arguments)
