@@ -465,8 +465,11 @@ def check_tokenizer_fits_model(
     if vocab_size is None:
         problems.append("the config has no `vocab_size`")
     else:
-        if len(tokenizer) > vocab_size:
-            problems.append(f"the source tokenizer has {len(tokenizer)} tokens but config.vocab_size is {vocab_size}")
+        # a converted toolkit's source tokenizer ends with the pieces its vocabulary lacks, read as <unk>
+        aliases = getattr(config, "source_unk_aliases", 0) or 0
+        if len(tokenizer) > vocab_size + aliases:
+            shown = f"{vocab_size} (+ {aliases} source_unk_aliases)" if aliases else f"{vocab_size}"
+            problems.append(f"the source tokenizer has {len(tokenizer)} tokens but config.vocab_size is {shown}")
         if len(target_tokenizer) > decoder_vocab_size:
             field = "decoder_vocab_size" if getattr(config, "decoder_vocab_size", None) else "vocab_size"
             problems.append(

@@ -536,11 +536,10 @@ def convert(checkpoint: Path, config: Path | None = None, source_vocab: Path | N
     if sources.index(SPECIALS.pad) != hf_config.pad_token_id:
         raise CheckpointError(f"{source_path} and {target_path} put <pad> at different ids")
     check_vocabulary_sizes(state, len(sources), len(targets), str(source_path), str(target_path))
-    # the pieces the toolkit reads as <unk> on the source side: tokenizer ids after its vocabulary, encoder rows
-    # that copy <unk>'s
+    # the pieces the toolkit reads as <unk> on the source side: tokenizer ids after its vocabulary, which the encoder
+    # reads as <unk>
     aliases = absent_pieces(source_subwords, sources)
-    alias_unknown_pieces(state, hf_config, aliases, sources.index(SPECIALS.unk),
-                         source_subwords.where if source_subwords else "")
+    alias_unknown_pieces(hf_config, aliases, sources.index(SPECIALS.unk))
     testing = options.section("testing")
     generation = generation_config(hf_config, testing)
     notes += decoding_steps(testing)

@@ -448,11 +448,10 @@ def convert(checkpoint: Path, source_subword_model: Path | None = None, target_s
         state = rnn_state_dict(data["model"], data["generator"], config, opt)
     check_vocabulary_sizes(state, len(source_vocab), len(target_vocab), f"{checkpoint}'s vocab['src']",
                            f"{checkpoint}'s vocab['tgt']")
-    # the pieces the toolkit reads as <unk> on the source side: tokenizer ids after its vocabulary, encoder rows
-    # that copy <unk>'s
+    # the pieces the toolkit reads as <unk> on the source side: tokenizer ids after its vocabulary, which the encoder
+    # reads as <unk>
     aliases = absent_pieces(source_subwords, source_vocab)
-    alias_unknown_pieces(state, config, aliases, source_vocab.index(SPECIALS.unk),
-                         source_subwords.where if source_subwords else "")
+    alias_unknown_pieces(config, aliases, source_vocab.index(SPECIALS.unk))
     model = (TransformerSeq2SeqForConditionalGeneration if transformer
              else RNNSeq2SeqForConditionalGeneration)(config)
     load_converted(model, state)
