@@ -18,7 +18,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
 import hf_s2s  # noqa: F401  (registers the Auto classes)
 from hf_s2s.cli import run_command
-from hf_s2s.importers import CheckpointError, convert
+from hf_s2s.importers import convert
 from hf_s2s.importers.checkpoints import load_checkpoint
 from hf_s2s.importers.fairseq import read_dictionary
 from hf_s2s.inference.engines import load_engine
@@ -230,19 +230,6 @@ def test_a_subword_model_the_tokenizer_cannot_reproduce_is_refused_naming_it(opt
     assert f"--source-subword-model {model}" in str(error.value)
     assert expected in str(error.value)
     assert not (tmp_path / "out").exists()
-
-
-def test_pieces_read_as_unk_with_one_table_for_both_sides_are_refused(tmp_path):
-    """OpenNMT-py's -share_embeddings keeps one token table for both sides: the <unk> copies a source piece the
-    vocabulary lacks would need cannot be added to one side, so the conversion stops naming the model file."""
-    data = torch.load(FIXTURES / "opennmt_transformer_shared" / "model.pt", map_location="cpu", weights_only=False)
-    data["opt"].transforms = ["sentencepiece"]
-    data["opt"].src_subword_model = data["opt"].tgt_subword_model = "gone/spm.model"
-    torch.save(data, tmp_path / "model.pt")
-    model = FIXTURES / "opennmt_transformer_spm" / "spm.model"
-    with pytest.raises(CheckpointError, match="a token table shared by both sides cannot have") as error:
-        convert("opennmt-py", tmp_path / "model.pt", tmp_path / "out", source_subword_model=model)
-    assert f"--source-subword-model {model}" in str(error.value)
 
 
 def test_joey_lowercasing_before_its_model_is_carried_over(tmp_path):

@@ -487,12 +487,18 @@ def check_tokenizer_fits_model(
     if vocab_size is None:
         problems.append("the config has no `vocab_size`")
     else:
-        if len(tokenizer) > vocab_size:
-            problems.append(f"the source tokenizer has {len(tokenizer)} tokens but config.vocab_size is {vocab_size}")
-        if len(target_tokenizer) > decoder_vocab_size:
+        # a converted toolkit's source tokenizer ends with the pieces its vocabulary lacks, read as <unk>
+        aliases = getattr(config, "source_unk_aliases", 0) or 0
+        if len(tokenizer) > vocab_size + aliases:
+            shown = f"{vocab_size} (+ {aliases} source_unk_aliases)" if aliases else f"{vocab_size}"
+            problems.append(f"the source tokenizer has {len(tokenizer)} tokens but config.vocab_size is {shown}")
+        # transformers' FSMTTokenizer (a converted fairseq Moses + BPE folder) is one object over two vocabularies:
+        # its len() is the source one's, tgt_vocab_size the target one's
+        target_size = getattr(target_tokenizer, "tgt_vocab_size", None) or len(target_tokenizer)
+        if target_size > decoder_vocab_size:
             field = "decoder_vocab_size" if getattr(config, "decoder_vocab_size", None) else "vocab_size"
             problems.append(
-                f"the target tokenizer has {len(target_tokenizer)} tokens but config.{field} is {decoder_vocab_size}"
+                f"the target tokenizer has {target_size} tokens but config.{field} is {decoder_vocab_size}"
             )
     for field, required in (("pad_token_id", True), ("eos_token_id", True), ("bos_token_id", False)):
         expected = getattr(target_tokenizer, field)

@@ -56,6 +56,7 @@ from ..models.modeling_rnn_seq2seq import RNNSeq2SeqForConditionalGeneration
 from ..models.modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
 from .base import APPLY_YOURSELF, RNN_TABLES_COPIED, Converted, register
 from .checkpoints import CheckpointError, load_checkpoint, options, read_text_file
+from .moses_bpe import SEPARATOR, MosesBPE, fsmt_tokenizer, punctuation_note
 from .subwords import (
     Subwords,
     absent_pieces,
@@ -417,14 +418,38 @@ def subword_model(data: dict, opt: dict, given: Path | None, target: Path | None
     return load_subwords(bpe.get("sentencepiece_model"), given, "--sentencepiece-model", "--source-subword-model")
 
 
+def moses_bpe_settings(data: dict, opt: dict, given: Path | None) -> MosesBPE | None:
+    """fairseq-interactive's ``--tokenizer moses --bpe subword_nmt`` (None unless the checkpoint names both), with
+    the BPE codes from ``given`` (--source-subword-model) or the ``--bpe-codes`` path the checkpoint recorded;
+    what FSMTTokenizer cannot reproduce is refused naming the option (:mod:`.moses_bpe`)."""
+    tokenizer, bpe = text_option(data, opt, "tokenizer"), text_option(data, opt, "bpe")
+    if tokenizer.get("_name") != "moses" or bpe.get("_name") != "subword_nmt":
+        return None
+    for name, what in (("moses_no_dash_splits", "splits dashes"), ("moses_no_escape", "escapes HTML characters")):
+        if tokenizer.get(name):
+            raise refuse(name, True, f"the converted tokenizer (transformers' FSMTTokenizer) always {what}: "
+                         "segment and tokenize the input yourself, or convert a model trained without it")
+    if bpe.get("bpe_separator", SEPARATOR) != SEPARATOR:
+        raise refuse("bpe_separator", bpe["bpe_separator"], f"FSMTTokenizer reads subword-nmt's {SEPARATOR!r} only")
+    languages = (tokenizer.get("source_lang") or opt.get("source_lang"),
+                 tokenizer.get("target_lang") or opt.get("target_lang"))
+    if given is not None:
+        return MosesBPE(given, f"--source-subword-model {given}", languages)
+    recorded = Path(str(bpe.get("bpe_codes"))).expanduser()
+    if not recorded.is_file():
+        raise FileNotFoundError(f"--bpe-codes {bpe.get('bpe_codes')} does not exist here (the path it had where "
+                                "fairseq trained): pass the BPE codes with --source-subword-model")
+    return MosesBPE(recorded, f"--bpe-codes {recorded}", languages)
+
+
 def not_carried_over(data: dict, opt: dict, carried: bool = False) -> list[str]:
     """What fairseq's training configuration applied to the text that the converted folder does not: the --bpe
-    (unless ``carried``) and --tokenizer it names (fairseq-interactive applies them; fairseq-generate reads text
+    (unless ``carried``) and --tokenizer (unless ``carried`` and Moses) it names (fairseq-interactive applies them; fairseq-generate reads text
     already processed)."""
     notes = []
     for name, flag in (("bpe", "--bpe"), ("tokenizer", "--tokenizer")):
         settings = text_option(data, opt, name)
-        if settings and not (name == "bpe" and carried):
+        if settings and not (carried and (name == "bpe" or settings.get("_name") == "moses")):
             shown = ", ".join(f"{k}={v}" for k, v in settings.items() if k != "_name" and v not in (None, ""))
             named = f"{flag} {settings.get('_name')}" + (f" ({shown})" if shown else "")
             notes.append(f"{named}: {APPLY_YOURSELF}")
@@ -449,7 +474,8 @@ def convert(checkpoint: Path, source_vocab: Path | None = None, target_vocab: Pa
     arch = opt.get("arch") or opt.get("_name")
     if arch not in LSTM_ARCHS + TRANSFORMER_ARCHS:
         raise refuse("arch", arch, f"the converter handles {list(LSTM_ARCHS + TRANSFORMER_ARCHS)}")
-    subwords = subword_model(data, opt, source_subword_model, target_subword_model)
+    moses_bpe = moses_bpe_settings(data, opt, source_subword_model)
+    subwords = None if moses_bpe else subword_model(data, opt, source_subword_model, target_subword_model)
     sources, targets, source_path, target_path = vocabularies(
         checkpoint, {"source_vocab": source_vocab, "target_vocab": target_vocab}, opt, data["model"])
     if opt.get("share_all_embeddings") and sources != targets:
@@ -475,23 +501,28 @@ def convert(checkpoint: Path, source_vocab: Path | None = None, target_vocab: Pa
     details.update({"share_decoder_input_output_embed": config.tie_word_embeddings,
                     "share_all_embeddings": bool(opt.get("share_all_embeddings"))})
     check_vocabulary_sizes(state, len(sources), len(targets), str(source_path), str(target_path))
-    # the pieces the toolkit reads as <unk> on the source side: tokenizer ids after its vocabulary, encoder rows
-    # that copy <unk>'s
+    # the pieces the toolkit reads as <unk> on the source side: tokenizer ids after its vocabulary, which the encoder
+    # reads as <unk>
     aliases = absent_pieces(subwords, sources)
-    alias_unknown_pieces(state, config, aliases, sources.index(SPECIALS.unk),
-                         subwords.where if subwords else "")
+    alias_unknown_pieces(config, aliases, sources.index(SPECIALS.unk))
     model = (RNNSeq2SeqForConditionalGeneration if architecture == "lstm"
              else TransformerSeq2SeqForConditionalGeneration)(config)
     load_converted(model, state)
     model.eval()
     model.generation_config = generation_config(config, int(opt.get("max_target_positions") or 1024))
     model._set_default_generation_length()
-    tokenizer = translation_tokenizer(sources + aliases, targets, SPECIALS, source_eos=True, source_subwords=subwords,
-                                      target_subwords=subwords)
+    if moses_bpe is not None:
+        tokenizer = fsmt_tokenizer(moses_bpe, sources, targets, SPECIALS.unk, SPECIALS.pad, SPECIALS.bos, SPECIALS.eos)
+        details["subword_models"] = {"moses_bpe": moses_bpe.record()}
+    else:
+        tokenizer = translation_tokenizer(sources + aliases, targets, SPECIALS, source_eos=True,
+                                          source_subwords=subwords, target_subwords=subwords)
     if subwords is not None:
         details["subword_models"] = {"source": subwords.record(), "target": subwords.record(),
                                      "source_pieces_read_as_unk": len(aliases)}
-    notes = not_carried_over(data, opt, carried=subwords is not None) + target_note(subwords, targets, "fairseq")
+    notes = not_carried_over(data, opt, carried=bool(subwords or moses_bpe)) + target_note(subwords, targets, "fairseq")
+    if moses_bpe is not None:
+        notes.append(punctuation_note("fairseq"))
     return Converted(model=model, tokenizer=tokenizer, toolkit=TOOLKIT, architecture=architecture,
                      details=details, not_carried_over=notes)
 

@@ -40,13 +40,13 @@ import torch
 import yaml
 from transformers import GenerationConfig
 
-from ..models.attention_transformer_seq2seq import sinusoidal_positions
 from ..models.configuration_rnn_seq2seq import RNNSeq2SeqConfig
 from ..models.configuration_transformer_seq2seq import TransformerSeq2SeqConfig
 from ..models.modeling_rnn_seq2seq import RNNSeq2SeqForConditionalGeneration
 from ..models.modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
 from .base import RNN_TABLES_COPIED, Converted, register
 from .checkpoints import CheckpointError, load_checkpoint, read_text_file
+from .positions import check_sinusoid_table
 from .subwords import (
     Subwords,
     absent_pieces,
@@ -440,14 +440,11 @@ def transformer_config(model: Section, source_vocab: list[str],
 
 def transformer_state_dict(state: dict, config: TransformerSeq2SeqConfig) -> dict[str, torch.Tensor]:
     """Joey NMT's Transformer parameter names -> hf_s2s's (``ENCODER_LAYER``, ``DECODER_LAYER``); the stored
-    sinusoid tables are checked and dropped; under ``tied_embeddings`` the one token table is the
+    sinusoid tables are checked (:mod:`.positions`) and dropped; under ``tied_embeddings`` the one token table is the
     encoder's."""
     take, out = Tensors(state, "a Joey NMT Transformer of these options"), {}
     for side in ("encoder", "decoder"):
-        table = take(f"{side}.pe.pe")[0]  # (max_len, D)
-        ours = sinusoidal_positions(torch.arange(table.shape[0]), config.d_model, "interleaved")
-        if not torch.allclose(table, ours, atol=1e-4):
-            raise CheckpointError(f"{side}.pe.pe is not the interleaved sinusoid table hf_s2s computes")
+        check_sinusoid_table(take(f"{side}.pe.pe")[0], f"{side}.pe.pe", "interleaved", "Joey NMT's PositionalEncoding")
         if config.norm_position == "pre":
             for kind in ("weight", "bias"):
                 out[f"model.{side}.layer_norm.{kind}"] = take(f"{side}.layer_norm.{kind}")
@@ -539,11 +536,10 @@ def convert(checkpoint: Path, config: Path | None = None, source_vocab: Path | N
     if sources.index(SPECIALS.pad) != hf_config.pad_token_id:
         raise CheckpointError(f"{source_path} and {target_path} put <pad> at different ids")
     check_vocabulary_sizes(state, len(sources), len(targets), str(source_path), str(target_path))
-    # the pieces the toolkit reads as <unk> on the source side: tokenizer ids after its vocabulary, encoder rows
-    # that copy <unk>'s
+    # the pieces the toolkit reads as <unk> on the source side: tokenizer ids after its vocabulary, which the encoder
+    # reads as <unk>
     aliases = absent_pieces(source_subwords, sources)
-    alias_unknown_pieces(state, hf_config, aliases, sources.index(SPECIALS.unk),
-                         source_subwords.where if source_subwords else "")
+    alias_unknown_pieces(hf_config, aliases, sources.index(SPECIALS.unk))
     testing = options.section("testing")
     generation = generation_config(hf_config, testing)
     notes += decoding_steps(testing)

@@ -41,13 +41,13 @@ from pathlib import Path
 import torch
 from transformers import GenerationConfig
 
-from ..models.attention_transformer_seq2seq import sinusoidal_positions
 from ..models.configuration_rnn_seq2seq import RNNSeq2SeqConfig
 from ..models.configuration_transformer_seq2seq import TransformerSeq2SeqConfig
 from ..models.modeling_rnn_seq2seq import RNNSeq2SeqForConditionalGeneration
 from ..models.modeling_transformer_seq2seq import TransformerSeq2SeqForConditionalGeneration
 from .base import APPLY_YOURSELF, RNN_TABLES_COPIED, Converted, register
 from .checkpoints import CheckpointError, load_checkpoint, options
+from .positions import check_sinusoid_table
 from .subwords import (
     Subwords,
     absent_pieces,
@@ -309,18 +309,14 @@ def transformer_state_dict(model: dict, generator: dict, config: TransformerSeq2
     """OpenNMT-py's Transformer parameter names -> hf_s2s's (``ENCODER_LAYER``, ``DECODER_LAYER``): separate
     query/key/value Linears concatenated into the fused ``qkv_proj`` / ``kv_proj``; biases absent without
     ``-add_qkvbias`` / ``-add_ffnbias`` become zeros. The stored sinusoid tables (``pe.pe``) are checked
-    against hf_s2s's (its ``position_embedding_layout``) and dropped. A checkpoint tensor left unmapped is an
+    against hf_s2s's (its ``position_embedding_layout``, :mod:`.positions`) and dropped. A checkpoint tensor left unmapped is an
     error naming it."""
     take = Tensors(model, "an OpenNMT-py Transformer of these options")
     out = {}
     for side in ("encoder", "decoder"):
-        table = take(f"{side}.embeddings.make_embedding.pe.pe")[:, 0]  # (max_len, D)
-        layout = config.position_embedding_layout
-        ours = sinusoidal_positions(torch.arange(table.shape[0]), config.d_model, layout)
-        if not torch.allclose(table, ours, atol=1e-4):
-            kind = next(k for k, v in POSITION_LAYOUTS.items() if v == config.position_embedding_layout)
-            raise CheckpointError(f"{side}.embeddings.make_embedding.pe.pe is not the {kind} table hf_s2s computes: "
-                                  "the converter cannot reproduce these positions")
+        name, layout = f"{side}.embeddings.make_embedding.pe.pe", config.position_embedding_layout
+        kind = next(k for k, v in POSITION_LAYOUTS.items() if v == layout)
+        check_sinusoid_table(take(name)[:, 0], name, layout, f"OpenNMT-py's -position_encoding_type {kind}")
         for kind in ("weight", "bias"):
             out[f"model.{side}.layer_norm.{kind}"] = take(f"{side}.layer_norm.{kind}")
     out.update(embedding_tables(take, opt))
@@ -452,11 +448,10 @@ def convert(checkpoint: Path, source_subword_model: Path | None = None, target_s
         state = rnn_state_dict(data["model"], data["generator"], config, opt)
     check_vocabulary_sizes(state, len(source_vocab), len(target_vocab), f"{checkpoint}'s vocab['src']",
                            f"{checkpoint}'s vocab['tgt']")
-    # the pieces the toolkit reads as <unk> on the source side: tokenizer ids after its vocabulary, encoder rows
-    # that copy <unk>'s
+    # the pieces the toolkit reads as <unk> on the source side: tokenizer ids after its vocabulary, which the encoder
+    # reads as <unk>
     aliases = absent_pieces(source_subwords, source_vocab)
-    alias_unknown_pieces(state, config, aliases, source_vocab.index(SPECIALS.unk),
-                         source_subwords.where if source_subwords else "")
+    alias_unknown_pieces(config, aliases, source_vocab.index(SPECIALS.unk))
     model = (TransformerSeq2SeqForConditionalGeneration if transformer
              else RNNSeq2SeqForConditionalGeneration)(config)
     load_converted(model, state)

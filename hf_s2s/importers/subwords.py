@@ -10,10 +10,13 @@ unigram or BPE segmentation, the Metaspace-style decoder) whose vocabulary is th
 piece p gets the toolkit's id of p. A piece has one id in a ``tokenizer.json``, so the pieces the toolkit lacks are
 handled where they matter:
 
-- source side: they stay in the segmentation at ids after the toolkit's vocabulary, and the converter gives those
-  ids encoder rows that copy ``<unk>``'s (:func:`alias_unknown_pieces`): the encoder computes what the toolkit
-  computes. A token table shared by both sides cannot grow rows of its own: refused. Joey NMT restricts the model to
-  its vocabulary (``SetVocabulary``): the segmentation then goes without them, as here;
+- source side: they stay in the segmentation at ids after the toolkit's vocabulary, and the model's encoder reads
+  those ids as ``<unk>`` (``source_unk_aliases``, :func:`alias_unknown_pieces`): it computes what the toolkit
+  computes, for a token table of its own or one shared with the decoder alike, and nothing can generate them (the
+  output layer has the vocabulary's rows only). A ``tokenizer.json`` cannot map a piece to ``<unk>``'s id itself:
+  a Unigram model's ids are its pieces' positions, and a BPE model's merges are keyed by the ids of their parts.
+  Joey NMT restricts the model to its vocabulary (``SetVocabulary``): the segmentation then goes without them, as
+  here;
 - target side: decoding reads the vocabulary's own pieces; ``text_target=`` (fine-tuning labels) segments without
   the missing pieces, which ``conversion.json`` states (:func:`target_note`);
 - the toolkit's tokens that are not pieces are its specials (and the fillers that pad its vocabulary to a multiple
@@ -30,7 +33,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 from tokenizers import Tokenizer, models, normalizers, processors
 
 from ..data.sentencepiece_models import (
@@ -43,7 +45,6 @@ from ..data.sentencepiece_models import (
     sentencepiece_decoder,
     sentencepiece_normalizer,
 )
-from .checkpoints import CheckpointError
 
 # the score of a toolkit token that is not a piece (fairseq's fillers): below any segmentation of its characters
 UNREACHABLE_SCORE = -1e6
@@ -107,23 +108,13 @@ def absent_pieces(subwords: Subwords | None, tokens: list[str]) -> list[str]:
     return [piece for piece, _, kind in subwords.model.pieces if kind in (NORMAL, BYTE) and piece not in present]
 
 
-def alias_unknown_pieces(state: dict[str, torch.Tensor], config, aliases: list[str], unk_id: int,
-                         where: str) -> None:
-    """Give the source pieces the toolkit reads as <unk> (``aliases``, appended after its source vocabulary in the
-    tokenizer) encoder rows that are copies of <unk>'s: the encoder then computes for each what the toolkit computes
-    for its <unk>. ``state`` (hf_s2s names) and ``config`` (``vocab_size``, ``decoder_vocab_size``) are changed in
-    place; with one token table for both sides it is a CheckpointError naming ``where`` (the model file)."""
-    if not aliases:
-        return
-    if getattr(config, "share_encoder_decoder_embeddings", False):
-        raise CheckpointError(f"the SentencePiece model {where} cannot be carried over: the toolkit reads "
-                              f"{len(aliases)} of its pieces ({', '.join(map(repr, aliases[:5]))}) as <unk> on "
-                              "the source side, and the folder would give them <unk>'s embedding in rows of their "
-                              "own, which a token table shared by both sides cannot have")
-    table = state["model.encoder.embed_tokens.weight"]  # (V_src, E)
-    state["model.encoder.embed_tokens.weight"] = torch.cat([table, table[unk_id].expand(len(aliases), -1)])
-    config.decoder_vocab_size = config.target_vocab_size
-    config.vocab_size = table.shape[0] + len(aliases)
+def alias_unknown_pieces(config, aliases: list[str], unk_id: int) -> None:
+    """Make the encoder read the source pieces the toolkit reads as <unk> (``aliases``, appended after its source
+    vocabulary in the tokenizer) as ``unk_id``: ``config.source_unk_aliases`` and ``config.unk_token_id``, set in
+    place. The token tables keep the toolkit's rows, shared or not."""
+    if aliases:
+        config.source_unk_aliases = len(aliases)
+        config.unk_token_id = unk_id
 
 
 def target_note(subwords: Subwords | None, tokens: list[str], toolkit: str) -> list[str]:

@@ -138,3 +138,13 @@ def check_token_id(name: str, value: Any, vocab_size: int, optional: bool = Fals
         return
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab_size:
         raise ValueError(f"`{name}` must be a token id in [0, {vocab_size}) (the vocabulary size), got {value!r}")
+
+
+def check_source_unk_aliases(config: Any) -> None:
+    """``source_unk_aliases``: a whole number >= 0; when > 0, ``unk_token_id`` must be a source token id (what the
+    encoder reads those ids as)."""
+    count = config.source_unk_aliases
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ValueError(f"`source_unk_aliases` must be a whole number >= 0, got {count!r}")
+    if count:
+        check_token_id("unk_token_id", config.unk_token_id, config.vocab_size)

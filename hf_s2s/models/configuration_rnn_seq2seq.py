@@ -19,6 +19,7 @@ from .config_checks import (
     check_non_negative,
     check_positive,
     check_probability,
+    check_source_unk_aliases,
     check_token_id,
     reject_unknown_kwargs,
 )
@@ -83,6 +84,10 @@ class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
     - ``output_bias=True``: the output layer has a bias, ``logits = W_o h~_t + b_o`` (OpenNMT-py's generator);
     - ``source_eos=False``: the source tokenizer appends no ``</s>`` (OpenNMT-py 3.x's ``numericalize``); the
       tokenizer check then expects none.
+    - ``source_unk_aliases=n``: source ids ``vocab_size`` .. ``vocab_size + n - 1`` are subword pieces the source
+      vocabulary lacks, which a converted toolkit's tokenizer emits after the vocabulary (its segmentation uses them):
+      the encoder reads each as ``unk_token_id``, as OpenNMT-py and fairseq read such a piece as ``<unk>``, and the
+      decoder can never produce them.
 
     Example:
         ```python
@@ -122,6 +127,10 @@ class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
     output_projection_size: int | None = None  # size P of a linear map (with bias) between readout and output layer
     # (fairseq lstm's additional_fc); None = the output layer reads the H-sized readout
     source_eos: bool = True  # sources end with </s> (hf_s2s, Joey NMT, fairseq); False: OpenNMT-py 3.x feeds none
+    # source ids vocab_size .. vocab_size + n - 1: pieces the source vocabulary lacks (a converted toolkit's tokenizer
+    # emits them after it), which the encoder reads as unk_token_id, as the toolkit reads them as <unk>
+    source_unk_aliases: int = 0
+    unk_token_id: int | None = None  # <unk>: what the encoder reads source_unk_aliases ids as
     dropout: float = 0.1  # dropout on embeddings, between RNN layers and on the readout vector
     teacher_forcing_ratio: float = 1.0  # training only: probability of feeding the gold token (< 1 = scheduled sampling)
     label_smoothing: float = 0.0  # eps of the label-smoothed loss the model computes from labels (Trainer's factor)
@@ -232,6 +241,7 @@ class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
             )
         target_vocab = self.target_vocab_size
         check_token_id("pad_token_id", self.pad_token_id, min(self.vocab_size, target_vocab), optional=True)
+        check_source_unk_aliases(self)
         for name in ("bos_token_id", "eos_token_id", "decoder_start_token_id"):
             check_token_id(name, getattr(self, name), target_vocab, optional=True)
 

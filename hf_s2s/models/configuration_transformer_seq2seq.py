@@ -19,6 +19,7 @@ from .config_checks import (
     check_non_negative,
     check_positive,
     check_probability,
+    check_source_unk_aliases,
     check_token_id,
     reject_unknown_kwargs,
 )
@@ -53,6 +54,10 @@ class TransformerSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
     - ``output_bias=True``: the output projection has a bias, ``logits = W_o h + b_o`` (OpenNMT-py's generator);
     - ``source_eos=False``: the source tokenizer appends no ``</s>`` (OpenNMT-py 3.x's ``numericalize``); the
       tokenizer check then expects none.
+    - ``source_unk_aliases=n``: source ids ``vocab_size`` .. ``vocab_size + n - 1`` are subword pieces the source
+      vocabulary lacks, which a converted toolkit's tokenizer emits after the vocabulary (its segmentation uses them):
+      the encoder reads each as ``unk_token_id``, as OpenNMT-py and fairseq read such a piece as ``<unk>``, and the
+      decoder can never produce them.
     """
 
     model_type = "transformer_seq2seq"
@@ -87,6 +92,10 @@ class TransformerSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
     layer_norm_eps: float = 1e-5  # epsilon of every LayerNorm (OpenNMT-py and Joey NMT: 1e-6)
     output_bias: bool = False  # bias of the output projection (OpenNMT-py's generator has one)
     source_eos: bool = True  # sources end with </s> (hf_s2s, Joey NMT, fairseq); False: OpenNMT-py 3.x feeds none
+    # source ids vocab_size .. vocab_size + n - 1: pieces the source vocabulary lacks (a converted toolkit's tokenizer
+    # emits them after it), which the encoder reads as unk_token_id, as the toolkit reads them as <unk>
+    source_unk_aliases: int = 0
+    unk_token_id: int | None = None  # <unk>: what the encoder reads source_unk_aliases ids as
     share_encoder_decoder_embeddings: bool = True  # one token embedding for source and target (needs one vocab)
     tie_word_embeddings: bool = True  # output projection shares the decoder input embedding's weight
     label_smoothing: float = 0.0  # eps of the label-smoothed loss the model computes from labels (Trainer's factor)
@@ -159,6 +168,7 @@ class TransformerSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
                 "share_encoder_decoder_embeddings=False"
             )
         check_token_id("pad_token_id", self.pad_token_id, min(self.vocab_size, self.target_vocab_size))
+        check_source_unk_aliases(self)
         for name in ("bos_token_id", "eos_token_id", "decoder_start_token_id"):
             check_token_id(name, getattr(self, name), self.target_vocab_size, optional=True)
 

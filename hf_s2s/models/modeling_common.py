@@ -258,6 +258,17 @@ def embed(embedding: nn.Embedding, input_ids: torch.Tensor, name: str) -> torch.
         raise
 
 
+def embed_source(embedding: nn.Embedding, input_ids: torch.Tensor, config) -> torch.Tensor:
+    """The encoder's ``embed``: ids ``vocab_size`` .. ``vocab_size + config.source_unk_aliases - 1`` (pieces the
+    source vocabulary lacks, after it in a converted toolkit's tokenizer) are looked up as ``config.unk_token_id``,
+    as the toolkit reads them as <unk>. (B, T) -> (B, T, D)"""
+    if config.source_unk_aliases:
+        first = config.vocab_size
+        aliased = (input_ids >= first) & (input_ids < first + config.source_unk_aliases)  # (B, T)
+        input_ids = input_ids.masked_fill(aliased, config.unk_token_id)
+    return embed(embedding, input_ids, "input_ids")
+
+
 def check_token_ids(input_ids: torch.Tensor | None, vocab_size: int, name: str) -> None:
     """Raise a clear error for ids outside [0, vocab_size) instead of a bare index error; reads the ids back."""
     if input_ids is None or is_capturing_graph():

@@ -29,6 +29,7 @@ from .modeling_common import (
     Seq2SeqPreTrainedMixin,
     TokenPacking,
     embed,
+    embed_source,
     encoder_output,
     is_capturing_graph,
     output_flags,
@@ -127,7 +128,7 @@ class RNNSeq2SeqEncoder(nn.Module):
             if input_ids.shape[1] == 0:  # zero-length sources: one masked pad position keeps the shapes valid
                 input_ids = input_ids.new_full((input_ids.shape[0], 1), self.config.pad_token_id or 0)
                 mask = mask.new_zeros(input_ids.shape)
-            inputs_embeds = embed(self.embed_tokens, input_ids, "input_ids")  # (B, S, D)
+            inputs_embeds = embed_source(self.embed_tokens, input_ids, self.config)  # (B, S, D)
         embeds = self.dropout(inputs_embeds)  # (B, S, D)
         lengths = source_lengths(mask).clamp(min=1)  # packing needs >= 1 step; empty rows are zeroed below
         packed = pack_padded_sequence(embeds, lengths, batch_first=True, enforce_sorted=False)

@@ -46,6 +46,7 @@ from .modeling_common import (
     Seq2SeqPreTrainedMixin,
     TokenPacking,
     embed,
+    embed_source,
     encoder_output,
     output_flags,
     output_layer_and_loss,
@@ -242,7 +243,7 @@ class TransformerSeq2SeqEncoder(nn.Module):
             raise ValueError("the encoder needs exactly one of `input_ids` and `inputs_embeds`")
         output_attentions, output_hidden_states = output_flags(self.config, output_attentions, output_hidden_states)
         if inputs_embeds is None:
-            inputs_embeds = embed(self.embed_tokens, input_ids, "input_ids")  # (B, T_src, D)
+            inputs_embeds = embed_source(self.embed_tokens, input_ids, self.config)  # (B, T_src, D)
         seq_len = inputs_embeds.shape[1]
         positions = self.embed_positions(seq_len, 0, inputs_embeds.device)  # (T_src, D)
         hidden_states = inputs_embeds * self.embed_scale + positions.to(inputs_embeds.dtype)

@@ -35,19 +35,22 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import make  # noqa: E402  (the toolkit runners, their virtual environments and the tokenization)
+import common  # noqa: E402  (make.py's virtual environments, slice and running)
+import toolkit_fairseq  # noqa: E402  (make.py's toolkit runners)
+import toolkit_joeynmt  # noqa: E402
+import toolkit_opennmt  # noqa: E402
 
-WORK = make.REPO / "runs" / "toolkit_real_size"
+WORK = common.REPO / "runs" / "toolkit_real_size"
 TEST_LINES = 1000  # the whole of test_2016_flickr
 # Word-level vocabularies of 8,000 words a side (the recipes' vocab_size); each toolkit counts its own
-REAL = make.Scale(src_vocab=8000, tgt_vocab=8000, test_lines=TEST_LINES, max_length=None)
+REAL = common.Scale(src_vocab=8000, tgt_vocab=8000, test_lines=TEST_LINES, max_length=None)
 TRAIN_UPDATES = 1362  # 3 epochs of ceil(29,000 / 64) = 454 batches of 64 sentences
 WARMUP = 300  # the transformer_small recipe's warmup_steps
 PEAK_LR = 0.001  # and its learning_rate, reached after WARMUP updates, then decayed as 1/sqrt(update)
 D_MODEL, LAYERS, HEADS, FFN, DROPOUT = 256, 3, 8, 512, 0.1
 
 OPENNMT = {
-    **make.ONMT_COMMON,
+    **toolkit_opennmt.ONMT_COMMON,
     "encoder_type": "transformer", "decoder_type": "transformer", "layers": LAYERS,
     "word_vec_size": D_MODEL, "hidden_size": D_MODEL, "heads": HEADS, "transformer_ff": FFN,
     "position_encoding": True, "dropout": [DROPOUT], "attention_dropout": [DROPOUT],
@@ -60,7 +63,7 @@ OPENNMT = {
 _JOEY_SIDE = {"type": "transformer", "num_layers": LAYERS, "num_heads": HEADS, "hidden_size": D_MODEL,
               "ff_size": FFN, "embeddings": {"embedding_dim": D_MODEL, "scale": True}, "dropout": DROPOUT,
               "layer_norm": "pre", "activation": "relu"}
-JOEY_MODEL = {**{k: v for k, v in make.JOEY_MODELS["joeynmt_transformer"].items() if k not in ("encoder", "decoder")},
+JOEY_MODEL = {**{k: v for k, v in toolkit_joeynmt.JOEY_MODELS["joeynmt_transformer"].items() if k not in ("encoder", "decoder")},
               "encoder": _JOEY_SIDE, "decoder": _JOEY_SIDE}
 # Joey NMT validates (and saves) every validation_freq updates, which logging_freq must divide
 JOEY_TRAINING = {"updates": TRAIN_UPDATES, "validation_freq": TRAIN_UPDATES, "logging_freq": TRAIN_UPDATES // 6,
@@ -91,10 +94,10 @@ def convert_arguments(toolkit: str, work: Path) -> list[str]:
 
 
 TOOLKITS = {  # --from name: (make.py's virtual environment, its training and translating run)
-    "opennmt-py": ("opennmt", lambda work, data: make.run_opennmt(work, data, OPENNMT, REAL)),
-    "joeynmt": ("joeynmt", lambda work, data: make.run_joeynmt("joeynmt_real_size", work, data, JOEY_MODEL,
+    "opennmt-py": ("opennmt", lambda work, data: toolkit_opennmt.run_opennmt(work, data, OPENNMT, REAL)),
+    "joeynmt": ("joeynmt", lambda work, data: toolkit_joeynmt.run_joeynmt("joeynmt_real_size", work, data, JOEY_MODEL,
                                                               JOEY_TRAINING, REAL)),
-    "fairseq": ("fairseq", lambda work, data: make.run_fairseq(work, data, FAIRSEQ, REAL)),
+    "fairseq": ("fairseq", lambda work, data: toolkit_fairseq.run_fairseq(work, data, FAIRSEQ, REAL)),
 }
 
 
@@ -106,7 +109,7 @@ def write_data(folder: Path) -> dict[str, Path]:
     for split, stem, count in (("train", "train", None), ("valid", "val", 100), ("test", "test_2016_flickr", None)):
         for lang in ("de", "en"):
             path = folder / f"{split}.{lang}"
-            path.write_text("\n".join(make.read_lines(f"{stem}.{lang}.gz", count)) + "\n", encoding="utf-8")
+            path.write_text("\n".join(common.read_lines(f"{stem}.{lang}.gz", count)) + "\n", encoding="utf-8")
             paths[f"{split}.{lang}"] = path
     return paths
 
@@ -162,7 +165,7 @@ def measure(name: str, data: dict[str, Path], *, train: bool = True) -> dict:
     folder = work / "converted"
     hf_s2s("convert", "--from", name, *convert_arguments(name, work), str(folder), "--overwrite")
     package = {"opennmt": "opennmt-py", "joeynmt": "joeynmt", "fairseq": "fairseq-fixed"}[venv]
-    row["versions"] = make.package_versions(venv, [package, "torch"])
+    row["versions"] = common.package_versions(venv, [package, "torch"])
     for beams, toolkit_out in ((1, "greedy.txt"), (REAL.beam, "beam.txt")):
         ours = work / f"converted_{toolkit_out}"
         with open(ours, "w", encoding="utf-8") as out:

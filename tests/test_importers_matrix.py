@@ -1,0 +1,89 @@
+"""The matrix of real toolkit settings (issue 45): every cell made by scripts/toolkit_fixtures/matrix.py (a tiny
+model the toolkit itself trained, varying one or two settings users change from its base model) converts, and the
+converted folder's greedy output from the raw test sources, with its own generation config, equals the toolkit's
+own raw-text greedy output one sentence a batch (greedy_single.txt) on 100 of 100 lines.
+
+The width-512 cells are too large for git (matrix.py says why); where make.py wrote them (runs/toolkit_matrix/),
+they are checked too."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+import hf_s2s  # noqa: F401  (registers the Auto classes)
+from hf_s2s.importers import convert
+
+REPO = Path(__file__).resolve().parents[1]
+CELLS = sorted((REPO / "tests" / "fixtures" / "toolkits" / "matrix").glob("*/greedy_single.txt")) + sorted(
+    (REPO / "runs" / "toolkit_matrix").glob("*/greedy_single.txt"))
+CELLS = [path.parent for path in CELLS]
+CHECKPOINTS = {"opennmt": ("opennmt-py", "model.pt"), "joeynmt": ("joeynmt", "model.ckpt"),
+               "fairseq": ("fairseq", "checkpoint.pt")}
+pytestmark = pytest.mark.skipif(not CELLS, reason="no matrix cell")
+
+
+def read_lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def convert_cell(cell: Path, out: Path) -> Path:
+    """Convert as a user would: the cell's subword model (recorded where the toolkit trained, gone) given by flag,
+    and Joey NMT's config as its greedy_single.txt run used it."""
+    toolkit, checkpoint = CHECKPOINTS[cell.name.split("_", 1)[0]]
+    files = {}
+    for name in ("spm.model", "codes.bpe"):
+        if (cell / name).is_file():
+            files["source_subword_model"] = cell / name
+            if toolkit == "joeynmt":
+                files["target_subword_model"] = cell / name
+    if toolkit == "joeynmt":
+        files["config"] = cell / "translate_single.yaml"
+    return convert(toolkit, cell / checkpoint, out, **files)
+
+
+@pytest.fixture(scope="module", params=CELLS, ids=[cell.name for cell in CELLS])
+def converted(request, tmp_path_factory):
+    return request.param, convert_cell(request.param, tmp_path_factory.mktemp(request.param.name) / "model")
+
+
+def test_the_folder_gives_the_toolkits_raw_text_greedy_output(converted):
+    cell, folder = converted
+    source = cell / "test.de" if (cell / "test.de").is_file() else cell / "test.raw.de"
+    sources, expected = read_lines(source), read_lines(cell / "greedy_single.txt")
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+    got = []
+    for start in range(0, len(sources), 25):  # each row's length bound is its own: batched like one a batch
+        batch = tokenizer(sources[start : start + 25], return_tensors="pt", padding=True)
+        with torch.no_grad():
+            ids = model.generate(**batch, num_beams=1, do_sample=False)
+        got += [tokenizer.decode(row, skip_special_tokens=True).strip() for row in ids]
+    equal = sum(a == b for a, b in zip(got, expected, strict=True))
+    print(f"{cell.name}: converted == toolkit on {equal}/{len(expected)} lines")
+    differ = [(i, a, b) for i, (a, b) in enumerate(zip(got, expected, strict=True)) if a != b]
+    assert not differ, differ[:3]
+    assert len(set(expected)) > 10  # the toolkit's outputs differ from line to line: the comparison has teeth
+
+
+def test_pieces_the_vocabulary_lacks_are_read_as_unk_and_never_generated(converted):
+    """Where the toolkit's vocabulary lacks pieces its subword model emits (a frequency cut), the folder's encoder
+    reads them as <unk> (source_unk_aliases), whether or not the token table is shared, and the output layer has
+    the vocabulary's rows only."""
+    cell, folder = converted
+    record = json.loads((folder / "conversion.json").read_text())
+    aliases = record.get("subword_models", {}).get("source_pieces_read_as_unk", 0)
+    if not aliases:
+        pytest.skip(f"{cell.name}: no piece read as <unk>")
+    config = json.loads((folder / "config.json").read_text())
+    assert config["source_unk_aliases"] == aliases
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+    assert model.get_output_embeddings().weight.shape[0] == (config.get("decoder_vocab_size") or config["vocab_size"])
+    first = config["vocab_size"]
+    with torch.no_grad():
+        ours = model.get_encoder()(input_ids=torch.tensor([[first, first + aliases - 1, config["eos_token_id"]]]))
+        unk = config["unk_token_id"]
+        theirs = model.get_encoder()(input_ids=torch.tensor([[unk, unk, config["eos_token_id"]]]))
+    assert torch.equal(ours.last_hidden_state, theirs.last_hidden_state)
