@@ -31,9 +31,9 @@ from hf_s2s.cli import run_command  # noqa: E402
 from hf_s2s.importers import convert  # noqa: E402
 from hf_s2s.inference.attention import eager_attention  # noqa: E402
 from hf_s2s.inference.engines import TorchEngine, load_engine  # noqa: E402
-from hf_s2s.inference.glossary import Glossary  # noqa: E402
 from hf_s2s.inference.translate import alignment, translate  # noqa: E402
 from hf_s2s.models.shortlist import VocabularyShortlist  # noqa: E402
+from hf_s2s.models.term_constraints import Glossary  # noqa: E402
 from hf_s2s.serving.app import create_app  # noqa: E402
 from hf_s2s.serving.config import BatchingConfig, RequestLimits  # noqa: E402
 from hf_s2s.serving.folders import check_model_folder  # noqa: E402
@@ -195,9 +195,11 @@ def test_other_engines_serve_concurrent_requests_as_they_translate_each_alone(fi
     assert httpx.get(f"{url}/models").json()[0]["engine"] == engine.name
     response = post(url, {"sentences": ["a"], "alignment": True})
     assert response.status_code == 422 and f"{engine.label} gives no alignments" in response.json()["error"]
-    for option, value in (("glossary", [["a", "x"]]), ("shortlist", True)):
+    many = [[f"w{index}", "x"] for index in range(500)]
+    for option, value in (("glossary", [["a", "x"]]), ("shortlist", True), ("glossary", many)):
         response = post(url, {"sentences": ["a"], option: value})
         assert response.status_code == 422 and f"which {engine.label} does not" in response.json()["error"]
+        assert len(response.content) < 600  # a glossary is named by its size and first entries, never whole
 
 
 @pytest.fixture(scope="module")
@@ -293,6 +295,17 @@ BAD_REQUESTS = {
                                        "build it with hf-s2s build-shortlist"),
     "an alignment with a glossary": ({"sentences": ["a"], "glossary": [["a", "x"]], "alignment": True}, 422,
                                      "ask for the alignment or for them"),
+    "a lone surrogate in a glossary term": ('{"sentences": ["a"], "glossary": [["a", "x \\ud800"]]}', 422,
+                                            "glossary entry 1 (counted from 1): the target term holds a lone surrogate "
+                                            "U+D800 at character 2"),
+    "a glossary term spelling a special token": ({"sentences": ["a b"], "glossary": [["a", "x </s> y"]]}, 422,
+                                                 "the target term 'x </s> y' spells the special token '</s>'"),
+    "a glossary term longer than the model writes": (
+        {"sentences": ["a"], "glossary": [["b", "c d " * 100]]}, 422,
+        "glossary entry 1 (counted from 1): the target term 'c d c d"),
+    "a sentence whose terms together are too long": (
+        {"sentences": ["a", "b c"], "glossary": [["b", "c d " * 35], ["c", "e f " * 35]]}, 422,  # 70 tokens each
+        "sentence 1 (counted from 0) needs the target terms"),
 }
 
 

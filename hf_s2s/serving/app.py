@@ -39,7 +39,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..data.tokenization import target_side
 from ..inference.engines import DecodingOptions, Engine
-from ..inference.glossary import Glossary
+from ..models.term_constraints import Glossary, not_text
 from ..models.version import __version__
 from . import schemas
 from .batching import Abandoned, Batcher, Closing, QueueFull, Translation
@@ -315,7 +315,7 @@ def _check_request(request: schemas.TranslateRequest, engine: Engine, limits: Re
         raise ServiceError(422, f"{given} is {options.num_beams}; this server decodes with at most {limits.max_beams} "
                                 "beams")
     try:
-        lengths = [len(ids) for ids in engine.tokenizer(request.sentences)["input_ids"]]
+        source_ids = engine.tokenizer(request.sentences)["input_ids"]
     except Exception:  # the tokenizer's own message names no sentence: find them
         unreadable = [(index, problem) for index, sentence in enumerate(request.sentences)
                       if (problem := _reading_problem(engine.tokenizer, sentence)) is not None]
@@ -325,6 +325,7 @@ def _check_request(request: schemas.TranslateRequest, engine: Engine, limits: Re
         more = f"; and {len(unreadable) - _SHOWN_SENTENCES} more" if len(unreadable) > _SHOWN_SENTENCES else ""
         raise ServiceError(422, f"{len(unreadable)} of {count} sentences cannot be read by the model's tokenizer "
                                 f"(counted from 0): {named}{more}") from None
+    lengths = [len(ids) for ids in source_ids]
     limit = min(filter(None, (limits.max_sentence_tokens, engine.source_limit())))
     over = [(index, length) for index, length in enumerate(lengths) if length > limit]
     if over:
@@ -332,6 +333,11 @@ def _check_request(request: schemas.TranslateRequest, engine: Engine, limits: Re
         more = f" and {len(over) - _SHOWN_SENTENCES} more" if len(over) > _SHOWN_SENTENCES else ""
         raise ServiceError(422, f"{len(over)} of {count} sentences are longer than the {limit} source tokens this "
                                 f"server reads (</s> included): {named}{more} (counted from 0); shorten or split them")
+    if options.glossary is not None:  # each sentence's terms fit in what the model may write
+        try:
+            options.glossary.target_terms(source_ids, engine.tokenizer, options.max_new_tokens)
+        except ValueError as error:
+            raise ServiceError(422, str(error)) from None
     return lengths, options
 
 
@@ -351,11 +357,9 @@ def _glossary(pairs: list[list[str]] | None) -> Glossary | None:
 def _reading_problem(tokenizer, sentence: str) -> str | None:
     """Why ``tokenizer`` cannot read ``sentence``, or None where it can. A lone UTF-16 surrogate, which a JSON string
     may escape (``"\\ud800"``) but which is no text, is named as such; any other failure by the tokenizer's message."""
-    try:
-        sentence.encode("utf-8")
-    except UnicodeEncodeError as error:
-        return (f"a lone surrogate U+{ord(sentence[error.start]):04X} at character {error.start}, which is not text "
-                "(a \\uD800-\\uDFFF escape is half of a pair)")
+    problem = not_text(sentence)
+    if problem is not None:
+        return problem
     try:
         tokenizer([sentence])
     except Exception as error:
