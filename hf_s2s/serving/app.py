@@ -9,7 +9,8 @@ request reaches the queue, so that nothing a client sends can stop the batcher:
 - 400: the body is not JSON (nor UTF-8 text, or nested too deeply to read);
 - 404: an unknown model name (the answer names the served ones), or path; 405: a method other than POST on
   ``/translate``;
-- 413: a body over ``max_request_bytes``, or more than ``max_sentences`` sentences;
+- 413: a body over ``max_request_bytes``, more than ``max_sentences`` sentences, or a request whose answer or memory
+  would pass ``max_answer_bytes`` or ``max_request_memory`` (predicted before it is queued: :mod:`.sizes`);
 - 422: a body that does not fit the schema (wrong types, unknown fields), no sentences, a sentence the tokenizer
   cannot read or over the length limit, impossible options (``num_return_sequences`` above ``num_beams``, a bound of
   0 tokens, an alignment from a model or engine that has none, more beams than ``max_beams``, a glossary or a
@@ -44,7 +45,9 @@ from ..models.version import __version__
 from . import schemas
 from .batching import Abandoned, Batcher, Closing, QueueFull, Translation
 from .config import BatchingConfig, RequestLimits
+from .folders import shown_folder
 from .metrics import CONTENT_TYPE, ServingMetrics
+from .sizes import Prediction, RequestCosts, RequestTooLarge
 
 # Sentences named one by one in the refusal of sentences over the length limit; the count says how many more.
 _SHOWN_SENTENCES = 5
@@ -158,9 +161,11 @@ def _validation_message(errors: Iterable[dict]) -> tuple[int, str]:
 
 
 def create_app(engines: dict[str, Engine], batching: BatchingConfig | None = None,
-               limits: RequestLimits | None = None) -> FastAPI:
+               limits: RequestLimits | None = None, show_folder_paths: bool = False) -> FastAPI:
     """The service for ``engines`` (name -> engine; the first is the default model), each with a batcher of its own.
-    The batchers start with the application and, at shutdown, finish what waits before they stop."""
+    The batchers start with the application and, at shutdown, finish what waits before they stop. ``GET /models``
+    names each folder as the engine was opened on it, an absolute path by its last component only, unless
+    ``show_folder_paths`` (:func:`hf_s2s.serving.folders.shown_folder`)."""
     batching = batching or BatchingConfig()
     limits = limits or RequestLimits()
     if not engines:
@@ -173,7 +178,9 @@ def create_app(engines: dict[str, Engine], batching: BatchingConfig | None = Non
     names = list(engines)
     default = names[0]
     metrics = ServingMetrics()
-    batchers = {name: Batcher(engine, batching, metrics, name) for name, engine in engines.items()}
+    costs = {name: RequestCosts.of(engine, limits.max_answer_bytes, limits.max_request_memory)
+             for name, engine in engines.items()}
+    batchers = {name: Batcher(engine, batching, metrics, name, costs[name]) for name, engine in engines.items()}
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -187,6 +194,8 @@ def create_app(engines: dict[str, Engine], batching: BatchingConfig | None = Non
                   description="Translation with hf_s2s models, dynamically batched. Served: "
                               + ", ".join(f"{name} ({engine.model_type}, {engine.name} {engine.weights})"
                                           for name, engine in engines.items()))
+    openapi = app.openapi
+    app.openapi = lambda: schemas.with_limits(openapi(), names, limits)  # /openapi.json states this server's limits
     app.add_middleware(_BodySizeLimit, max_bytes=limits.max_request_bytes)
     app.add_middleware(_CountAnswers, metrics=metrics)  # added last: outside the size limit, so its 413s count
     errors = {status: {"model": schemas.Error} for status in (400, 404, 405, 413, 422, 500, 503)}
@@ -220,10 +229,12 @@ def create_app(engines: dict[str, Engine], batching: BatchingConfig | None = Non
             request.state.model = name  # the label _CountAnswers counts the answer under
             engine = engines[name]
             lengths, options = _check_request(body, engine, limits)
+            prediction = _check_cost(costs[name], body, lengths, options)
             try:
                 translations = await batchers[name].translate(body.sentences, lengths, options, scores=body.scores,
                                                               alignment=body.alignment,
                                                               output_attentions=body.output_attentions,
+                                                              memory=prediction.answer_memory,
                                                               gone=lambda: _client_gone(request.receive))
             except QueueFull as error:
                 raise ServiceError(503, str(error), headers={"Retry-After": "1"}) from None
@@ -252,7 +263,8 @@ def create_app(engines: dict[str, Engine], batching: BatchingConfig | None = Non
     @app.get("/models", response_model=list[schemas.ModelInfo], summary="The served models")
     async def models():
         return [schemas.ModelInfo(name=name, default=name == default,
-                                  attention_type=getattr(engine.config, "attention_type", None), **engine.describe())
+                                  attention_type=getattr(engine.config, "attention_type", None),
+                                  **{**engine.describe(), "folder": shown_folder(engine.folder, show_folder_paths)})
                 for name, engine in engines.items()]
 
     @app.get("/metrics", summary="Prometheus metrics", response_class=Response)
@@ -339,6 +351,16 @@ def _check_request(request: schemas.TranslateRequest, engine: Engine, limits: Re
         except ValueError as error:
             raise ServiceError(422, str(error)) from None
     return lengths, options
+
+
+def _check_cost(costs: RequestCosts, request: schemas.TranslateRequest, lengths: list[int],
+                options: DecodingOptions) -> Prediction:
+    """What the request will cost (:mod:`.sizes`), or the 413 refusing an answer or memory over the limits."""
+    try:
+        return costs.check(lengths, options, scores=request.scores, alignment=request.alignment,
+                           output_attentions=request.output_attentions)
+    except RequestTooLarge as error:
+        raise ServiceError(413, str(error)) from None
 
 
 def _glossary(pairs: list[list[str]] | None) -> Glossary | None:
