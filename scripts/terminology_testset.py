@@ -35,9 +35,9 @@ from collections import Counter
 from pathlib import Path
 
 from hf_s2s.data.corpus import load_multi30k
-from hf_s2s.inference.glossary import Glossary, words
 from hf_s2s.metrics import compute_translation_metrics
 from hf_s2s.models.loading import load_tokenizer
+from hf_s2s.models.term_constraints import Glossary, words
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/checkout.py
 from checkout import use_shared_corpus  # noqa: E402

@@ -1,14 +1,18 @@
-"""``hf-s2s build-shortlist`` and the builder behind it (hf_s2s/data/lexical_translation.py) on a small corpus
+"""``hf-s2s build-shortlist`` and the builder behind it (hf_s2s/models/shortlist.py) on a small corpus
 written to disk whose word translations are known: what it writes and where, what bad input and options it refuses
-before reading the corpus, and that it never replaces a file it did not write."""
+before reading the corpus, that it never replaces a file it did not write, and that a shortlist built for another
+direction or tokenizer than the folder's is refused by name (at build time, and when decoding)."""
+
+import json
 
 import pytest
 from transformers import AutoTokenizer
 
 from hf_s2s.cli.build_shortlist import main as build_main
-from hf_s2s.data.lexical_translation import build_shortlist
-from hf_s2s.models.shortlist import SHORTLIST_FILE, VocabularyShortlist
-from tests.saved_folders import save_tiny_model_folder
+from hf_s2s.cli.translate import main as translate_main
+from hf_s2s.data.tokenization import train_tokenizer_from_texts
+from hf_s2s.models.shortlist import SHORTLIST_FILE, VocabularyShortlist, build_shortlist, shortlist_from_texts
+from tests.saved_folders import TEXTS, save_tiny_model_folder
 
 # each source letter is translated by one target letter, the target word order reversed
 LEXICON = {"a": "e", "b": "f", "c": "g", "d": "h"}
@@ -38,7 +42,7 @@ def test_the_cli_writes_each_source_words_translation_first_into_the_folder(fold
     output.parent.mkdir()
     assert build_main([str(folder), "--dataset", str(corpus), "--best", "2", "--first", "1", "--output",
                        str(output)]) == 0
-    assert f"shortlist of {len(PAIRS)} sentence pairs" in capsys.readouterr().out
+    assert f"shortlist of {len(PAIRS)} de -> en sentence pairs" in capsys.readouterr().out
     tokenizer = AutoTokenizer.from_pretrained(folder)
     shortlist = VocabularyShortlist.load(output)
     assert shortlist.source_vocab_size == shortlist.target_vocab_size == len(tokenizer)
@@ -102,3 +106,46 @@ def test_the_builder_refuses_token_ids_outside_the_vocabulary():
         build_shortlist([[1, 9]], [[2]], source_vocab_size=5, target_vocab_size=5, special_target_ids=[0])
     with pytest.raises(ValueError, match="target token id 7, outside the target vocabulary of 5"):
         build_shortlist([[1]], [[7]], source_vocab_size=5, target_vocab_size=5, special_target_ids=[0])
+
+
+def with_direction(folder, source_lang: str, target_lang: str):
+    """The folder as hf-s2s train leaves it: its results.json names the direction it translates."""
+    (folder / "results.json").write_text(json.dumps({"model_type": "transformer_seq2seq", "source_lang": source_lang,
+                                                     "target_lang": target_lang}), encoding="utf-8")
+    return folder
+
+
+def test_the_folders_direction_is_the_default_and_flags_that_contradict_it_are_refused(tmp_path):
+    model = with_direction(save_tiny_model_folder(tmp_path / "model", "transformer_seq2seq"), "en", "de")
+    corpus = tmp_path / "train.jsonl"
+    corpus.write_text("".join(json.dumps({"translation": {"de": target, "en": source}}) + "\n"
+                              for source, target in PAIRS), encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"translates en -> de \(its results.json\), and --source_lang de "
+                                         r"--target_lang en would build a shortlist for de -> en"):
+        build_main([str(model), "--dataset", str(corpus), "--source_lang", "de", "--target_lang", "en"])
+    assert not (model / SHORTLIST_FILE).exists()
+    assert build_main([str(model), "--dataset", str(corpus)]) == 0  # en -> de, the folder's
+    metadata = VocabularyShortlist.from_pretrained(model).metadata
+    assert (metadata["source_lang"], metadata["target_lang"]) == ("en", "de")
+
+
+def test_decoding_refuses_a_shortlist_of_the_reverse_direction_or_another_tokenizer(folder, corpus, tmp_path):
+    """Both decode without an error otherwise: the sizes are the folder's, only the contents are wrong."""
+    model = with_direction(save_tiny_model_folder(tmp_path / "model", "transformer_seq2seq"), "de", "en")
+    source = tmp_path / "in.txt"
+    source.write_text("a b\n", encoding="utf-8")
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    sources, targets = zip(*PAIRS, strict=True)
+    reverse = shortlist_from_texts(tokenizer, targets, sources, source_vocab_size=len(tokenizer),
+                                   target_vocab_size=len(tokenizer), metadata={"source_lang": "en", "target_lang": "de"})
+    reverse.save_pretrained(model)
+    with pytest.raises(SystemExit, match=r"built for en -> de \(the reverse direction\), and .* translates de -> en: "
+                                         r"build one for this direction with hf-s2s build-shortlist .* --source_lang de"):
+        translate_main([str(model), "--input", str(source), "--shortlist"])
+    other = train_tokenizer_from_texts([text.upper() for text in TEXTS], vocab_size=len(tokenizer), min_frequency=1)
+    assert len(other) == len(tokenizer)
+    shortlist_from_texts(other, sources, targets, source_vocab_size=len(tokenizer), target_vocab_size=len(tokenizer),
+                         metadata={"source_lang": "de", "target_lang": "en"}).save_pretrained(model)
+    with pytest.raises(SystemExit, match="built with another tokenizer than .*: build it again with hf-s2s "
+                                         "build-shortlist"):
+        translate_main([str(model), "--input", str(source), "--shortlist"])

@@ -30,10 +30,10 @@ httpx = pytest.importorskip("httpx")
 from hf_s2s.cli import run_command  # noqa: E402
 from hf_s2s.importers import convert  # noqa: E402
 from hf_s2s.inference.attention import eager_attention  # noqa: E402
-from hf_s2s.inference.engines import TorchEngine, load_engine  # noqa: E402
-from hf_s2s.inference.glossary import Glossary  # noqa: E402
+from hf_s2s.inference.engines import TorchEngine, load_engine, open_engine  # noqa: E402
 from hf_s2s.inference.translate import alignment, translate  # noqa: E402
-from hf_s2s.models.shortlist import VocabularyShortlist  # noqa: E402
+from hf_s2s.models.shortlist import SHORTLIST_FILE, VocabularyShortlist  # noqa: E402
+from hf_s2s.models.term_constraints import Glossary  # noqa: E402
 from hf_s2s.serving.app import create_app  # noqa: E402
 from hf_s2s.serving.config import BatchingConfig, RequestLimits  # noqa: E402
 from hf_s2s.serving.folders import check_model_folder  # noqa: E402
@@ -195,9 +195,11 @@ def test_other_engines_serve_concurrent_requests_as_they_translate_each_alone(fi
     assert httpx.get(f"{url}/models").json()[0]["engine"] == engine.name
     response = post(url, {"sentences": ["a"], "alignment": True})
     assert response.status_code == 422 and f"{engine.label} gives no alignments" in response.json()["error"]
-    for option, value in (("glossary", [["a", "x"]]), ("shortlist", True)):
+    many = [[f"w{index}", "x"] for index in range(500)]
+    for option, value in (("glossary", [["a", "x"]]), ("shortlist", True), ("glossary", many)):
         response = post(url, {"sentences": ["a"], option: value})
         assert response.status_code == 422 and f"which {engine.label} does not" in response.json()["error"]
+        assert len(response.content) < 600  # a glossary is named by its size and first entries, never whole
 
 
 @pytest.fixture(scope="module")
@@ -293,6 +295,17 @@ BAD_REQUESTS = {
                                        "build it with hf-s2s build-shortlist"),
     "an alignment with a glossary": ({"sentences": ["a"], "glossary": [["a", "x"]], "alignment": True}, 422,
                                      "ask for the alignment or for them"),
+    "a lone surrogate in a glossary term": ('{"sentences": ["a"], "glossary": [["a", "x \\ud800"]]}', 422,
+                                            "glossary entry 1 (counted from 1): the target term holds a lone surrogate "
+                                            "U+D800 at character 2"),
+    "a glossary term spelling a special token": ({"sentences": ["a b"], "glossary": [["a", "x </s> y"]]}, 422,
+                                                 "the target term 'x </s> y' spells the special token '</s>'"),
+    "a glossary term longer than the model writes": (
+        {"sentences": ["a"], "glossary": [["b", "c d " * 100]]}, 422,
+        "glossary entry 1 (counted from 1): the target term 'c d c d"),
+    "a sentence whose terms together are too long": (
+        {"sentences": ["a", "b c"], "glossary": [["b", "c d " * 35], ["c", "e f " * 35]]}, 422,  # 70 tokens each
+        "sentence 1 (counted from 0) needs the target terms"),
 }
 
 
@@ -647,6 +660,7 @@ def test_health_models_metrics_and_openapi_docs(server):
     models = httpx.get(f"{url}/models").json()
     assert [(m["name"], m["default"], m["model_type"], m["engine"], m["attention_type"]) for m in models] == [
         ("tf", True, "transformer_seq2seq", "torch", None), ("rnn", False, "rnn_seq2seq", "torch", "bahdanau")]
+    assert [m["folder"] for m in models] == ["tf", "rnn"]  # served from absolute paths: their last component only
     text = httpx.get(f"{url}/metrics").text
     for name in ('hf_s2s_requests_total{model="rnn",status="200"}', 'hf_s2s_sentences_total{model="rnn"}',
                  'hf_s2s_source_tokens_total{model="rnn"}', 'hf_s2s_target_tokens_total{model="rnn"}',
@@ -661,6 +675,50 @@ def test_health_models_metrics_and_openapi_docs(server):
     assert {"/translate", "/health", "/models", "/metrics"} <= set(schema["paths"])
     request = schema["components"]["schemas"]["TranslateRequest"]["properties"]
     assert "num_return_sequences" in request and request["output_attentions"]["default"] is False
+
+
+def test_models_names_each_folder_as_the_server_was_started_with_it(folders, tmp_path, monkeypatch):
+    """No client learns where the server keeps its files: a folder given as an absolute path is named by its last
+    component, a relative one as given; --show-folder-paths (show_folder_paths) gives the absolute paths."""
+    monkeypatch.chdir(folders["rnn"].parent)
+    engines = {"tf": open_engine(folders["tf"]), "rnn": open_engine("rnn")}  # absolute, and relative to the cwd
+    for show, expected in ((False, ["tf", "rnn"]), (True, [str(folders["tf"]), str(folders["rnn"])])):
+        with serve_in_thread(create_app(engines, BATCHING, LIMITS, show_folder_paths=show)) as url:
+            assert [model["folder"] for model in httpx.get(f"{url}/models").json()] == expected
+
+
+@pytest.mark.slow  # a process of its own
+def test_files_changed_under_a_running_server_neither_stop_it_nor_are_used_damaged(tmp_path):
+    """The shortlist and the weights, truncated in place and rewritten while `hf-s2s serve` runs: the process goes on
+    answering with the files it read (nothing of them is memory-mapped, where a truncated page is a SIGBUS), a
+    damaged shortlist is not used (a warning says so), and a valid new shortlist is used from the next request."""
+    folder = save_tiny_model_folder(tmp_path / "tf", "transformer_seq2seq", seed=2)
+    size = len(AutoTokenizer.from_pretrained(folder))
+    narrow = VocabularyShortlist.from_candidates([[(s * k) % (size - 3) + 3 for k in (7, 3, 11)] for s in range(size)],
+                                                 always=[], target_vocab_size=size)
+    narrow.save_pretrained(folder)
+    engine = load_engine(folder, threads=1)  # what the server decodes with, read before any file changes
+    body = {"sentences": TEXTS[:3], "num_beams": 2, "shortlist": True}
+    expected = [[(h.text, None)] for h, *_ in translate(engine.model, engine.tokenizer, TEXTS[:3], num_beams=2,
+                                                         shortlist=narrow)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process, url = start_server_process([str(folder)], tmp_path, env=env)
+    try:
+        assert answers(post(url, body)) == expected
+        with open(folder / SHORTLIST_FILE, "r+b") as file:  # in place: the same inode, shorter
+            file.truncate(64)
+        assert answers(post(url, body)) == expected and process.poll() is None
+        with open(folder / "model.safetensors", "r+b") as file:
+            file.truncate(1000)
+        assert answers(post(url, body)) == expected and process.poll() is None
+        assert answers(post(url, {**body, "shortlist": False})) != expected  # the shortlist is still applied
+        everything = VocabularyShortlist.from_candidates([[]] * size, always=range(size), target_vocab_size=size)
+        everything.save_pretrained(folder)  # a valid new one: holding every token, it decodes as without one
+        assert answers(post(url, body)) == answers(post(url, {**body, "shortlist": False}))
+    finally:
+        process.terminate()
+        _, errors = process.communicate(timeout=60)
+    assert f"{folder / SHORTLIST_FILE} changed and cannot be used" in errors
 
 
 def without_generation_config(folder: Path, copy: Path) -> Path:

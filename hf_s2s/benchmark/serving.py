@@ -67,7 +67,7 @@ class ServingLoad:
 # ------------------------------------------------------------------------------------------------ the models
 
 
-def _random_folders(dims: TransformerDims, folder: Path, texts: list[str], seed: int,
+def random_folders(dims: TransformerDims, folder: Path, texts: list[str], seed: int,
                     vocab_size: int | None = None) -> dict[str, Path]:
     """A random Transformer and a random Bahdanau GRU of ``dims``, saved with a BPE tokenizer of ``vocab_size`` (None:
     ``dims.vocab_size``) trained on ``texts`` (the models' vocabulary is the tokenizer's)."""
@@ -201,7 +201,7 @@ def bench_serving(settings, length_pairs=None) -> dict:
             family = FAMILIES[load_config(load.model).model_type]
             folders = {f"{family} ({load.model})": Path(load.model)}
         else:
-            folders = _random_folders(settings.dims, Path(folder), corpus, settings.seed, load.vocab_size)
+            folders = random_folders(settings.dims, Path(folder), corpus, settings.seed, load.vocab_size)
         urls = {}
         for model_name, model_folder in folders.items():
             engines = {}

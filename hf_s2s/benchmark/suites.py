@@ -30,9 +30,9 @@ from transformers import DataCollatorForSeq2Seq
 from ..data import corpus as data_lib
 from ..data import tokenization
 from ..data.encoding import tokenize_corpus
-from ..data.lexical_translation import shortlist_from_texts
 from ..data.sampling import LengthGroupedEpochSampler, TokenBudgetBatchSampler, padded_tokens
 from ..inference.int8 import quantize_int8
+from ..models.shortlist import shortlist_from_texts
 from .builders import (
     PAD,
     TRAINING_BUILDERS,

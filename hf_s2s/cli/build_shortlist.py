@@ -17,14 +17,19 @@ from pathlib import Path
 
 from hf_s2s.cli import HelpFormatter
 from hf_s2s.data.corpus import check_splits, corpus_splits, load_translation_corpus
-from hf_s2s.data.lexical_translation import (
+from hf_s2s.inference.lexical import RESULTS_FILE, folder_languages
+from hf_s2s.models.loading import check_writable, load_config, load_tokenizer
+from hf_s2s.models.shortlist import (
     DEFAULT_BEST,
     DEFAULT_FIRST,
     DEFAULT_ITERATIONS,
+    SHORTLIST_FILE,
+    VocabularyShortlist,
     shortlist_from_texts,
 )
-from hf_s2s.models.loading import check_writable, load_config, load_tokenizer
-from hf_s2s.models.shortlist import SHORTLIST_FILE, VocabularyShortlist
+
+# The direction built when neither the command line nor the folder names one: Multi30k's German to English.
+DEFAULT_LANGUAGES = ("de", "en")
 
 
 def check_output(path: Path, overwrite: bool) -> None:
@@ -41,6 +46,22 @@ def check_output(path: Path, overwrite: bool) -> None:
                          "give another --output") from None
 
 
+def direction(folder: str, source_lang: str | None, target_lang: str | None) -> tuple[str, str]:
+    """The (source, target) languages to build for: the flags, else the folder's (its results.json), else
+    :data:`DEFAULT_LANGUAGES`. Flags that contradict the folder's direction are refused: decoding would refuse the
+    shortlist they build."""
+    known = folder_languages(folder)
+    given = (source_lang, target_lang)
+    chosen = tuple(flag if flag is not None else default for flag, default in zip(given, known or DEFAULT_LANGUAGES,
+                                                                                 strict=True))
+    if known is not None and chosen != known:
+        raise ValueError(f"{folder} translates {known[0]} -> {known[1]} (its {RESULTS_FILE}), and --source_lang "
+                         f"{chosen[0]} --target_lang {chosen[1]} would build a shortlist for {chosen[0]} -> "
+                         f"{chosen[1]}, which decoding with the folder refuses: leave the flags out, or give "
+                         f"--source_lang {known[0]} --target_lang {known[1]}")
+    return chosen
+
+
 def main(argv=None, prog=None):
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=HelpFormatter)
@@ -50,8 +71,12 @@ def main(argv=None, prog=None):
                              "name (its train split is read)")
     parser.add_argument("--dataset_config", default=None, help="Hub dataset config name")
     parser.add_argument("--data_dir", default=None, help="folder holding Multi30k (else $HF_S2S_DATA_DIR, else the Hub)")
-    parser.add_argument("--source_lang", default="de", help="source language key of the corpus")
-    parser.add_argument("--target_lang", default="en", help="target language key of the corpus")
+    parser.add_argument("--source_lang", default=None,
+                        help="source language key of the corpus; default: the language the folder translates from "
+                             "(its results.json), else de")
+    parser.add_argument("--target_lang", default=None,
+                        help="target language key of the corpus; default: the language the folder translates into, "
+                             "else en")
     parser.add_argument("--first", type=int, default=DEFAULT_FIRST,
                         help="the most frequent target tokens every batch keeps")
     parser.add_argument("--best", type=int, default=DEFAULT_BEST, help="target tokens kept per source token")
@@ -70,23 +95,25 @@ def main(argv=None, prog=None):
             raise ValueError("--first 0 and --best 0 would keep only the special tokens")
         config = load_config(args.model)
         tokenizer = load_tokenizer(args.model)
+        source_lang, target_lang = direction(args.model, args.source_lang, args.target_lang)
         check_output(output, args.overwrite)
         check_writable(output.parent, "--output")
-        splits = corpus_splits(args.dataset, args.source_lang, args.target_lang, args.data_dir, flag="--dataset")
+        splits = corpus_splits(args.dataset, source_lang, target_lang, args.data_dir, flag="--dataset")
         if splits is not None:
             check_splits(splits, args.dataset, {"train": "building the shortlist"})
-        corpus = load_translation_corpus(args.dataset, args.source_lang, args.target_lang, data_dir=args.data_dir,
+        corpus = load_translation_corpus(args.dataset, source_lang, target_lang, data_dir=args.data_dir,
                                          dataset_config=args.dataset_config)
         check_splits(corpus, args.dataset, {"train": "building the shortlist"})
         pairs = corpus["train"]["translation"]
         shortlist = shortlist_from_texts(
-            tokenizer, [pair[args.source_lang] for pair in pairs], [pair[args.target_lang] for pair in pairs],
+            tokenizer, [pair[source_lang] for pair in pairs], [pair[target_lang] for pair in pairs],
             source_vocab_size=config.vocab_size, target_vocab_size=config.target_vocab_size, first=args.first,
             best=args.best, iterations=args.iterations,
-            metadata={"dataset": args.dataset, "source_lang": args.source_lang, "target_lang": args.target_lang})
+            metadata={"dataset": args.dataset, "source_lang": source_lang, "target_lang": target_lang})
         shortlist.save(output)
     except (OSError, ValueError) as error:
         sys.exit(f"error: {error}")
-    print(f"shortlist of {len(pairs):,} sentence pairs (first {args.first}, best {args.best}, IBM Model 1, "
+    print(f"shortlist of {len(pairs):,} {source_lang} -> {target_lang} sentence pairs (first {args.first}, "
+          f"best {args.best}, IBM Model 1, "
           f"{args.iterations} iterations) -> {output}")
     return 0

@@ -83,6 +83,16 @@ def main(argv=None, prog=None):
     limits.add_argument("--max-beams", type=int, default=RequestLimits.max_beams, help="num_beams per request")
     limits.add_argument("--max-request-bytes", type=int, default=RequestLimits.max_request_bytes,
                         help="size of a request body")
+    limits.add_argument("--max-answer-bytes", type=int, default=RequestLimits.max_answer_bytes,
+                        help="size of an answer's JSON, attention weights included, as predicted from the request's "
+                             "options before decoding (413 beyond it, saying how to ask for less)")
+    limits.add_argument("--max-request-memory", type=int, default=RequestLimits.max_request_memory, metavar="BYTES",
+                        help="memory one request may take to decode and answer, as predicted from its options before "
+                             "decoding (413 beyond it); no engine call and no batch's answers take more either")
+    parser.add_argument("--show-folder-paths", action="store_true",
+                        help="GET /models gives each model's absolute folder path; without it, a folder as given on "
+                             "the command line (an absolute path: its last component only), so that no client learns "
+                             "where the server keeps its files")
     parser.add_argument("--graceful-timeout", type=float, default=DEFAULT_GRACEFUL_TIMEOUT,
                         help="seconds the waiting requests get to be translated after SIGTERM or Ctrl-C; those left "
                              "are then answered 503")
@@ -101,13 +111,16 @@ def main(argv=None, prog=None):
         batching_config = BatchingConfig(max_wait_ms=args.max_wait_ms, max_batch_tokens=args.max_batch_tokens,
                                          max_queue_sentences=args.max_queue_sentences, batching=not args.no_batching)
         request_limits = RequestLimits(max_sentences=args.max_sentences, max_sentence_tokens=args.max_sentence_tokens,
-                                       max_beams=args.max_beams, max_request_bytes=args.max_request_bytes)
+                                       max_beams=args.max_beams, max_request_bytes=args.max_request_bytes,
+                                       max_answer_bytes=args.max_answer_bytes,
+                                       max_request_memory=args.max_request_memory)
         models = parse_models(args.models)
         for folder in models.values():
             check_model_folder(folder)
         engines = {name: open_engine(folder, args.engine, dtype=args.dtype, int8=args.int8, threads=args.threads)
                    for name, folder in models.items()}
-        app = create_app(engines, batching_config, request_limits)  # refuses defaults no request could decode
+        # refuses defaults no request could decode
+        app = create_app(engines, batching_config, request_limits, show_folder_paths=args.show_folder_paths)
         for engine in engines.values():
             engine.load()
         for name, engine in engines.items():

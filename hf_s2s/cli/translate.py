@@ -27,9 +27,9 @@ from hf_s2s.cli import HelpFormatter
 from hf_s2s.inference.analysis import encoder_attention
 from hf_s2s.inference.decoding import FLAGS, check_call, check_count, length_bound_call
 from hf_s2s.inference.engines import ENGINES, TORCH_DTYPES, open_engine
-from hf_s2s.inference.glossary import Glossary
 from hf_s2s.inference.plots import check_layer_and_head, plot_alignment, plot_encoder_attention
 from hf_s2s.inference.translate import DEFAULT_BATCH_SIZE, read_references, read_sentences, score_line
+from hf_s2s.models.term_constraints import Glossary
 
 
 def check_image_path(flag: str, path: str) -> None:
@@ -153,6 +153,9 @@ def main(argv=None, prog=None):
             check_layer_and_head(config.encoder_layers, config.encoder_attention_heads, args.layer, args.head)
         options = engine.options(**call, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
                                  no_length_bound=args.no_length_bound, shortlist=args.shortlist, glossary=glossary)
+        if glossary is not None:  # each line's terms together fit in what the model may write (lines from 1)
+            glossary.target_terms(engine.tokenizer(sentences)["input_ids"], engine.tokenizer, options.max_new_tokens,
+                                  first=1)
         engine.load()
     except (ImportError, OSError, ValueError) as error:
         sys.exit(f"error: {error}")

@@ -49,7 +49,7 @@ OPTIONS = ("num_beams", "num_return_sequences", "max_length", "max_new_tokens", 
 BOUND = ("max_len_a", "max_len_b")  # None given for both: no source-relative bound (not "not given")
 # hf_s2s's own options beyond generate()'s, each with its value that turns it off: an engine decodes one only where it
 # names it among the settings it implements (the torch engine implements them all). shortlist: decode over the
-# folder's vocabulary shortlist (hf_s2s.models.shortlist); glossary: an hf_s2s.inference.glossary.Glossary whose
+# folder's vocabulary shortlist (hf_s2s.models.shortlist); glossary: an hf_s2s.models.term_constraints.Glossary whose
 # target terms each sentence's translation must contain (hf_s2s.models.term_constraints).
 OWN_OPTIONS = {"coverage_penalty": 0.0, "shortlist": False, "glossary": None}
 # hf-s2s translate's flag for each option that has one, named in the errors.
@@ -271,7 +271,8 @@ class DecodingOptions:
     suppress_tokens: tuple[int, ...]  # never generated (the generation config's)
     coverage_penalty: float = 0.0  # GNMT's coverage penalty beta on beam search (0: off; hf_s2s.inference.penalties)
     shortlist: bool = False  # decode over the folder's vocabulary shortlist
-    glossary: object = None  # an hf_s2s.inference.glossary.Glossary (hashable: requests with equal ones batch together)
+    # an hf_s2s.models.term_constraints.Glossary (hashable: requests with equal ones batch together)
+    glossary: object = None
 
     @classmethod
     def resolve(cls, generation_config: dict, *, engine: str = "generate()", implements: Collection[str] | None = None,

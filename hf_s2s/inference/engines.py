@@ -39,6 +39,7 @@ import torch
 from ..models.configuration_rnn_seq2seq import RNNSeq2SeqConfig
 from ..models.configuration_transformer_seq2seq import TransformerSeq2SeqConfig
 from ..models.loading import load_tokenizer
+from ..models.term_constraints import Glossary
 from . import onnx_runtime
 from .analysis import check_has_encoder_attention
 from .ctranslate2 import (
@@ -50,9 +51,8 @@ from .ctranslate2 import (
 )
 from .decoding import BOUND, DecodingOptions, length_bound_call, source_limit
 from .ensemble import Seq2SeqEnsemble, load_for_decoding, read_for_decoding
-from .glossary import Glossary
 from .int8 import quantize_int8
-from .lexical import folder_shortlist
+from .lexical import ShortlistFile
 from .onnx import export_onnx, import_exporter
 from .translate import (
     DEFAULT_BATCH_SIZE,
@@ -151,8 +151,9 @@ class Engine:
         ``max_len_a``/``max_len_b`` None: the config's bound, ``no_length_bound``: none) and checked, once: a
         ValueError names an impossible option, and what this engine decodes otherwise than generate(). Needs no
         weights: a command line calls it before loading. ``shortlist``: decode over the folder's vocabulary shortlist
-        (``shortlist.safetensors``, read and checked here); ``glossary``: its target terms must appear (each target
-        term checked here to be writable by the target vocabulary)."""
+        (``shortlist.safetensors``, read and checked here, and read again when its file changes); ``glossary``: its
+        target terms must appear (each entry checked here against the tokenizer and the length the model may
+        write)."""
         call = dict(num_beams=num_beams, num_return_sequences=num_return_sequences, max_new_tokens=max_new_tokens,
                     length_penalty=length_penalty, coverage_penalty=coverage_penalty, shortlist=shortlist,
                     glossary=glossary,
@@ -238,7 +239,8 @@ class TorchEngine(Engine):
         configs = self.read.configs
         self._opened(self.read.tokenizer, configs[0].model_type, generation_settings(self.read.generation_config),
                      configs)
-        self.shortlist = None  # the (first) folder's, read when options first ask for it
+        # the (first) folder's shortlist, read when options first ask for it and again when its file changes
+        self.shortlist_file = ShortlistFile(self.folder, configs[0], self.tokenizer)
 
     def _load(self) -> None:
         model, _ = load_for_decoding(self.names, self.read)
@@ -257,14 +259,14 @@ class TorchEngine(Engine):
             if self.weights == "int8":
                 raise ValueError("--shortlist gathers rows of the float output layer, which --int8 quantizes: give "
                                  "one of them")
-            if self.shortlist is None:
-                self.shortlist = folder_shortlist(self.folder, self.configs[0])
+            self.shortlist_file.current()
         if options.glossary is not None:
-            options.glossary.check_target_terms(self.tokenizer)
+            options.glossary.check(self.tokenizer, options.max_new_tokens)
 
     def _translate(self, sentences, options, batch_size, scores):
         return translate_with_options(self.model, self.tokenizer, sentences, options, batch_size=batch_size,
-                                      scores=scores, shortlist=self.shortlist if options.shortlist else None)
+                                      scores=scores,
+                                      shortlist=self.shortlist_file.shortlist if options.shortlist else None)
 
     def check_alignment(self) -> None:
         if len(self.names) > 1:

@@ -43,6 +43,7 @@ from ..data.tokenization import check_tokenizer_fits_model, target_side
 from ..data.vocabulary import VOCABULARY_FIELDS, check_same_vocabulary
 from ..models.loading import load_config, load_generation_config, load_model, load_tokenizer
 from ..models.modeling_common import Seq2SeqGeneration
+from ..models.shortlist import OutputVocabulary
 from ..models.transformers_compat import cache_argument, cache_output, output_cache
 from .attention import eager_attention
 
@@ -172,6 +173,10 @@ class Seq2SeqEnsemble(Seq2SeqGeneration, PreTrainedModel, GenerationMixin):
     def _init_weights(self, module: nn.Module) -> None:
         """The members come trained: nothing here is initialised."""
 
+    def shortlist_vocab_sizes(self) -> tuple[int, int]:
+        """The members' source and target vocabulary sizes (one vocabulary: checked when the ensemble is made)."""
+        return self.members[0].shortlist_vocab_sizes()
+
     def get_encoder(self, *args, **kwargs) -> EnsembleEncoder:
         return EnsembleEncoder(self.members, self.config.pad_token_id)
 
@@ -197,11 +202,14 @@ class Seq2SeqEnsemble(Seq2SeqGeneration, PreTrainedModel, GenerationMixin):
         encoder_outputs: EnsembleEncoderOutput | None = None,
         cache: EnsembleCache | None = None,
         use_cache: bool | None = None,
+        output_vocabulary: OutputVocabulary | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
         """input_ids, attention_mask (B, S); decoder_input_ids (B, T) (the new tokens only once the cache holds the
         earlier ones). Returns logits (B, T, V): log of the mean of the members' probabilities, in float32 (one
-        member's own logits for an ensemble of one: their log_softmax, which generate() takes, is the same)."""
+        member's own logits for an ensemble of one: their log_softmax, which generate() takes, is the same).
+        ``output_vocabulary``: a vocabulary shortlist's tokens (``generate(shortlist=...)``), which each member's output
+        layer computes alone; the mean of their probabilities is then over the shortlisted tokens, -inf elsewhere."""
         cache = cache_argument(cache, kwargs)
         if encoder_outputs is None:
             encoder_outputs = self.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
@@ -215,7 +223,7 @@ class Seq2SeqEnsemble(Seq2SeqGeneration, PreTrainedModel, GenerationMixin):
                              decoder_attention_mask=decoder_attention_mask,
                              encoder_outputs=BaseModelOutput(last_hidden_state=memory), cache=member_cache,
                              use_cache=use_cache, output_attentions=self.tracks_coverage or None, return_dict=True,
-                             **kwargs)
+                             output_vocabulary=output_vocabulary, **kwargs)
             if len(self.members) > 1:
                 log_probs.append(outputs.logits.float().log_softmax(dim=-1))  # (B, T, V)
             new_caches.append(output_cache(outputs))
@@ -293,13 +301,17 @@ def load_for_decoding(folders: Sequence[str | Path], read: DecodingFolders | Non
     """``(model, tokenizer)`` to decode with: one folder's model, or the :class:`Seq2SeqEnsemble` of several (the
     tokenizer, and so the generation config, of the first). The folders are checked by :func:`read_for_decoding`
     (``read``: its result, when the caller already has it) before any weights are loaded, and every folder is then
-    loaded strictly (:func:`hf_s2s.models.loading.load_model`), the first with the generation config ``read`` holds
-    (built again from config.json where the folder has no generation_config.json, as ``read`` built it)."""
+    loaded strictly (:func:`hf_s2s.models.loading.load_model`) and read whole (never memory-mapped), the first with
+    the generation config ``read`` holds (built again from config.json where the folder has no
+    generation_config.json, as ``read`` built it)."""
     read = read if read is not None else read_for_decoding(folders)
     # Without a generation_config.json, from_pretrained builds the same config from config.json as read did, and
     # the family then says in one warning line that it decodes with its own lengths: given one, it would not.
     given = read.generation_config if (Path(folders[0]) / "generation_config.json").is_file() else None
-    models = [load_model(folders[0], generation_config=given), *map(load_model, folders[1:])]
+    # read whole, not memory-mapped: a weights file rewritten or truncated while a server decodes would take the
+    # process down (SIGBUS) at the next page it reads
+    models = [load_model(folders[0], generation_config=given, disable_mmap=True),
+              *(load_model(folder, disable_mmap=True) for folder in folders[1:])]
     if len(models) == 1:
         return models[0], read.tokenizer
     return Seq2SeqEnsemble(models), read.tokenizer

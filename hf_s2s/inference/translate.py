@@ -20,6 +20,7 @@ from ..data.tokenization import target_side
 from ..metrics import compute_translation_metrics
 from ..models.modeling_common import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
 from ..models.shortlist import VocabularyShortlist
+from ..models.term_constraints import Glossary
 from .attention import eager_attention
 from .decoding import (
     OPTIONS,
@@ -33,7 +34,6 @@ from .decoding import (
     source_limit,
 )
 from .ensemble import Seq2SeqEnsemble
-from .glossary import Glossary
 from .penalties import CoveragePenaltyLogitsProcessor
 
 logger = logging.getLogger(__name__)
@@ -226,7 +226,7 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAU
     ``coverage_penalty`` > 0 adds GNMT's coverage penalty with that beta to beam search (:mod:`hf_s2s.inference.penalties`);
     ``model`` may be a :class:`hf_s2s.inference.ensemble.Seq2SeqEnsemble`. ``shortlist``
     (:class:`hf_s2s.models.shortlist.VocabularyShortlist`, e.g. ``VocabularyShortlist.from_pretrained(folder)``):
-    each sentence decodes over its source's shortlist. ``glossary`` (:class:`hf_s2s.inference.glossary.Glossary`):
+    each sentence decodes over its source's shortlist. ``glossary`` (:class:`hf_s2s.models.term_constraints.Glossary`):
     each sentence's translation contains the target terms of the glossary's source terms it holds."""
     call = {name: generate_kwargs.pop(name) for name in OPTIONS if name in generate_kwargs}
     settings = {name: generate_kwargs[name] for name in SETTINGS if name in generate_kwargs}  # generate() decodes them
@@ -234,8 +234,10 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAU
                               max_new_tokens=max_new_tokens, length_penalty=length_penalty,
                               coverage_penalty=coverage_penalty, shortlist=shortlist is not None, glossary=glossary,
                               **call, **settings)
-    if glossary is not None:
-        glossary.check_target_terms(tokenizer)
+    if glossary is not None:  # every entry, then each sentence's terms together, before anything is decoded
+        glossary.check(tokenizer, options.max_new_tokens)
+        if sentences:
+            glossary.target_terms(tokenizer(list(sentences))["input_ids"], tokenizer, options.max_new_tokens)
     return translate_with_options(model, tokenizer, sentences, options, batch_size=batch_size,
                                   max_source_length=max_source_length, scores=scores, generate_kwargs=generate_kwargs,
                                   shortlist=shortlist)

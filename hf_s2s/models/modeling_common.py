@@ -552,9 +552,10 @@ class Seq2SeqGeneration(GenerationLengthDefault):
     """Mixed into both generation models and the ensemble (before ``GenerationMixin``): ``GenerationLengthDefault``'s
     lengths, and the decoding options hf_s2s adds to ``generate()``:
 
-    - ``shortlist=`` a :class:`~.shortlist.VocabularyShortlist`: each sentence generates only its source's shortlist
-      (with the special tokens and its target terms), and the output layer computes only the rows the batch needs
-      (``shortlist.py``);
+    - ``shortlist=`` a :class:`~.shortlist.VocabularyShortlist` (or any object with its ``check_fits`` and
+      ``allowed``: the class of hf_s2s and the copy in a model folder alike): each sentence generates only its source's
+      shortlist (with the special tokens and its target terms), and the output layer computes only the rows the batch
+      needs (``shortlist.py``);
     - ``target_terms=`` per sentence, the target terms (lists of token ids) its translation must contain, and
       ``term_bonus=`` (nats, default ``DEFAULT_TERM_BONUS``): :class:`~.term_constraints.TargetTermsLogitsProcessor`
       steers every hypothesis of a sentence with terms; the length bound of such a row is raised to hold its terms.
@@ -564,21 +565,24 @@ class Seq2SeqGeneration(GenerationLengthDefault):
         """transformers' ``generate``, plus ``shortlist`` and ``target_terms`` (see the class docstring)."""
         if shortlist is None:
             return super().generate(*args, **kwargs)
-        if not isinstance(shortlist, VocabularyShortlist):
-            raise ValueError(f"shortlist must be a VocabularyShortlist (VocabularyShortlist.from_pretrained(folder)), "
-                             f"got {type(shortlist).__name__}")
+        if not all(callable(getattr(shortlist, method, None)) for method in ("check_fits", "allowed")):
+            raise ValueError(f"shortlist must be a vocabulary shortlist, an object with check_fits() and allowed() "
+                             f"(VocabularyShortlist.from_pretrained(folder)), got {type(shortlist).__name__}")
         if kwargs.get("output_vocabulary") is not None:
             raise ValueError("give shortlist or output_vocabulary, not both")
         source = args[0] if args else kwargs.get("input_ids", kwargs.get("inputs"))
         if not torch.is_tensor(source) or source.dim() != 2:
             raise ValueError("a vocabulary shortlist reads the source token ids: pass input_ids as a (batch, length) "
                              "tensor")
-        target_vocab_size = getattr(self.config, "target_vocab_size", self.config.vocab_size)
-        shortlist.check_fits(self.config.vocab_size, target_vocab_size, type(self).__name__)
+        shortlist.check_fits(*self.shortlist_vocab_sizes(), type(self).__name__)
         terms = [[token for term in sentence for token in term] for sentence in kwargs.get("target_terms") or []]
         allowed = shortlist.allowed(source, kwargs.get("attention_mask"), self._special_target_tokens(args, kwargs),
                                     terms)
         return super().generate(*args, output_vocabulary=OutputVocabulary(allowed), **kwargs)
+
+    def shortlist_vocab_sizes(self) -> tuple[int, int]:
+        """The source and target vocabulary sizes a shortlist must map between."""
+        return self.config.vocab_size, getattr(self.config, "target_vocab_size", self.config.vocab_size)
 
     def _special_target_tokens(self, args: tuple, kwargs: dict) -> list[int]:
         """The special tokens of a call (its keywords, else the generation config it passes, else the model's):

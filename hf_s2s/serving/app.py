@@ -9,7 +9,8 @@ request reaches the queue, so that nothing a client sends can stop the batcher:
 - 400: the body is not JSON (nor UTF-8 text, or nested too deeply to read);
 - 404: an unknown model name (the answer names the served ones), or path; 405: a method other than POST on
   ``/translate``;
-- 413: a body over ``max_request_bytes``, or more than ``max_sentences`` sentences;
+- 413: a body over ``max_request_bytes``, more than ``max_sentences`` sentences, or a request whose answer or memory
+  would pass ``max_answer_bytes`` or ``max_request_memory`` (predicted before it is queued: :mod:`.sizes`);
 - 422: a body that does not fit the schema (wrong types, unknown fields), no sentences, a sentence the tokenizer
   cannot read or over the length limit, impossible options (``num_return_sequences`` above ``num_beams``, a bound of
   0 tokens, an alignment from a model or engine that has none, more beams than ``max_beams``, a glossary or a
@@ -39,12 +40,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..data.tokenization import target_side
 from ..inference.engines import DecodingOptions, Engine
-from ..inference.glossary import Glossary
+from ..models.term_constraints import Glossary, not_text
 from ..models.version import __version__
 from . import schemas
 from .batching import Abandoned, Batcher, Closing, QueueFull, Translation
 from .config import BatchingConfig, RequestLimits
+from .folders import shown_folder
 from .metrics import CONTENT_TYPE, ServingMetrics
+from .sizes import Prediction, RequestCosts, RequestTooLarge
 
 # Sentences named one by one in the refusal of sentences over the length limit; the count says how many more.
 _SHOWN_SENTENCES = 5
@@ -158,9 +161,11 @@ def _validation_message(errors: Iterable[dict]) -> tuple[int, str]:
 
 
 def create_app(engines: dict[str, Engine], batching: BatchingConfig | None = None,
-               limits: RequestLimits | None = None) -> FastAPI:
+               limits: RequestLimits | None = None, show_folder_paths: bool = False) -> FastAPI:
     """The service for ``engines`` (name -> engine; the first is the default model), each with a batcher of its own.
-    The batchers start with the application and, at shutdown, finish what waits before they stop."""
+    The batchers start with the application and, at shutdown, finish what waits before they stop. ``GET /models``
+    names each folder as the engine was opened on it, an absolute path by its last component only, unless
+    ``show_folder_paths`` (:func:`hf_s2s.serving.folders.shown_folder`)."""
     batching = batching or BatchingConfig()
     limits = limits or RequestLimits()
     if not engines:
@@ -173,7 +178,9 @@ def create_app(engines: dict[str, Engine], batching: BatchingConfig | None = Non
     names = list(engines)
     default = names[0]
     metrics = ServingMetrics()
-    batchers = {name: Batcher(engine, batching, metrics, name) for name, engine in engines.items()}
+    costs = {name: RequestCosts.of(engine, limits.max_answer_bytes, limits.max_request_memory)
+             for name, engine in engines.items()}
+    batchers = {name: Batcher(engine, batching, metrics, name, costs[name]) for name, engine in engines.items()}
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -187,6 +194,8 @@ def create_app(engines: dict[str, Engine], batching: BatchingConfig | None = Non
                   description="Translation with hf_s2s models, dynamically batched. Served: "
                               + ", ".join(f"{name} ({engine.model_type}, {engine.name} {engine.weights})"
                                           for name, engine in engines.items()))
+    openapi = app.openapi
+    app.openapi = lambda: schemas.with_limits(openapi(), names, limits)  # /openapi.json states this server's limits
     app.add_middleware(_BodySizeLimit, max_bytes=limits.max_request_bytes)
     app.add_middleware(_CountAnswers, metrics=metrics)  # added last: outside the size limit, so its 413s count
     errors = {status: {"model": schemas.Error} for status in (400, 404, 405, 413, 422, 500, 503)}
@@ -220,10 +229,12 @@ def create_app(engines: dict[str, Engine], batching: BatchingConfig | None = Non
             request.state.model = name  # the label _CountAnswers counts the answer under
             engine = engines[name]
             lengths, options = _check_request(body, engine, limits)
+            prediction = _check_cost(costs[name], body, lengths, options)
             try:
                 translations = await batchers[name].translate(body.sentences, lengths, options, scores=body.scores,
                                                               alignment=body.alignment,
                                                               output_attentions=body.output_attentions,
+                                                              memory=prediction.answer_memory,
                                                               gone=lambda: _client_gone(request.receive))
             except QueueFull as error:
                 raise ServiceError(503, str(error), headers={"Retry-After": "1"}) from None
@@ -252,7 +263,8 @@ def create_app(engines: dict[str, Engine], batching: BatchingConfig | None = Non
     @app.get("/models", response_model=list[schemas.ModelInfo], summary="The served models")
     async def models():
         return [schemas.ModelInfo(name=name, default=name == default,
-                                  attention_type=getattr(engine.config, "attention_type", None), **engine.describe())
+                                  attention_type=getattr(engine.config, "attention_type", None),
+                                  **{**engine.describe(), "folder": shown_folder(engine.folder, show_folder_paths)})
                 for name, engine in engines.items()]
 
     @app.get("/metrics", summary="Prometheus metrics", response_class=Response)
@@ -315,7 +327,7 @@ def _check_request(request: schemas.TranslateRequest, engine: Engine, limits: Re
         raise ServiceError(422, f"{given} is {options.num_beams}; this server decodes with at most {limits.max_beams} "
                                 "beams")
     try:
-        lengths = [len(ids) for ids in engine.tokenizer(request.sentences)["input_ids"]]
+        source_ids = engine.tokenizer(request.sentences)["input_ids"]
     except Exception:  # the tokenizer's own message names no sentence: find them
         unreadable = [(index, problem) for index, sentence in enumerate(request.sentences)
                       if (problem := _reading_problem(engine.tokenizer, sentence)) is not None]
@@ -325,6 +337,7 @@ def _check_request(request: schemas.TranslateRequest, engine: Engine, limits: Re
         more = f"; and {len(unreadable) - _SHOWN_SENTENCES} more" if len(unreadable) > _SHOWN_SENTENCES else ""
         raise ServiceError(422, f"{len(unreadable)} of {count} sentences cannot be read by the model's tokenizer "
                                 f"(counted from 0): {named}{more}") from None
+    lengths = [len(ids) for ids in source_ids]
     limit = min(filter(None, (limits.max_sentence_tokens, engine.source_limit())))
     over = [(index, length) for index, length in enumerate(lengths) if length > limit]
     if over:
@@ -332,7 +345,22 @@ def _check_request(request: schemas.TranslateRequest, engine: Engine, limits: Re
         more = f" and {len(over) - _SHOWN_SENTENCES} more" if len(over) > _SHOWN_SENTENCES else ""
         raise ServiceError(422, f"{len(over)} of {count} sentences are longer than the {limit} source tokens this "
                                 f"server reads (</s> included): {named}{more} (counted from 0); shorten or split them")
+    if options.glossary is not None:  # each sentence's terms fit in what the model may write
+        try:
+            options.glossary.target_terms(source_ids, engine.tokenizer, options.max_new_tokens)
+        except ValueError as error:
+            raise ServiceError(422, str(error)) from None
     return lengths, options
+
+
+def _check_cost(costs: RequestCosts, request: schemas.TranslateRequest, lengths: list[int],
+                options: DecodingOptions) -> Prediction:
+    """What the request will cost (:mod:`.sizes`), or the 413 refusing an answer or memory over the limits."""
+    try:
+        return costs.check(lengths, options, scores=request.scores, alignment=request.alignment,
+                           output_attentions=request.output_attentions)
+    except RequestTooLarge as error:
+        raise ServiceError(413, str(error)) from None
 
 
 def _glossary(pairs: list[list[str]] | None) -> Glossary | None:
@@ -351,11 +379,9 @@ def _glossary(pairs: list[list[str]] | None) -> Glossary | None:
 def _reading_problem(tokenizer, sentence: str) -> str | None:
     """Why ``tokenizer`` cannot read ``sentence``, or None where it can. A lone UTF-16 surrogate, which a JSON string
     may escape (``"\\ud800"``) but which is no text, is named as such; any other failure by the tokenizer's message."""
-    try:
-        sentence.encode("utf-8")
-    except UnicodeEncodeError as error:
-        return (f"a lone surrogate U+{ord(sentence[error.start]):04X} at character {error.start}, which is not text "
-                "(a \\uD800-\\uDFFF escape is half of a pair)")
+    problem = not_text(sentence)
+    if problem is not None:
+        return problem
     try:
         tokenizer([sentence])
     except Exception as error:

@@ -34,6 +34,7 @@ from ..inference.engines import Alignment, DecodingOptions, Engine
 from ..inference.translate import Hypothesis
 from .config import BatchingConfig
 from .metrics import ServingMetrics
+from .sizes import RequestCosts
 
 logger = logging.getLogger(__name__)
 
@@ -69,17 +70,19 @@ class _Job:
     alignment: bool
     output_attentions: bool  # the alignment with every layer's and head's weights
     future: asyncio.Future
+    memory: int = 0  # bytes its answer takes, at most (hf_s2s.serving.sizes)
     arrived: float = field(default_factory=time.monotonic)
 
 
 class Batcher:
     """Gathers the requests for one ``engine`` into batches (:class:`BatchingConfig`) and decodes them on a thread of
     its own. Start it with :meth:`start` inside the running event loop; at shutdown, :meth:`drain` sets the deadline
-    of what waits and :meth:`close` finishes what is left, then stops."""
+    of what waits and :meth:`close` finishes what is left, then stops. With ``costs``, a batch's answers together take
+    no more memory than one request may, nor does any engine call (:mod:`hf_s2s.serving.sizes`)."""
 
     def __init__(self, engine: Engine, config: BatchingConfig, metrics: ServingMetrics | None = None,
-                 name: str = "model"):
-        self.engine, self.config, self.metrics, self.name = engine, config, metrics, name
+                 name: str = "model", costs: RequestCosts | None = None):
+        self.engine, self.config, self.metrics, self.name, self.costs = engine, config, metrics, name, costs
         self._pending: deque[_Job] = deque()
         self._decoding: list[_Job] = []  # the batch on the engine now
         self._queued_sentences = 0
@@ -128,9 +131,10 @@ class Batcher:
 
     async def translate(self, sentences: list[str], lengths: list[int], options: DecodingOptions, *,
                         scores: bool = False, alignment: bool = False, output_attentions: bool = False,
-                        gone: Callable[[], Awaitable[None]] | None = None) -> list[Translation]:
+                        memory: int = 0, gone: Callable[[], Awaitable[None]] | None = None) -> list[Translation]:
         """Queue one request and wait for its translations, one per sentence (with their alignments if ``alignment``,
-        and every layer's and head's attention weights too if ``output_attentions``). :class:`QueueFull` when the queue
+        and every layer's and head's attention weights too if ``output_attentions``; ``memory``: the bytes its answer
+        takes, :class:`hf_s2s.serving.sizes.Prediction`'s ``answer_memory``). :class:`QueueFull` when the queue
         cannot take its sentences; :class:`Closing` once the batcher is shutting down, or when its deadline passed
         before the request was decoded. ``gone()`` returns when the client has gone away: the request then leaves
         the queue undecoded (:class:`Abandoned`); so does a request whose task is cancelled."""
@@ -140,7 +144,7 @@ class Batcher:
             raise QueueFull(f"{self._queued_sentences} sentences are waiting for {self.name!r} and the queue holds "
                             f"{self.config.max_queue_sentences}: retry later")
         job = _Job(sentences, lengths, options, scores, alignment or output_attentions, output_attentions,
-                   asyncio.get_running_loop().create_future())
+                   asyncio.get_running_loop().create_future(), memory)
         self._pending.append(job)
         self._queue_changed(len(sentences))
         self._arrival.set()
@@ -221,17 +225,21 @@ class Batcher:
         return jobs
 
     def _joining(self, first: _Job) -> list[_Job]:
-        """``first`` and the waiting requests of its options, oldest first, while their tokens fit the budget."""
+        """``first`` and the waiting requests of its options, oldest first, while their tokens fit the budget and
+        their answers the memory one request may take."""
         if not self.config.batching:
             return [first]
-        jobs, tokens = [], 0
+        jobs, tokens, memory = [], 0, 0
+        budget = self.costs.max_memory if self.costs is not None else None
         for job in self._pending:
             if job.options != first.options:
                 continue
-            if jobs and tokens + sum(job.lengths) > self.config.max_batch_tokens:
+            if jobs and (tokens + sum(job.lengths) > self.config.max_batch_tokens
+                         or (budget is not None and memory + job.memory > budget)):
                 break
             jobs.append(job)
             tokens += sum(job.lengths)
+            memory += job.memory
         return jobs
 
     async def _decode(self, jobs: list[_Job]) -> list[list[Translation] | None]:
@@ -243,7 +251,8 @@ class Batcher:
         items = sorted(((length, j, i) for j, job in enumerate(jobs) for i, length in enumerate(job.lengths)),
                        reverse=True)  # (tokens, job, sentence), longest first
         hypotheses: dict[tuple[int, int], list[Hypothesis]] = {}
-        for call in _engine_calls([length for length, _, _ in items], self.config.max_batch_tokens):
+        fits = None if self.costs is None else lambda lengths: self.costs.call_fits(lengths, options, scores)
+        for call in _engine_calls([length for length, _, _ in items], self.config.max_batch_tokens, fits):
             call = [k for k in call if not jobs[items[k][1]].future.done()]
             if not call:
                 continue
@@ -273,12 +282,15 @@ class Batcher:
         return self.engine.translate(sentences, options, batch_size=len(sentences), scores=scores)
 
 
-def _engine_calls(lengths: list[int], max_tokens: int) -> list[list[int]]:
+def _engine_calls(lengths: list[int], max_tokens: int,
+                  fits: Callable[[list[int]], bool] | None = None) -> list[list[int]]:
     """Positions of ``lengths`` (sorted longest first) cut into runs whose padded size, count x the first (longest)
-    length, stays within ``max_tokens``; a sentence longer than that alone makes a call of its own."""
+    length, stays within ``max_tokens``, and which ``fits`` (given a run's lengths; None: any) lets one engine call
+    decode; a sentence that fits neither alone makes a call of its own."""
     calls: list[list[int]] = []
     for position in range(len(lengths)):
-        if calls and (len(calls[-1]) + 1) * lengths[calls[-1][0]] <= max_tokens:
+        if calls and (len(calls[-1]) + 1) * lengths[calls[-1][0]] <= max_tokens and (
+                fits is None or fits([lengths[p] for p in (*calls[-1], position)])):
             calls[-1].append(position)
         else:
             calls.append([position])

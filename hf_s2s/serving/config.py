@@ -42,9 +42,15 @@ class RequestLimits:
     max_sentence_tokens: int = 256  # source tokens per sentence, </s> included (lowered to a model's own limit)
     max_beams: int = 16  # num_beams per request
     max_request_bytes: int = 1_000_000  # size of a request's body
+    # size of an answer's JSON, attention included, at most as predicted before decoding (hf_s2s.serving.sizes)
+    max_answer_bytes: int = 32_000_000
+    # memory one request may take to decode and answer, as predicted before decoding; also what one engine call and
+    # the answers of one batch may take (hf_s2s.serving.sizes)
+    max_request_memory: int = 512_000_000
 
     def __post_init__(self):
-        _check_numbers(self, ("max_sentences", "max_sentence_tokens", "max_beams", "max_request_bytes"), 1, whole=True)
+        _check_numbers(self, ("max_sentences", "max_sentence_tokens", "max_beams", "max_request_bytes",
+                              "max_answer_bytes", "max_request_memory"), 1, whole=True)
 
 
 __all__ = ["DEFAULT_GRACEFUL_TIMEOUT", "BatchingConfig", "RequestLimits"]

@@ -11,6 +11,9 @@ otherwise fail, or decode wrongly, on every request.
   lengths, as ``hf-s2s translate`` does, and the load says so in one warning line
   (``GenerationLengthDefault.on_generation_config_loaded``).
 
+How ``GET /models`` names a folder to any client is :func:`shown_folder`'s: as the server was started with it, never
+the server's absolute paths unless asked for.
+
 No optional dependency here (the config is read with transformers, as every command reads it), so that the command
 checks folders before it needs the serve extra's packages.
 """
@@ -59,4 +62,14 @@ def _read_json_object(path: Path) -> dict:
     return value
 
 
-__all__ = ["FIX_SECTION", "JSON_FILES", "check_model_folder"]
+def shown_folder(folder: str | Path, absolute: bool = False) -> str:
+    """How ``GET /models`` names a served folder: as the server was started with it (a relative path as given), but
+    an absolute path by its last component only, so that no client learns where the server keeps its files; with
+    ``absolute`` (``hf-s2s serve --show-folder-paths``), the absolute path."""
+    path = Path(folder)
+    if absolute:
+        return str(path.resolve())
+    return path.name if path.is_absolute() else str(folder)
+
+
+__all__ = ["FIX_SECTION", "JSON_FILES", "check_model_folder", "shown_folder"]

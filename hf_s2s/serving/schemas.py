@@ -78,7 +78,8 @@ class TranslateResponse(BaseModel):
 class ModelInfo(BaseModel):
     name: str
     default: bool = Field(description="whether requests without a model name go to it")
-    folder: str
+    folder: str = Field(description="the model's folder as the server was started with it (an absolute path: its last "
+                                    "component only, unless the server runs with --show-folder-paths)")
     model_type: str
     engine: str
     weights: str = Field(description="float32, bfloat16 or int8")
@@ -101,5 +102,26 @@ class Error(BaseModel):
     detail: list | None = Field(None, description="the validation errors, for a body that does not fit the schema")
 
 
+def with_limits(openapi: dict, models: list[str], limits) -> dict:
+    """The OpenAPI schema ``openapi`` with what this server accepts written into the request's schema: one to
+    ``limits.max_sentences`` sentences, a served model's name, one to ``limits.max_beams`` beams and hypotheses, and
+    glossary entries of two strings. (What cannot be said in a schema, such as a sentence's length in tokens or an
+    answer's size, is refused with its own message.)"""
+    properties = openapi["components"]["schemas"]["TranslateRequest"]["properties"]
+    properties["sentences"].update(minItems=1, maxItems=limits.max_sentences)
+    _branch(properties["model"], "string").update(enum=list(models))
+    _branch(properties["num_beams"], "integer").update(minimum=1, maximum=limits.max_beams)
+    properties["num_return_sequences"].update(minimum=1, maximum=limits.max_beams)
+    glossary = _branch(properties["glossary"], "array")
+    glossary.update(minItems=1)
+    glossary["items"].update(minItems=2, maxItems=2)
+    return openapi
+
+
+def _branch(schema: dict, kind: str) -> dict:
+    """The branch of type ``kind`` of an optional field's schema (``anyOf: [{type: kind}, {type: null}]``)."""
+    return next(branch for branch in schema.get("anyOf", [schema]) if branch.get("type") == kind)
+
+
 __all__ = ["Alignment", "Error", "Health", "Hypothesis", "ModelInfo", "TranslateRequest", "TranslateResponse",
-           "Translation"]
+           "Translation", "with_limits"]
