@@ -43,6 +43,7 @@ from ..data.tokenization import check_tokenizer_fits_model, target_side
 from ..data.vocabulary import VOCABULARY_FIELDS, check_same_vocabulary
 from ..models.loading import load_config, load_generation_config, load_model, load_tokenizer
 from ..models.modeling_common import Seq2SeqGeneration
+from ..models.output_vocabulary import OutputVocabulary
 from ..models.transformers_compat import cache_argument, cache_output, output_cache
 from .attention import eager_attention
 
@@ -197,11 +198,14 @@ class Seq2SeqEnsemble(Seq2SeqGeneration, PreTrainedModel, GenerationMixin):
         encoder_outputs: EnsembleEncoderOutput | None = None,
         cache: EnsembleCache | None = None,
         use_cache: bool | None = None,
+        output_vocabulary: OutputVocabulary | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
         """input_ids, attention_mask (B, S); decoder_input_ids (B, T) (the new tokens only once the cache holds the
         earlier ones). Returns logits (B, T, V): log of the mean of the members' probabilities, in float32 (one
-        member's own logits for an ensemble of one: their log_softmax, which generate() takes, is the same)."""
+        member's own logits for an ensemble of one: their log_softmax, which generate() takes, is the same).
+        ``output_vocabulary`` (a shortlist's, which generate() passes): decoder ids and logits (B, T, K) in its compact
+        ids, each member's softmax over the K tokens."""
         cache = cache_argument(cache, kwargs)
         if encoder_outputs is None:
             encoder_outputs = self.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
@@ -215,7 +219,7 @@ class Seq2SeqEnsemble(Seq2SeqGeneration, PreTrainedModel, GenerationMixin):
                              decoder_attention_mask=decoder_attention_mask,
                              encoder_outputs=BaseModelOutput(last_hidden_state=memory), cache=member_cache,
                              use_cache=use_cache, output_attentions=self.tracks_coverage or None, return_dict=True,
-                             **kwargs)
+                             output_vocabulary=output_vocabulary, **kwargs)
             if len(self.members) > 1:
                 log_probs.append(outputs.logits.float().log_softmax(dim=-1))  # (B, T, V)
             new_caches.append(output_cache(outputs))
