@@ -82,6 +82,33 @@ def test_greedy_search_gives_the_torch_engines_translations_and_scores(torch_eng
     assert scores(got) == pytest.approx(scores(expected), abs=2e-3)
 
 
+class CountedTranslator:
+    """A ctranslate2.Translator that counts the source rows of its translate_batch calls."""
+
+    def __init__(self, translator):
+        self.translator, self.rows = translator, 0
+
+    def translate_batch(self, source, **kwargs):
+        self.rows += len(source)
+        return self.translator.translate_batch(source, **kwargs)
+
+
+@pytest.mark.parametrize("bound", list(BOUNDS))
+def test_the_ctranslate2_engine_decodes_each_greedy_row_once_also_at_its_length_bound(torch_engine, ct2_engine,
+                                                                                      monkeypatch, bound):
+    """A row that reaches its own bound (a random model ends no sentence, so every row here does under a bound) is
+    stopped there, in the one call that decodes its batch, not decoded again; its tokens and score are torch's."""
+    counted = CountedTranslator(ct2_engine.translator)
+    monkeypatch.setattr(ct2_engine, "translator", counted)
+    options = ct2_engine.options(num_beams=1, **BOUNDS[bound])
+    with single_thread():
+        got = ct2_engine.translate(SENTENCES, options, batch_size=8, scores=True)
+        expected = torch_engine.translate(SENTENCES, options, batch_size=8, scores=True)
+    assert counted.rows == sum(1 for sentence in SENTENCES if sentence.strip())
+    assert texts(got) == texts(expected)
+    assert scores(got) == pytest.approx(scores(expected), abs=2e-3)
+
+
 @pytest.mark.parametrize("early_stopping", [True, False])
 def test_the_onnx_engines_beam_search_gives_the_torch_engines_n_best_lists_and_scores(torch_engine, onnx_engine,
                                                                                        early_stopping):

@@ -188,15 +188,16 @@ class Engine:
         return source_limit(model_max_length(self.tokenizer), None, self.position_table)[0]
 
     def translate(self, sentences: list[str], options: DecodingOptions, *, batch_size: int = DEFAULT_BATCH_SIZE,
-                  scores: bool = False) -> list[list[Hypothesis]]:
+                  scores: bool = False, encoded: list[list[int]] | None = None) -> list[list[Hypothesis]]:
         """Each sentence's ``options.num_return_sequences`` best hypotheses, best first, decoded in length-sorted
         batches of ``batch_size`` with ``options`` from :meth:`options`; blank sentences give blank hypotheses;
-        scores only with ``scores``."""
+        scores only with ``scores``. ``encoded``: each sentence's source ids by the engine's tokenizer, when the
+        caller has them already (a server tokenizes a request when it arrives): not tokenized again."""
         if not self.loaded:
             raise RuntimeError(f"{self.label} for {self.folder} is not loaded: call load() first")
-        return self._translate(sentences, options, batch_size, scores)
+        return self._translate(sentences, options, batch_size, scores, encoded)
 
-    def _translate(self, sentences, options, batch_size, scores):
+    def _translate(self, sentences, options, batch_size, scores, encoded):
         raise NotImplementedError
 
     def check_alignment(self) -> None:
@@ -262,9 +263,10 @@ class TorchEngine(Engine):
         if options.glossary is not None:
             options.glossary.check_target_terms(self.tokenizer)
 
-    def _translate(self, sentences, options, batch_size, scores):
+    def _translate(self, sentences, options, batch_size, scores, encoded):
         return translate_with_options(self.model, self.tokenizer, sentences, options, batch_size=batch_size,
-                                      scores=scores, shortlist=self.shortlist if options.shortlist else None)
+                                      scores=scores, shortlist=self.shortlist if options.shortlist else None,
+                                      encoded=encoded)
 
     def check_alignment(self) -> None:
         if len(self.names) > 1:
@@ -325,9 +327,9 @@ class CTranslate2Engine(Engine):
                                quantization="int8" if self.weights == "int8" else None)
             self.translator = ctranslate2.Translator(exported, device="cpu", intra_threads=self.threads or 0)
 
-    def _translate(self, sentences, options, batch_size, scores):
+    def _translate(self, sentences, options, batch_size, scores, encoded):
         return translate_ctranslate2_with_options(self.translator, self.model, self.tokenizer, sentences, options,
-                                                  batch_size=batch_size, scores=scores)
+                                                  batch_size=batch_size, scores=scores, encoded=encoded)
 
 
 class OnnxEngine(Engine):
@@ -371,8 +373,9 @@ class OnnxEngine(Engine):
             self.runtime = onnx_runtime.OnnxSeq2Seq(exported, threads=self.threads)
             self.runtime.tokenizers  # read now: the folder goes when the block ends  # noqa: B018
 
-    def _translate(self, sentences, options, batch_size, scores):
-        results = self.runtime.translate_with_options(sentences, options, batch_size=batch_size, scores=scores)
+    def _translate(self, sentences, options, batch_size, scores, encoded):
+        results = self.runtime.translate_with_options(sentences, options, batch_size=batch_size, scores=scores,
+                                                      encoded=encoded)
         return [[Hypothesis(text, score) for text, score in hypotheses] for hypotheses in results]
 
 
