@@ -446,8 +446,8 @@ def test_every_path_picks_its_engine_by_name_from_the_one_registry(folders, caps
     assert list(ENGINES) == ["torch", "ctranslate2", "onnx"]
     assert engine_choices(translate_command.main, [str(folders["rnn_seq2seq"])], capsys) == listed
     assert engine_choices(serve_command.main, [str(folders["rnn_seq2seq"])], capsys) == listed
-    assert {engine for engine, _, _ in CONFIGURATIONS} <= set(ENGINES)  # the serving benchmark's rows
-    assert {(engine, weights) for engine, weights, _ in CONFIGURATIONS} <= {
+    assert {configuration.engine for configuration in CONFIGURATIONS} <= set(ENGINES)  # the serving benchmark's rows
+    assert {(configuration.engine, configuration.weights) for configuration in CONFIGURATIONS} <= {
         (name, weights) for name, engine in ENGINES.items() for weights in engine.weight_types}
     for name, engine in ENGINES.items():  # each refuses a weight type it does not decode, by name, before loading
         if "bfloat16" not in engine.weight_types:
