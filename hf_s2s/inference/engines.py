@@ -101,6 +101,10 @@ class Engine:
     # does; None: all of them (generate() itself)
     implements: ClassVar[tuple[str, ...] | None]
     ensembles: ClassVar[bool] = False  # whether it decodes several folders as one model
+    # Set by --engine auto (hf_s2s.inference.engine_choice): refuse options the engine decodes otherwise than
+    # generate() even where it decodes them when named (CTranslate2's beam search); and why it was chosen.
+    exact: bool = False
+    choice: str | None = None
 
     def __init__(self, folders: str | Path | Sequence[str | Path], *, weights: str = "float32",
                  threads: int | None = None):
@@ -218,7 +222,8 @@ class Engine:
     def describe(self) -> dict:
         """What ``GET /models`` and reports say about the engine."""
         return {"folder": self.folder, "model_type": self.model_type, "engine": self.name, "weights": self.weights,
-                "source_limit": self.source_limit(), "num_beams": self.generation_settings.get("num_beams") or 1,
+                "engine_choice": self.choice, "source_limit": self.source_limit(),
+                "num_beams": self.generation_settings.get("num_beams") or 1,
                 **{name: self.generation_settings.get(name) for name in BOUND}}
 
 
@@ -317,6 +322,11 @@ class CTranslate2Engine(Engine):
 
     def check_options(self, options: DecodingOptions) -> None:
         check_ctranslate2_options(options)
+        if self.exact and options.num_beams > 1 and options.early_stopping is not True:
+            raise ValueError(f"{self.label} ends beam search once num_beams hypotheses are done, as "
+                             "generate(early_stopping=True), not as generate() with early_stopping "
+                             f"{options.early_stopping!r}: decode it with the torch engine (--engine torch), or set "
+                             "early_stopping=True in the generation config")
 
     def _load(self) -> None:
         ctranslate2 = import_ctranslate2()
