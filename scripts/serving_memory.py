@@ -22,8 +22,8 @@ from checkout import use_shared_corpus  # noqa: E402
 
 from hf_s2s.benchmark.builders import TransformerDims  # noqa: E402
 from hf_s2s.benchmark.measure import multi30k_dir  # noqa: E402
-from hf_s2s.benchmark.serving import random_folders  # noqa: E402
 from hf_s2s.benchmark.serving_memory import MemoryLoad, run  # noqa: E402
+from hf_s2s.benchmark.serving_models import random_folders  # noqa: E402
 from hf_s2s.inference.translate import read_sentences  # noqa: E402
 from hf_s2s.serving.config import RequestLimits  # noqa: E402
 

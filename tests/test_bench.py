@@ -48,6 +48,19 @@ def test_quick_run_writes_json_and_markdown(tmp_path):
             "RNN Bahdanau GRU | torch int8 | dynamic batching"} <= set(serving["rows"])
     assert all(row["answered_once"] and row["sentences_per_s"] > 0 for row in serving["rows"].values())
     assert all(serving["same_translations_batched_and_sequential"].values())
+    # issue 48: trained models that end sentences, the engines alone on the server's batches, the clients' CPU apart,
+    # the ONNX engine and the shortlist served, and a profile of the served path
+    assert set(serving["trained_models"]) == {"Transformer", "RNN Bahdanau GRU"}
+    assert {"Transformer | onnx float32 | dynamic batching",
+            "Transformer | torch float32 + shortlist | dynamic batching"} <= set(serving["rows"])
+    alone = {name for name, row in serving["rows"].items() if "served_vs_alone" in row}
+    assert alone == {name for name in serving["rows"] if " float32" in name and name.endswith("| dynamic batching")}
+    assert all(serving["rows"][name]["served_vs_alone"] > 0 for name in alone)
+    assert all(row["client_cpu_s"] > 0 and row["server_cpu_s"] > 0 for row in serving["rows"].values())
+    assert set(serving["profiles"]) == alone
+    assert all(profile["cpu_seconds"]["decoding"] + profile["cpu_seconds"]["engine threads"] > 0
+               for profile in serving["profiles"].values())
+    assert "Where a served sentence's time goes" in markdown
     for heading in ("Transformer training", "Generation", "Shortlist", "Cache scaling", "textbook", "RNN learning", "Batching",
                     "Training job pipeline", "Serving", "Targets"):
         assert heading in markdown

@@ -21,6 +21,7 @@ from hf_s2s.cli import run_command
 from hf_s2s.cli import serve as serve_command
 from hf_s2s.cli import translate as translate_command
 from hf_s2s.inference.decoding import DecodingOptions
+from hf_s2s.inference.engine_choice import AUTO, FASTEST_FIRST, open_fastest_engine
 from hf_s2s.inference.engines import ENGINES, load_engine, open_engine
 from hf_s2s.inference.int8 import quantize_int8
 from hf_s2s.inference.translate import translate
@@ -79,6 +80,33 @@ def test_greedy_search_gives_the_torch_engines_translations_and_scores(torch_eng
         got = engine.translate(SENTENCES, options, batch_size=8, scores=True)
     assert texts(got) == texts(expected)
     assert len({text for text, in texts(expected)}) > 5  # varied outputs: the comparison has teeth
+    assert scores(got) == pytest.approx(scores(expected), abs=2e-3)
+
+
+class CountedTranslator:
+    """A ctranslate2.Translator that counts the source rows of its translate_batch calls."""
+
+    def __init__(self, translator):
+        self.translator, self.rows = translator, 0
+
+    def translate_batch(self, source, **kwargs):
+        self.rows += len(source)
+        return self.translator.translate_batch(source, **kwargs)
+
+
+@pytest.mark.parametrize("bound", list(BOUNDS))
+def test_the_ctranslate2_engine_decodes_each_greedy_row_once_also_at_its_length_bound(torch_engine, ct2_engine,
+                                                                                      monkeypatch, bound):
+    """A row that reaches its own bound (a random model ends no sentence, so every row here does under a bound) is
+    stopped there, in the one call that decodes its batch, not decoded again; its tokens and score are torch's."""
+    counted = CountedTranslator(ct2_engine.translator)
+    monkeypatch.setattr(ct2_engine, "translator", counted)
+    options = ct2_engine.options(num_beams=1, **BOUNDS[bound])
+    with single_thread():
+        got = ct2_engine.translate(SENTENCES, options, batch_size=8, scores=True)
+        expected = torch_engine.translate(SENTENCES, options, batch_size=8, scores=True)
+    assert counted.rows == sum(1 for sentence in SENTENCES if sentence.strip())
+    assert texts(got) == texts(expected)
     assert scores(got) == pytest.approx(scores(expected), abs=2e-3)
 
 
@@ -415,12 +443,13 @@ def engine_choices(main, argv: list[str], capsys) -> str:
 
 
 def test_every_path_picks_its_engine_by_name_from_the_one_registry(folders, capsys):
-    listed = ", ".join(map(repr, ENGINES))
+    listed = ", ".join(map(repr, [*ENGINES, AUTO]))
     assert list(ENGINES) == ["torch", "ctranslate2", "onnx"]
     assert engine_choices(translate_command.main, [str(folders["rnn_seq2seq"])], capsys) == listed
     assert engine_choices(serve_command.main, [str(folders["rnn_seq2seq"])], capsys) == listed
-    assert {engine for engine, _, _ in CONFIGURATIONS} <= set(ENGINES)  # the serving benchmark's rows
-    assert {(engine, weights) for engine, weights, _ in CONFIGURATIONS} <= {
+    assert {configuration.engine for configuration in CONFIGURATIONS} <= set(ENGINES)  # the serving benchmark's rows
+    assert {name for names in FASTEST_FIRST.values() for name in names} <= set(ENGINES)  # --engine auto's
+    assert {(configuration.engine, configuration.weights) for configuration in CONFIGURATIONS} <= {
         (name, weights) for name, engine in ENGINES.items() for weights in engine.weight_types}
     for name, engine in ENGINES.items():  # each refuses a weight type it does not decode, by name, before loading
         if "bfloat16" not in engine.weight_types:
@@ -478,3 +507,58 @@ def test_translate_command_with_the_onnx_engine_exports_on_start_into_a_temporar
                                                                  enumerate(expected) for h in hypotheses]
     assert [float(score) for _, _, score in lines] == pytest.approx(scores(expected), abs=2e-3)
     assert len({text for _, text, _ in lines}) > 4
+
+
+# ---- --engine auto ------------------------------------------------------------------------------------------------
+
+
+def chosen(folders, model, **kwargs) -> tuple[str, str]:
+    """(the engine --engine auto opens for ``model``, a model type of ``folders`` or a list of folders, with
+    ``kwargs``, its reason); no weights are loaded."""
+    choice = open_fastest_engine(folders[model] if isinstance(model, str) else model, **kwargs)
+    assert not choice.engine.loaded and choice.engine.choice == choice.reason
+    return choice.engine.name, choice.reason
+
+
+def test_auto_picks_the_fastest_engine_that_decodes_the_call_as_generate_does(folders):
+    """In the measured order (FASTEST_FIRST), each engine passed over for what it cannot decode exactly, said so."""
+    pytest.importorskip("ctranslate2")
+    fallback = "onnx" if ONNX else "torch"
+    assert chosen(folders, "transformer_seq2seq")[0] == "ctranslate2"
+    assert chosen(folders, "transformer_seq2seq", int8=True)[0] == "ctranslate2"
+    # CTranslate2's beam search ends as generate(early_stopping=True): not the folder's default search
+    engine, reason = chosen(folders, "transformer_seq2seq", call={"num_beams": 3})
+    assert engine == fallback and "passed over ctranslate2: the ctranslate2 engine ends beam search" in reason
+    engine, reason = chosen(folders, "rnn_seq2seq")
+    assert engine == fallback
+    assert "passed over ctranslate2: the ctranslate2 engine runs the Transformer family" in reason
+    for kwargs in ({"call": {"shortlist": False, "coverage_penalty": 0.1, "num_beams": 2}}, {"dtype": "bfloat16"}):
+        assert chosen(folders, "transformer_seq2seq", **kwargs)[0] == "torch"
+    folder = str(folders["transformer_seq2seq"])
+    assert chosen(folders, [folder, folder])[0] == "torch"  # an ensemble
+    needs_alignment = open_fastest_engine(folder, needs=lambda engine: engine.check_alignment())
+    assert needs_alignment.engine.name == "torch" and "gives no alignments" in needs_alignment.reason
+    with pytest.raises(ValueError, match="num_return_sequences .* must be <= num_beams"):  # no engine decodes it
+        open_fastest_engine(folder, call={"num_beams": 1, "num_return_sequences": 2})
+
+
+def test_translate_and_serve_with_engine_auto_say_which_engine_and_decode_as_it(folders, ct2_engine, tmp_path, capsys):
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(SENTENCES[:6]) + "\n")
+    folder = str(folders["transformer_seq2seq"])
+    assert run_command("translate", [folder, "--input", str(source), "--engine", "auto"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.startswith("--engine auto chose ctranslate2 (float32): the fastest engine")
+    assert captured.out.splitlines() == [h[0].text for h in ct2_engine.translate(SENTENCES[:6], ct2_engine.options())]
+    # the server refuses, naming --engine torch, a request the engine auto chose would decode otherwise
+    pytest.importorskip("fastapi")
+    httpx = pytest.importorskip("httpx")
+    from hf_s2s.serving.app import create_app
+    from hf_s2s.serving.server import serve_in_thread
+
+    engine = open_fastest_engine(folder, threads=1).engine.load()
+    with serve_in_thread(create_app({"tf": engine})) as url:
+        models = httpx.get(f"{url}/models").json()
+        beam = httpx.post(f"{url}/translate", json={"sentences": ["a b"], "num_beams": 3})
+    assert models[0]["engine"] == "ctranslate2" and models[0]["engine_choice"].startswith("--engine auto chose")
+    assert beam.status_code == 422 and "--engine torch" in beam.json()["error"]

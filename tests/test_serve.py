@@ -455,13 +455,45 @@ class GatedEngine(TorchEngine):
             raise RuntimeError("a bug in the engine")
         return super().options(**options)
 
-    def _translate(self, sentences, options, batch_size, scores):
+    def _translate(self, sentences, options, batch_size, scores, encoded):
         self.calls.append(list(sentences))
         self.entered.set()
         assert self.gate.wait(timeout=60)
         if "boom" in sentences:
             raise RuntimeError("the engine broke")
-        return super()._translate(sentences, options, batch_size, scores)
+        return super()._translate(sentences, options, batch_size, scores, encoded)
+
+
+class CountedTokenizer:
+    """Counts, while active, how often each text reaches the tokenizer's class' __call__ (every engine and the server
+    call it so)."""
+
+    def __init__(self, tokenizer, monkeypatch):
+        self.texts = collections.Counter()
+        call = type(tokenizer).__call__
+
+        def counted(tokenizer_self, text=None, *args, **kwargs):
+            self.texts.update([text] if isinstance(text, str) else list(text or []))
+            return call(tokenizer_self, text, *args, **kwargs)
+
+        monkeypatch.setattr(type(tokenizer), "__call__", counted)
+
+
+@pytest.mark.parametrize("engine_name", ["torch", "ctranslate2"])
+def test_a_request_is_tokenized_once_and_the_engine_decodes_the_ids_the_server_read(folders, monkeypatch, engine_name):
+    """The server reads a request's sentences with the tokenizer when it arrives (their lengths decide the limit and
+    the batch) and hands those ids to the engine, which does not tokenize them again; the answer is the one the engine
+    gives from the text alone."""
+    if engine_name == "ctranslate2":
+        pytest.importorskip("ctranslate2")
+    engine = load_engine(folders["tf"], engine_name, threads=1)
+    sentences = ["Ein Hund rennt.", "Zwei Kinder spielen im Park.", "Eine Frau liest."]
+    expected = [hypotheses[0].text for hypotheses in engine.translate(sentences, engine.options())]
+    with serve_in_thread(create_app({"tf": engine}, BATCHING, LIMITS)) as url:
+        counted = CountedTokenizer(engine.tokenizer, monkeypatch)
+        response = post(url, {"sentences": sentences})
+    assert [translation["text"] for translation in response.json()["translations"]] == expected
+    assert all(counted.texts[sentence] == 1 for sentence in sentences), counted.texts
 
 
 def test_a_full_queue_is_503_and_a_failed_batch_500_for_its_requests_only(folders):

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from safetensors.torch import save_file
 from torch.utils._python_dispatch import TorchDispatchMode
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, LogitsProcessor, LogitsProcessorList
 
 from hf_s2s.cli.translate import main as translate_main
 from hf_s2s.inference.ensemble import Seq2SeqEnsemble
@@ -92,6 +92,129 @@ def test_each_sentence_generates_its_own_shortlist_alike_in_a_batch_and_alone(mo
         with torch.no_grad():
             alone = model.generate(input_ids=source, max_new_tokens=12, num_beams=num_beams, shortlist=shortlist)
         assert until_eos(alone[0]) == until_eos(batched[row])
+
+
+# What the compact search is compared with, each a generate() call's keywords (the shortlist's tokens in the terms)
+CALLS = {
+    "plain": {},
+    "target terms": {"target_terms": [[[17, 24]], [], [[10]], [[31], [45, 38]]]},
+    "generation settings": {"suppress_tokens": [24, 7], "bad_words_ids": [[10, 17], [5]], "no_repeat_ngram_size": 2,
+                            "repetition_penalty": 1.3, "min_new_tokens": 3},
+}
+
+
+def model_or_ensemble(model_type: str):
+    """A family's tiny model, or ("ensemble") a Transformer and an RNN of one vocabulary decoded as one."""
+    if model_type != "ensemble":
+        return model_of(model_type)
+    return Seq2SeqEnsemble([model_of(family) for family in FAMILIES]).eval()
+
+
+def allowed_of(batch, shortlist, call: dict) -> torch.Tensor:
+    """The (B, V) tokens each sentence may generate, as generate(shortlist=...) finds them."""
+    terms = [[token for term in sentence for token in term] for sentence in call.get("target_terms") or []]
+    return shortlist.allowed(batch["input_ids"], batch["attention_mask"], SPECIAL, terms)
+
+
+@pytest.mark.parametrize("call", list(CALLS))
+@pytest.mark.parametrize("num_beams", [1, 4])
+@pytest.mark.parametrize("model_type", [*FAMILIES, "ensemble"])
+def test_the_compact_search_decodes_as_the_full_vocabulary_reference(model_type, num_beams, call):
+    """Compact ids (the search over the K shortlisted tokens) against the reference path (the K columns written into
+    V-wide logits, -inf elsewhere; everything after on the full vocabulary, as before the compact search): the same
+    ids; greedy scores bit for bit (no softmax), beam search's log-probabilities to the rounding of a softmax summed
+    over K terms instead of V."""
+    model, shortlist, batch, kwargs = model_or_ensemble(model_type), small_shortlist(), source_batch(), CALLS[call]
+    reference_vocabulary = OutputVocabulary(allowed_of(batch, shortlist, kwargs), compact=False)
+    reference = generate(model, num_beams=num_beams, output_vocabulary=reference_vocabulary, output_logits=True,
+                         **kwargs)
+    compact = generate(model, num_beams=num_beams, shortlist=shortlist, output_logits=True, **kwargs)
+    assert torch.equal(compact.sequences, reference.sequences)
+    assert compact.scores[0].shape == reference.scores[0].shape and compact.scores[0].shape[-1] == VOCAB
+    if num_beams == 1 and model_type != "ensemble":  # an ensemble's mean is of log-softmaxed members: rounding
+        assert all(torch.equal(a, b) for a, b in zip(compact.scores, reference.scores, strict=True))
+    else:
+        for a, b in zip(compact.scores, reference.scores, strict=True):
+            assert torch.equal(a.isneginf(), b.isneginf())
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
+    if num_beams > 1:
+        torch.testing.assert_close(compact.sequences_scores, reference.sequences_scores, rtol=0, atol=1e-5)
+        assert torch.equal(compact.beam_indices, reference.beam_indices)
+    if model_type != "ensemble":  # the raw output layer: the same K columns
+        assert all(torch.equal(a, b) for a, b in zip(compact.logits, reference.logits, strict=True))
+
+
+@pytest.mark.parametrize("call", ["plain", "target terms"])
+@pytest.mark.parametrize("num_beams", [1, 4])
+def test_an_ensemble_with_a_shortlist_holding_every_token_decodes_bit_for_bit_as_without_one(num_beams, call):
+    model = model_or_ensemble("ensemble")
+    everything = VocabularyShortlist.from_candidates([[]] * VOCAB, always=range(VOCAB), target_vocab_size=VOCAB)
+    full = generate(model, num_beams=num_beams, **CALLS[call])
+    shortlisted = generate(model, num_beams=num_beams, shortlist=everything, **CALLS[call])
+    assert torch.equal(full.sequences, shortlisted.sequences)
+    assert all(torch.equal(a, b) for a, b in zip(full.scores, shortlisted.scores, strict=True))
+
+
+class MaximumsSeen(LogitsProcessor):
+    """A call's own processor, in full ids: it bans token 24 and records the widths of the scores and the ids it
+    saw."""
+
+    def __init__(self):
+        self.widths, self.ids = set(), set()
+
+    def __call__(self, input_ids, scores):
+        self.widths.add(scores.shape[-1])
+        self.ids |= set(input_ids.unique().tolist())
+        scores = scores.clone()
+        scores[:, 24] = float("-inf")
+        return scores
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_a_processor_of_the_caller_sees_full_ids_and_decodes_as_on_the_reference_path(model_type):
+    model, shortlist, batch = model_of(model_type), small_shortlist(), source_batch()
+    results, seen_ids = {}, {}
+    for name, passed in (("compact", {"shortlist": shortlist}),
+                         ("reference", {"output_vocabulary": OutputVocabulary(allowed_of(batch, shortlist, {}),
+                                                                              compact=False)})):
+        seen = MaximumsSeen()
+        results[name] = generate(model, num_beams=3, logits_processor=LogitsProcessorList([seen]), **passed)
+        assert seen.widths == {VOCAB}
+        assert 24 not in results[name].sequences
+        seen_ids[name] = seen.ids
+    assert torch.equal(results["compact"].sequences, results["reference"].sequences)
+    assert seen_ids["compact"] == seen_ids["reference"]  # full ids, as on the reference path
+
+
+class ShapesMade(TorchDispatchMode):
+    """The shape of every tensor an operation returns while active."""
+
+    def __init__(self):
+        super().__init__()
+        self.shapes = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        for tensor in result if isinstance(result, tuple | list) else [result]:
+            if torch.is_tensor(tensor):
+                self.shapes.append(tuple(tensor.shape))
+        return result
+
+
+@pytest.mark.parametrize("num_beams", [1, 4])
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_the_search_never_makes_a_tensor_as_wide_as_the_vocabulary(model_type, num_beams):
+    """The output layer, the processors (the length bound, the term constraints), the softmax and beam search's top-k
+    all run over the K shortlisted tokens: no operation of the decoding returns a tensor V wide."""
+    model, batch, shortlist = model_of(model_type), source_batch(), small_shortlist(per_token=1)
+    vocabulary = OutputVocabulary(allowed_of(batch, shortlist, CALLS["target terms"]))
+    assert len(vocabulary) < VOCAB - 10
+    with ShapesMade() as made, torch.no_grad():
+        out = model.generate(**batch, max_new_tokens=8, num_beams=num_beams, output_vocabulary=vocabulary,
+                             **CALLS["target terms"])
+    widths = {shape[-1] for shape in made.shapes if len(shape) >= 2}
+    assert len(vocabulary) in widths and VOCAB not in widths
+    assert set(out.unique().tolist()) <= set(vocabulary.token_ids.tolist())  # mapped back to full ids
 
 
 class MatrixProducts(TorchDispatchMode):
@@ -325,3 +448,39 @@ def test_the_package_shortlist_works_on_a_model_loaded_as_remote_code_before_hf_
     assert completed.returncode == 0, completed.stderr[-3000:]
     own, package = json.loads(completed.stdout.strip().splitlines()[-1])
     assert own == package
+
+
+@pytest.mark.slow
+def test_a_folder_loaded_as_remote_code_without_hf_s2s_decodes_with_its_shortlist_alike(tmp_path):
+    """shortlist.py and output_vocabulary.py ship with the model code: a user without hf_s2s reads the folder's shortlist
+    with it and decodes over its compact ids alike, ids and scores, greedy and beam."""
+    folder = save_tiny_model_folder(tmp_path / "model", "transformer_seq2seq", seed=1)
+    loaded, tokenizer = AutoModelForSeq2SeqLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
+    size = len(tokenizer)
+    VocabularyShortlist.from_candidates([[(s * 5) % size, (s * 3) % size] for s in range(size)], always=[],
+                                        target_vocab_size=size).save_pretrained(folder)
+    sources = ["a b c d e", "f g", "h i j"]
+    batch = tokenizer(sources, return_tensors="pt", padding=True)
+    shortlist = VocabularyShortlist.from_pretrained(folder)
+    with torch.no_grad():
+        expected = [loaded.generate(**batch, max_new_tokens=10, num_beams=beams, shortlist=shortlist,
+                                    return_dict_in_generate=True, output_scores=True) for beams in (1, 3)]
+    expected = [[out.sequences.tolist(), torch.stack(out.scores).tolist()] for out in expected]
+    got = run_without_hf_s2s(f"""
+        import importlib, json, torch
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+        model = AutoModelForSeq2SeqLM.from_pretrained({str(folder)!r}, trust_remote_code=True).eval()
+        tokenizer = AutoTokenizer.from_pretrained({str(folder)!r}, trust_remote_code=True)
+        shortlist = importlib.import_module(type(model).__module__.rsplit(".", 1)[0] + ".shortlist")
+        batch = tokenizer({sources!r}, return_tensors="pt", padding=True)
+        results = []
+        with torch.no_grad():
+            for beams in (1, 3):
+                out = model.generate(**batch, max_new_tokens=10, num_beams=beams, return_dict_in_generate=True,
+                                     output_scores=True,
+                                     shortlist=shortlist.VocabularyShortlist.from_pretrained({str(folder)!r}))
+                results.append([out.sequences.tolist(), torch.stack(out.scores).tolist()])
+        print(json.dumps(results))
+    """, cwd=tmp_path)
+    assert got == expected  # ids and scores (floats written by json exactly), greedy and beam
+    assert (folder / SHORTLIST_FILE).is_file()

@@ -4,6 +4,7 @@
     hf-s2s serve de-en=runs/x/model de-fr=runs/y/model --port 9000  # two models; the first is the default
     hf-s2s serve runs/transformer_small/model --engine ctranslate2 --int8
     hf-s2s serve runs/rnn_small/model --engine onnx
+    hf-s2s serve runs/transformer_small/model --engine auto  # the fastest engine that decodes it as generate()
     curl -s localhost:8000/translate -H 'content-type: application/json' \\
         -d '{"sentences": ["Ein Hund rennt."], "num_beams": 5, "scores": true}'
 
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.cli import HelpFormatter
+from hf_s2s.inference.engine_choice import AUTO, open_fastest_engine
 from hf_s2s.inference.engines import ENGINES, TORCH_DTYPES, open_engine
 from hf_s2s.serving import require_serve_extra
 from hf_s2s.serving.config import DEFAULT_GRACEFUL_TIMEOUT, BatchingConfig, RequestLimits
@@ -52,11 +54,13 @@ def main(argv=None, prog=None):
                              "last component. The first is the default model of requests that name none")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
     parser.add_argument("--port", type=int, default=8000, help="port to listen on (0: a free one, printed)")
-    parser.add_argument("--engine", choices=list(ENGINES), default="torch",
+    parser.add_argument("--engine", choices=[*ENGINES, AUTO], default="torch",
                         help="torch: generate(), either family; ctranslate2: the Transformer family exported to "
                              "CTranslate2 on start (needs pip install 'hf_s2s[ctranslate2]'); onnx: either family "
                              "exported to ONNX on start, or a folder hf-s2s export-onnx wrote (needs pip install "
-                             "'hf_s2s[onnx]')")
+                             "'hf_s2s[onnx]'); auto: per model, the fastest of them that decodes its generation "
+                             "config exactly as generate() does (named in the log and GET /models; requests it would "
+                             "decode otherwise are refused, naming --engine torch)")
     parser.add_argument("--dtype", choices=list(TORCH_DTYPES), default="float32",
                         help="weight type of the torch engine (bfloat16 translations can depend on the batch)")
     parser.add_argument("--int8", action="store_true",
@@ -117,15 +121,18 @@ def main(argv=None, prog=None):
         models = parse_models(args.models)
         for folder in models.values():
             check_model_folder(folder)
-        engines = {name: open_engine(folder, args.engine, dtype=args.dtype, int8=args.int8, threads=args.threads)
+        engines = {name: open_fastest_engine(folder, dtype=args.dtype, int8=args.int8, threads=args.threads).engine
+                   if args.engine == AUTO else
+                   open_engine(folder, args.engine, dtype=args.dtype, int8=args.int8, threads=args.threads)
                    for name, folder in models.items()}
         # refuses defaults no request could decode
         app = create_app(engines, batching_config, request_limits, show_folder_paths=args.show_folder_paths)
         for engine in engines.values():
             engine.load()
         for name, engine in engines.items():
-            print(f"serving {name!r}: {engine.folder} ({engine.model_type}, {engine.name} engine, {engine.weights})",
-                  file=sys.stderr)
+            chosen = f"; {engine.choice}" if engine.choice else ""
+            print(f"serving {name!r}: {engine.folder} ({engine.model_type}, {engine.name} engine, {engine.weights})"
+                  f"{chosen}", file=sys.stderr)
         serve(app, args.host, args.port, log_level=args.log_level, graceful_timeout=args.graceful_timeout)
     except (ImportError, OSError, ValueError) as error:
         sys.exit(f"error: {error}")

@@ -6,6 +6,7 @@
     hf-s2s translate runs/x/model --int8 --input test.de > test.hyp.en   # int8 weights on the CPU
     hf-s2s translate runs/x/model --engine ctranslate2 --input test.de  # a Transformer exported to CTranslate2 on start
     hf-s2s translate runs/x/model --engine onnx --input test.de  # either family exported to ONNX on start
+    hf-s2s translate runs/x/model --engine auto --input test.de  # the fastest engine that decodes it as generate()
     hf-s2s translate runs/x/model --plot-encoder-attention enc.png --layer 2 --sentence "Ein Hund läuft."
     hf-s2s translate runs/x/checkpoint-908 runs/x/checkpoint-1362 --input test.de  # an ensemble of two
     hf-s2s translate runs/x/model --input test.de --reference test.en > test.hyp.en  # BLEU and chrF on stderr
@@ -26,6 +27,7 @@ import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.cli import HelpFormatter
 from hf_s2s.inference.analysis import encoder_attention
 from hf_s2s.inference.decoding import FLAGS, check_call, check_count, length_bound_call
+from hf_s2s.inference.engine_choice import AUTO, open_fastest_engine
 from hf_s2s.inference.engines import ENGINES, TORCH_DTYPES, open_engine
 from hf_s2s.inference.plots import check_layer_and_head, plot_alignment, plot_encoder_attention
 from hf_s2s.inference.translate import DEFAULT_BATCH_SIZE, read_references, read_sentences, score_line
@@ -80,12 +82,13 @@ def main(argv=None, prog=None):
     parser.add_argument("--no-length-bound", action="store_true",
                         help="no source-relative length bound: only --max-new-tokens (or the config's max_length) "
                              "limits the output")
-    parser.add_argument("--engine", choices=list(ENGINES), default="torch",
+    parser.add_argument("--engine", choices=[*ENGINES, AUTO], default="torch",
                         help="torch: generate(), either family, ensembles, plots and the coverage penalty; "
                              "ctranslate2: the Transformer family exported to CTranslate2 when the command starts (pip "
                              "install 'hf_s2s[ctranslate2]'); onnx: either family exported to ONNX when the command "
-                             "starts, or a folder hf-s2s export-onnx wrote (pip install 'hf_s2s[onnx]'). "
-                             "docs/inference.md says which options each engine decodes")
+                             "starts, or a folder hf-s2s export-onnx wrote (pip install 'hf_s2s[onnx]'); auto: the "
+                             "fastest of them that decodes the folder and these options exactly as generate() does "
+                             "(named on stderr). docs/inference.md says which options each engine decodes")
     parser.add_argument("--dtype", choices=list(TORCH_DTYPES), default="float32",
                         help="weight type of the torch engine (bfloat16 translations can depend on the batch)")
     parser.add_argument("--int8", action="store_true",
@@ -144,15 +147,25 @@ def main(argv=None, prog=None):
         if references is not None and (plotting or args.nbest > 1):
             raise ValueError("--reference scores one translation per input line: it cannot be combined with "
                              + ("--nbest > 1" if args.nbest > 1 else "a plot"))
-        engine = open_engine(args.model, args.engine, dtype=args.dtype, int8=args.int8)  # no weights yet
-        if args.plot_alignment:
-            engine.check_alignment()
-        if args.plot_encoder_attention:
-            engine.check_encoder_attention()
-            config = engine.configs[0]
-            check_layer_and_head(config.encoder_layers, config.encoder_attention_heads, args.layer, args.head)
-        options = engine.options(**call, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
-                                 no_length_bound=args.no_length_bound, shortlist=args.shortlist, glossary=glossary)
+
+        def needs(engine) -> None:  # what the plots need of an engine beyond decoding
+            if args.plot_alignment:
+                engine.check_alignment()
+            if args.plot_encoder_attention:
+                engine.check_encoder_attention()
+                config = engine.configs[0]
+                check_layer_and_head(config.encoder_layers, config.encoder_attention_heads, args.layer, args.head)
+
+        options_call = dict(**call, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
+                            no_length_bound=args.no_length_bound, shortlist=args.shortlist, glossary=glossary)
+        if args.engine == AUTO:  # no weights yet
+            choice = open_fastest_engine(args.model, dtype=args.dtype, int8=args.int8, call=options_call, needs=needs)
+            engine, options = choice.engine, choice.options
+            print(choice.reason, file=sys.stderr)
+        else:
+            engine = open_engine(args.model, args.engine, dtype=args.dtype, int8=args.int8)  # no weights yet
+            needs(engine)
+            options = engine.options(**options_call)
         if glossary is not None:  # each line's terms together fit in what the model may write (lines from 1)
             glossary.target_terms(engine.tokenizer(sentences)["input_ids"], engine.tokenizer, options.max_new_tokens,
                                   first=1)

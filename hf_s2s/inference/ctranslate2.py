@@ -327,12 +327,6 @@ def translate_ids(translator, input_ids: torch.Tensor | Sequence[Sequence[int]],
     return [target.convert_tokens_to_ids(tokens) for tokens in hypotheses]
 
 
-def _generated(output, eos_token: str) -> int:
-    """Tokens the best hypothesis of a CTranslate2 result generated before its </s> (if it has one)."""
-    tokens = output.hypotheses[0]
-    return len(tokens) - (tokens[-1:] == [eos_token])
-
-
 def check_ctranslate2_options(options: DecodingOptions) -> None:
     """Refuse, by name, options CTranslate2 decodes otherwise than generate() with beam search: a minimum length or
     suppressed tokens (CTranslate2 removes the tokens before it normalizes the probabilities, generate() after, so
@@ -374,24 +368,24 @@ def translate_ctranslate2(translator, model, tokenizer, sentences: list[str], *,
 
 def translate_ctranslate2_with_options(translator, model, tokenizer, sentences: list[str], options: DecodingOptions, *,
                                        batch_size: int = DEFAULT_BATCH_SIZE, max_source_length: int | None = None,
-                                       scores: bool = True) -> list[list[Hypothesis]]:
+                                       scores: bool = True, encoded: list[list[int]] | None = None
+                                       ) -> list[list[Hypothesis]]:
     """Each sentence's ``options.num_return_sequences`` best hypotheses, with options already resolved for CTranslate2
     (:func:`ctranslate2_options`, or the ctranslate2 engine's), which are not checked again; the input lines as every
     engine reads them (:func:`hf_s2s.inference.decoding.decode_lines`: blank lines, cut sources, length-sorted
-    batches).
+    batches; ``encoded``: each sentence's source ids when the caller has them already).
 
     The source-relative length bound, which CTranslate2 lacks (its ``max_decoding_length`` holds for a whole batch):
-    a row may generate its bound minus one token, then ends as generate() forces it to, with </s>. Greedy search is
-    decoded once at the batch's longest bound, and a row that ran past its own is decoded again with it (greedy tokens
-    do not depend on the length allowed later); beam search, whose hypotheses do, is decoded in groups of rows of one
-    bound. A row's tokens therefore never depend on the other sentences of its batch.
+    a row may generate its bound minus one token, then ends as generate() forces it to, with </s>. Greedy search
+    decodes a batch in one call at its longest bound, each row stopped at its own by CTranslate2's step callback (a
+    row is decoded once); beam search, whose hypotheses depend on the length allowed, is decoded in groups of rows of
+    one bound. A row's tokens therefore never depend on the other sentences of its batch.
 
     Scores are CTranslate2's: greedy, the sum of the token log-probabilities (as ``translate``'s); beam search,
     CTranslate2's length-normalized score. Greedy tokens are ``generate()``'s; beam search's are
     ``generate(..., early_stopping=True)``'s (CTranslate2 ends a sentence once ``num_beams`` hypotheses are done)."""
     limit, reason = _source_limit(tokenizer, max_source_length, [model.config])
     target = target_side(tokenizer)
-    eos_token = target.convert_ids_to_tokens(_special_token_id(model, "eos_token_id"))
     suppressed = [[token] for token in target.convert_ids_to_tokens(list(options.suppress_tokens))]
     settings = {"beam_size": options.num_beams, "num_hypotheses": options.num_return_sequences,
                 "return_end_token": True, "return_scores": scores, "max_input_length": 0,
@@ -400,11 +394,21 @@ def translate_ctranslate2_with_options(translator, model, tokenizer, sentences: 
                 "length_penalty": options.length_penalty if options.num_beams > 1 else 0.0}
     blank = [Hypothesis("", 0.0 if scores else None)] * options.num_return_sequences
 
-    def decode_rows(sources: list[list[int]], rows: list[int], free: int) -> dict[int, list]:
-        """CTranslate2's results for ``sources[row]``, each row of ``rows``, at most ``free`` tokens each."""
+    def decode_rows(sources: list[list[int]], rows: list[int], free: list[int]) -> dict[int, list]:
+        """CTranslate2's results for ``sources[row]``, each row of ``rows`` with at most ``free[row]`` tokens, in one
+        call. Its ``max_decoding_length`` holds for the whole call, so under greedy search a row with less room is
+        stopped at its own through the step callback (its tokens and score are those a call of its own length
+        gives); beam search (no callback) decodes rows of one length together."""
+        rooms = [free[row] for row in rows]
+        most = max(rooms)
+        callback = None
+        if min(rooms) < most:  # greedy only: the caller groups beam search's rows by their room
+            def callback(step) -> bool:  # True stops this row, its token of this step kept (step counts from 0)
+                return step.step + 1 >= rooms[step.batch_id]
         output = translator.translate_batch([tokenizer.convert_ids_to_tokens(sources[row]) for row in rows],
-                                            max_decoding_length=free,
-                                            min_decoding_length=min(options.min_new_tokens, free), **settings)
+                                            max_decoding_length=most,
+                                            min_decoding_length=min(options.min_new_tokens, min(rooms)),
+                                            callback=callback, **settings)
         return dict(zip(rows, output, strict=True))
 
     def decode(sources: list[list[int]]) -> list[list[Hypothesis]]:
@@ -417,14 +421,11 @@ def translate_ctranslate2_with_options(translator, model, tokenizer, sentences: 
             free = [min(int(bound) - 1, options.max_new_tokens) for bound in bounds.tolist()]
         decoded = {}
         pending = [row for row in range(len(sources)) if free[row] > 0]  # 0: a bound of one token, </s> alone
-        if options.num_beams == 1 and pending:
-            most = max(free[row] for row in pending)
-            decoded = decode_rows(sources, pending, most)
-            # a row that reached its own room (without its </s> there, which its own limit would not have let
-            # through either) is decoded again with it
-            pending = [row for row in pending if free[row] < most and _generated(decoded[row], eos_token) >= free[row]]
-        for length in sorted({free[row] for row in pending}):
-            decoded.update(decode_rows(sources, [row for row in pending if free[row] == length], length))
+        if options.num_beams == 1 and pending:  # one call, each row stopped at its own room
+            decoded = decode_rows(sources, pending, free)
+        else:  # beam search's hypotheses depend on the length allowed: one call per room
+            for length in sorted({free[row] for row in pending}):
+                decoded.update(decode_rows(sources, [row for row in pending if free[row] == length], free))
         results = [list(blank) for _ in sources]
         for row, output in decoded.items():
             texts = tokenizer.batch_decode([target.convert_tokens_to_ids(tokens) for tokens in output.hypotheses],
@@ -434,7 +435,7 @@ def translate_ctranslate2_with_options(translator, model, tokenizer, sentences: 
         return results
 
     return decode_lines(sentences, tokenizer_encoder(tokenizer), decode, limit=limit, reason=reason,
-                        batch_size=batch_size, blank=blank)
+                        batch_size=batch_size, blank=blank, encoded=encoded)
 
 
 __all__ = ["CTRANSLATE2_SETTINGS", "SINUSOIDAL_POSITIONS", "build_ctranslate2_spec", "check_ctranslate2_options",

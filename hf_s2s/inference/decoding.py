@@ -359,13 +359,17 @@ Encode = Callable[[list[str], int | None], list[list[int]]]
 
 
 def encode_lines(sentences: Sequence[str], indices: Sequence[int], encode: Encode, limit: int | None,
-                 reason: str = "max_source_length") -> list[list[int]]:
+                 reason: str = "max_source_length", encoded: Sequence[Sequence[int]] | None = None) -> list[list[int]]:
     """The token ids of ``sentences[i]`` for each i in ``indices``, each cut to ``limit`` tokens when longer. The
     sentences that were cut are named in a warning: their number from 1 (the input's line number) and length, and
-    ``reason``, where the limit comes from."""
+    ``reason``, where the limit comes from. ``encoded``: the ids of every sentence, ``encode``'s already (a server
+    tokenizes a request once, when it arrives), used instead of encoding them again."""
     if not indices:
         return []  # a fast tokenizer raises on an empty batch
-    encoded = encode([sentences[i] for i in indices], None)
+    if encoded is not None:
+        encoded = [list(encoded[i]) for i in indices]
+    else:
+        encoded = encode([sentences[i] for i in indices], None)
     if limit is None:
         return encoded
     cut = [position for position, ids in enumerate(encoded) if len(ids) > limit]
@@ -389,15 +393,18 @@ def batches_by_length(lengths: Sequence[int], batch_size: int) -> list[list[int]
 
 
 def decode_lines(sentences: Sequence[str], encode: Encode, decode: Callable[[list[list[int]]], list], *,
-                 limit: int | None, reason: str, batch_size: int, blank: list) -> list[list]:
+                 limit: int | None, reason: str, batch_size: int, blank: list,
+                 encoded: Sequence[Sequence[int]] | None = None) -> list[list]:
     """Each sentence's hypotheses, in input order: ``decode(sources)`` gives one entry per source of a batch (token
     ids, longest first, ``batch_size`` at most); a blank sentence (:func:`is_blank`) is not decoded and gets a copy of
-    ``blank``, never an invented translation. Sources are encoded and cut to ``limit`` (``reason``: where it comes
-    from) by :func:`encode_lines`."""
+    ``blank``, never an invented translation. Sources are encoded (unless ``encoded`` holds their ids already) and cut
+    to ``limit`` (``reason``: where it comes from) by :func:`encode_lines`."""
     check_count("batch_size", batch_size)
+    if encoded is not None and len(encoded) != len(sentences):
+        raise ValueError(f"encoded holds {len(encoded)} sentences' ids for {len(sentences)} sentences")
     results = [list(blank) for _ in sentences]
     to_decode = [i for i, sentence in enumerate(sentences) if not is_blank(sentence)]
-    encoded = encode_lines(sentences, to_decode, encode, limit, reason)
+    encoded = encode_lines(sentences, to_decode, encode, limit, reason, encoded)
     for positions in batches_by_length([len(ids) for ids in encoded], batch_size):
         for position, hypotheses in zip(positions, decode([encoded[p] for p in positions]), strict=True):
             results[to_decode[position]] = hypotheses

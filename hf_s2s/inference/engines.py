@@ -101,6 +101,10 @@ class Engine:
     # does; None: all of them (generate() itself)
     implements: ClassVar[tuple[str, ...] | None]
     ensembles: ClassVar[bool] = False  # whether it decodes several folders as one model
+    # Set by --engine auto (hf_s2s.inference.engine_choice): refuse options the engine decodes otherwise than
+    # generate() even where it decodes them when named (CTranslate2's beam search); and why it was chosen.
+    exact: bool = False
+    choice: str | None = None
 
     def __init__(self, folders: str | Path | Sequence[str | Path], *, weights: str = "float32",
                  threads: int | None = None):
@@ -189,15 +193,16 @@ class Engine:
         return source_limit(model_max_length(self.tokenizer), None, self.position_table)[0]
 
     def translate(self, sentences: list[str], options: DecodingOptions, *, batch_size: int = DEFAULT_BATCH_SIZE,
-                  scores: bool = False) -> list[list[Hypothesis]]:
+                  scores: bool = False, encoded: list[list[int]] | None = None) -> list[list[Hypothesis]]:
         """Each sentence's ``options.num_return_sequences`` best hypotheses, best first, decoded in length-sorted
         batches of ``batch_size`` with ``options`` from :meth:`options`; blank sentences give blank hypotheses;
-        scores only with ``scores``."""
+        scores only with ``scores``. ``encoded``: each sentence's source ids by the engine's tokenizer, when the
+        caller has them already (a server tokenizes a request when it arrives): not tokenized again."""
         if not self.loaded:
             raise RuntimeError(f"{self.label} for {self.folder} is not loaded: call load() first")
-        return self._translate(sentences, options, batch_size, scores)
+        return self._translate(sentences, options, batch_size, scores, encoded)
 
-    def _translate(self, sentences, options, batch_size, scores):
+    def _translate(self, sentences, options, batch_size, scores, encoded):
         raise NotImplementedError
 
     def check_alignment(self) -> None:
@@ -218,7 +223,8 @@ class Engine:
     def describe(self) -> dict:
         """What ``GET /models`` and reports say about the engine."""
         return {"folder": self.folder, "model_type": self.model_type, "engine": self.name, "weights": self.weights,
-                "source_limit": self.source_limit(), "num_beams": self.generation_settings.get("num_beams") or 1,
+                "engine_choice": self.choice, "source_limit": self.source_limit(),
+                "num_beams": self.generation_settings.get("num_beams") or 1,
                 **{name: self.generation_settings.get(name) for name in BOUND}}
 
 
@@ -263,10 +269,11 @@ class TorchEngine(Engine):
         if options.glossary is not None:
             options.glossary.check(self.tokenizer, options.max_new_tokens)
 
-    def _translate(self, sentences, options, batch_size, scores):
+    def _translate(self, sentences, options, batch_size, scores, encoded):
         return translate_with_options(self.model, self.tokenizer, sentences, options, batch_size=batch_size,
                                       scores=scores,
-                                      shortlist=self.shortlist_file.shortlist if options.shortlist else None)
+                                      shortlist=self.shortlist_file.shortlist if options.shortlist else None,
+                                      encoded=encoded)
 
     def check_alignment(self) -> None:
         if len(self.names) > 1:
@@ -317,6 +324,11 @@ class CTranslate2Engine(Engine):
 
     def check_options(self, options: DecodingOptions) -> None:
         check_ctranslate2_options(options)
+        if self.exact and options.num_beams > 1 and options.early_stopping is not True:
+            raise ValueError(f"{self.label} ends beam search once num_beams hypotheses are done, as "
+                             "generate(early_stopping=True), not as generate() with early_stopping "
+                             f"{options.early_stopping!r}: decode it with the torch engine (--engine torch), or set "
+                             "early_stopping=True in the generation config")
 
     def _load(self) -> None:
         ctranslate2 = import_ctranslate2()
@@ -327,9 +339,9 @@ class CTranslate2Engine(Engine):
                                quantization="int8" if self.weights == "int8" else None)
             self.translator = ctranslate2.Translator(exported, device="cpu", intra_threads=self.threads or 0)
 
-    def _translate(self, sentences, options, batch_size, scores):
+    def _translate(self, sentences, options, batch_size, scores, encoded):
         return translate_ctranslate2_with_options(self.translator, self.model, self.tokenizer, sentences, options,
-                                                  batch_size=batch_size, scores=scores)
+                                                  batch_size=batch_size, scores=scores, encoded=encoded)
 
 
 class OnnxEngine(Engine):
@@ -373,8 +385,9 @@ class OnnxEngine(Engine):
             self.runtime = onnx_runtime.OnnxSeq2Seq(exported, threads=self.threads)
             self.runtime.tokenizers  # read now: the folder goes when the block ends  # noqa: B018
 
-    def _translate(self, sentences, options, batch_size, scores):
-        results = self.runtime.translate_with_options(sentences, options, batch_size=batch_size, scores=scores)
+    def _translate(self, sentences, options, batch_size, scores, encoded):
+        results = self.runtime.translate_with_options(sentences, options, batch_size=batch_size, scores=scores,
+                                                      encoded=encoded)
         return [[Hypothesis(text, score) for text, score in hypotheses] for hypotheses in results]
 
 

@@ -43,7 +43,7 @@ from ..data.tokenization import check_tokenizer_fits_model, target_side
 from ..data.vocabulary import VOCABULARY_FIELDS, check_same_vocabulary
 from ..models.loading import load_config, load_generation_config, load_model, load_tokenizer
 from ..models.modeling_common import Seq2SeqGeneration
-from ..models.shortlist import OutputVocabulary
+from ..models.output_vocabulary import OutputVocabulary
 from ..models.transformers_compat import cache_argument, cache_output, output_cache
 from .attention import eager_attention
 
@@ -208,8 +208,8 @@ class Seq2SeqEnsemble(Seq2SeqGeneration, PreTrainedModel, GenerationMixin):
         """input_ids, attention_mask (B, S); decoder_input_ids (B, T) (the new tokens only once the cache holds the
         earlier ones). Returns logits (B, T, V): log of the mean of the members' probabilities, in float32 (one
         member's own logits for an ensemble of one: their log_softmax, which generate() takes, is the same).
-        ``output_vocabulary``: a vocabulary shortlist's tokens (``generate(shortlist=...)``), which each member's output
-        layer computes alone; the mean of their probabilities is then over the shortlisted tokens, -inf elsewhere."""
+        ``output_vocabulary`` (a shortlist's, which generate() passes): decoder ids and logits (B, T, K) in its compact
+        ids, each member's softmax over the K tokens."""
         cache = cache_argument(cache, kwargs)
         if encoder_outputs is None:
             encoder_outputs = self.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)

@@ -424,13 +424,14 @@ class OnnxSeq2Seq:
         return [text for hypotheses in results for text, _ in hypotheses]
 
     def translate_with_options(self, sentences: list[str], options: DecodingOptions, *,
-                               batch_size: int = DEFAULT_BATCH_SIZE,
-                               scores: bool = False) -> list[list[tuple[str, float | None]]]:
+                               batch_size: int = DEFAULT_BATCH_SIZE, scores: bool = False,
+                               encoded: list[list[int]] | None = None) -> list[list[tuple[str, float | None]]]:
         """Each sentence's ``options.num_return_sequences`` hypotheses, best first, as (text, score), with options
         already resolved (:meth:`options`, or the onnx engine's), which are not checked again. As ``hf-s2s
         translate``: a blank sentence is not decoded (its translations are empty, score 0), and a source longer than
         the limit is cut to it and named in a warning (``decoding.decode_lines``). ``scores``: greedy search's sum of
-        token log-probabilities, beam search's length-normalized score (None without)."""
+        token log-probabilities, beam search's length-normalized score (None without). ``encoded``: each sentence's
+        source ids, when the caller has them already (``decoding.decode_lines``)."""
         _, target = self.tokenizers
 
         def decode(sources: list[list[int]]) -> list[list[tuple[str, float | None]]]:
@@ -443,7 +444,7 @@ class OnnxSeq2Seq:
 
         limit, reason = self.source_limit()
         return decode_lines(sentences, self._encode, decode, limit=limit, reason=reason, batch_size=batch_size,
-                            blank=[("", 0.0 if scores else None)] * options.num_return_sequences)
+                            blank=[("", 0.0 if scores else None)] * options.num_return_sequences, encoded=encoded)
 
 
 def check_runtime_options(options: DecodingOptions, special: SpecialTokens) -> None:

@@ -24,6 +24,8 @@ cross-attention of each step (eager kernel) only while a :class:`CoveragePenalty
 import torch
 from transformers import LogitsProcessor
 
+from ..models.output_vocabulary import OutputVocabulary, with_compact_eos
+
 
 def coverage_penalty(coverage: torch.Tensor, source_mask: torch.Tensor, beta: float) -> torch.Tensor:
     """GNMT eq. 14: beta * sum_i log(min(coverage_i, 1)) over the real source tokens. coverage, source_mask (N, S)
@@ -48,6 +50,10 @@ class CoveragePenaltyLogitsProcessor(LogitsProcessor):
         self.length_penalty = length_penalty
         self.eos_token_id = eos_token_id
         self.max_length = max_length
+
+    def for_output_vocabulary(self, vocabulary: OutputVocabulary) -> "CoveragePenaltyLogitsProcessor":
+        """The processor of a call decoding over a shortlist's compact ids: its end token mapped."""
+        return with_compact_eos(self, vocabulary)
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         """input_ids (N, t): the start token and t - 1 generated ones, so a hypothesis ending here is t tokens

@@ -247,10 +247,12 @@ def translate(model, tokenizer, sentences: list[str], *, batch_size: int = DEFAU
 def translate_with_options(model, tokenizer, sentences: list[str], options: DecodingOptions, *,
                            batch_size: int = DEFAULT_BATCH_SIZE, max_source_length: int | None = None,
                            scores: bool = True, generate_kwargs: dict | None = None,
-                           shortlist: VocabularyShortlist | None = None) -> list[list[Hypothesis]]:
+                           shortlist: VocabularyShortlist | None = None,
+                           encoded: list[list[int]] | None = None) -> list[list[Hypothesis]]:
     """:func:`translate` with options already resolved for ``model`` (:func:`resolve_options` or the torch engine's
     :meth:`~hf_s2s.inference.engines.Engine.options`), which are not checked again; ``generate_kwargs``: further
-    ``generate`` arguments (the options' own win); ``shortlist``: the shortlist ``options.shortlist`` decodes over.
+    ``generate`` arguments (the options' own win); ``shortlist``: the shortlist ``options.shortlist`` decodes over;
+    ``encoded``: each sentence's source ids when the caller has them already.
 
     Without ``max_source_length``, the tokenizer's ``model_max_length`` (the main job saves its
     ``--max_source_length`` there). Input lines are handled as by every engine
@@ -289,7 +291,7 @@ def translate_with_options(model, tokenizer, sentences: list[str], options: Deco
     blank = [Hypothesis("", 0.0 if scores else None)] * options.num_return_sequences
     with tracking:
         return decode_lines(sentences, tokenizer_encoder(tokenizer), decode, limit=limit, reason=reason,
-                            batch_size=batch_size, blank=blank)
+                            batch_size=batch_size, blank=blank, encoded=encoded)
 
 
 def _translate_batch(model, tokenizer, sources: list[list[int]], *, num_return_sequences: int, scores: bool,

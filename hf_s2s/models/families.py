@@ -21,8 +21,8 @@ PIPELINE_FILE = "pipeline_seq2seq.py"
 TOKENIZER_CODE_FILE = "tokenization_separate_vocab.py"
 # What every family's configuration and modeling files import with single-dot relative imports (so save_pretrained
 # copies them too).
-_SHARED_CODE_FILES = ("config_checks.py", "modeling_common.py", "shortlist.py", "term_constraints.py",
-                      "transformers_compat.py", "version.py", PIPELINE_FILE)
+_SHARED_CODE_FILES = ("config_checks.py", "modeling_common.py", "output_vocabulary.py", "shortlist.py",
+                      "term_constraints.py", "transformers_compat.py", "version.py", PIPELINE_FILE)
 
 _VASWANI = """@inproceedings{vaswani2017attention,
     title = {Attention Is All You Need},

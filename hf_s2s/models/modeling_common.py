@@ -17,8 +17,17 @@ from transformers import LogitsProcessor
 from transformers.modeling_outputs import BaseModelOutput
 from transformers.utils import logging
 
+from .output_vocabulary import (
+    SPECIAL_TOKEN_FIELDS,
+    FullIdsCriteria,
+    FullVocabularyView,
+    OutputVocabulary,
+    compact_processors,
+    map_generation_config,
+    user_processors,
+)
 from .pipeline_seq2seq import Seq2SeqText2TextPipeline, Seq2SeqTranslationPipeline
-from .shortlist import SPECIAL_TOKEN_FIELDS, OutputVocabulary, VocabularyShortlist
+from .shortlist import VocabularyShortlist
 from .term_constraints import DEFAULT_TERM_BONUS, TargetTermsLogitsProcessor, check_target_terms
 from .transformers_compat import (
     GenerationHooks,
@@ -542,7 +551,10 @@ class GenerationLengthDefault(GenerationHooks):
             return attention_mask.sum(dim=1)
         if encoder_input_ids is None or encoder_input_ids.dim() != 2:
             return None
-        pad_token_id = pad_token_tensor(generation_config)
+        # the source's padding id: a call decoding over compact target ids (output_vocabulary.py) keeps the full one
+        pad_token_id = getattr(generation_config, "source_pad_token_id", None)
+        if pad_token_id is None:
+            pad_token_id = pad_token_tensor(generation_config)
         real = encoder_input_ids != pad_token_id if pad_token_id is not None else torch.ones_like(encoder_input_ids)
         expand = max(generation_config.num_beams or 1, generation_config.num_return_sequences or 1)
         return real.sum(dim=1).repeat_interleave(expand)
@@ -563,13 +575,34 @@ class Seq2SeqGeneration(GenerationLengthDefault):
 
     def generate(self, *args, shortlist: VocabularyShortlist | None = None, **kwargs):
         """transformers' ``generate``, plus ``shortlist`` and ``target_terms`` (see the class docstring)."""
-        if shortlist is None:
+        vocabulary = kwargs.pop("output_vocabulary", None)
+        if shortlist is not None:
+            if vocabulary is not None:
+                raise ValueError("give shortlist or output_vocabulary, not both")
+            vocabulary = self._shortlist_vocabulary(shortlist, args, kwargs)
+        if vocabulary is None:
             return super().generate(*args, **kwargs)
+        if not isinstance(vocabulary, OutputVocabulary):
+            raise ValueError(f"output_vocabulary must be an OutputVocabulary, got {type(vocabulary).__name__}")
+        if not vocabulary.compact:  # the reference path: full ids everywhere
+            return super().generate(*args, output_vocabulary=vocabulary, **kwargs)
+        refused = [name for name in ("assistant_model", "prompt_lookup_num_tokens", "stop_strings", "custom_generate")
+                   if kwargs.get(name) is not None]
+        if refused:
+            raise ValueError(f"a vocabulary shortlist decodes over its own compact token ids, which {refused[0]} does "
+                             "not read: decode without one of them")
+        if kwargs.get("decoder_input_ids") is not None:
+            kwargs["decoder_input_ids"] = vocabulary.compact_ids(kwargs["decoder_input_ids"], "decoder_input_ids")
+        kwargs["logits_processor"] = user_processors(kwargs.get("logits_processor"), vocabulary, FullVocabularyView)
+        kwargs["stopping_criteria"] = user_processors(kwargs.get("stopping_criteria"), vocabulary, FullIdsCriteria)
+        return vocabulary.full_output(super().generate(*args, output_vocabulary=vocabulary, **kwargs))
+
+    def _shortlist_vocabulary(self, shortlist: VocabularyShortlist, args: tuple, kwargs: dict) -> OutputVocabulary:
+        """The output vocabulary of a call with ``shortlist``: each sentence's tokens, the special ones and its terms,
+        and a decoder prompt's tokens representable."""
         if not all(callable(getattr(shortlist, method, None)) for method in ("check_fits", "allowed")):
             raise ValueError(f"shortlist must be a vocabulary shortlist, an object with check_fits() and allowed() "
                              f"(VocabularyShortlist.from_pretrained(folder)), got {type(shortlist).__name__}")
-        if kwargs.get("output_vocabulary") is not None:
-            raise ValueError("give shortlist or output_vocabulary, not both")
         source = args[0] if args else kwargs.get("input_ids", kwargs.get("inputs"))
         if not torch.is_tensor(source) or source.dim() != 2:
             raise ValueError("a vocabulary shortlist reads the source token ids: pass input_ids as a (batch, length) "
@@ -578,7 +611,8 @@ class Seq2SeqGeneration(GenerationLengthDefault):
         terms = [[token for term in sentence for token in term] for sentence in kwargs.get("target_terms") or []]
         allowed = shortlist.allowed(source, kwargs.get("attention_mask"), self._special_target_tokens(args, kwargs),
                                     terms)
-        return super().generate(*args, output_vocabulary=OutputVocabulary(allowed), **kwargs)
+        prompt = kwargs.get("decoder_input_ids")
+        return OutputVocabulary(allowed, extra_ids=[] if prompt is None else torch.as_tensor(prompt).unique().tolist())
 
     def shortlist_vocab_sizes(self) -> tuple[int, int]:
         """The source and target vocabulary sizes a shortlist must map between."""
@@ -601,6 +635,7 @@ class Seq2SeqGeneration(GenerationLengthDefault):
     def generation_options(self, generation_config, kwargs: dict) -> dict:
         """The length options (``GenerationLengthDefault``), and the target terms and their bonus, popped."""
         options = super().generation_options(generation_config, kwargs)
+        options["output_vocabulary"] = kwargs.get("output_vocabulary")  # forward reads it too: not popped
         options["target_terms"] = kwargs.pop("target_terms", None)
         options["term_bonus"] = kwargs.pop("term_bonus", DEFAULT_TERM_BONUS)
         return options
@@ -614,6 +649,18 @@ class Seq2SeqGeneration(GenerationLengthDefault):
                              f"{bonus!r}")
         generation_config.target_terms = options["target_terms"]
         generation_config.term_bonus = float(bonus)
+        vocabulary = options["output_vocabulary"]
+        if vocabulary is not None and vocabulary.compact:  # the search reads compact ids (output_vocabulary.py)
+            pad_token_id = generation_config.pad_token_id
+            generation_config.source_pad_token_id = pad_token_id[0] if isinstance(pad_token_id, list) else pad_token_id
+            map_generation_config(generation_config, vocabulary)
+
+    def finish_logits_processors(self, processors, model_kwargs: dict):
+        """transformers' processors, for a call decoding over compact ids adapted to them (``compact_processors``)."""
+        vocabulary = model_kwargs.get("output_vocabulary")
+        if vocabulary is None or not vocabulary.compact:
+            return processors
+        return compact_processors(processors, vocabulary)
 
     def extra_logits_processors(self, generation_config, model_kwargs: dict, encoder_input_ids, prompt_length: int):
         """The length bound, and with target terms their processor, each row's bound raised to hold its terms."""
@@ -624,6 +671,9 @@ class Seq2SeqGeneration(GenerationLengthDefault):
             raise ValueError("target_terms are given per sentence: pass the sources as input_ids")
         terms = check_target_terms(target_terms, encoder_input_ids.shape[0],
                                    getattr(self.config, "target_vocab_size", self.config.vocab_size))
+        vocabulary = model_kwargs.get("output_vocabulary")
+        if vocabulary is not None and vocabulary.compact:  # the terms as the search reads them
+            terms = [[vocabulary.compact_ids(term, "target_terms").tolist() for term in sentence] for sentence in terms]
         expand = max(generation_config.num_beams or 1, generation_config.num_return_sequences or 1)
         device = encoder_input_ids.device
         term_tokens = torch.tensor([sum(map(len, sentence)) for sentence in terms], device=device)

@@ -37,7 +37,7 @@ from .modeling_common import (
     repeat_batch,
     shift_tokens_right,
 )
-from .shortlist import OutputVocabulary
+from .output_vocabulary import OutputVocabulary
 from .transformers_compat import cache_argument, cache_output, output_cache
 
 _RNN_CLASSES = {"gru": nn.GRU, "lstm": nn.LSTM}
@@ -559,9 +559,12 @@ class RNNSeq2SeqForConditionalGeneration(Seq2SeqGeneration, RNNSeq2SeqPreTrained
         sampling reads the output layer too (the decoder's ``scheduled_sampling``). With ``config.rdrop_alpha`` > 0 a
         training forward with labels runs the batch twice (R-Drop, ``modeling_common.rdrop_loss``): its outputs
         other than the loss cover 2B rows, the second copy after the first. ``output_vocabulary``: a vocabulary
-        shortlist's tokens, which generate() passes when given one (``shortlist.py``). The cache is also accepted as
+        shortlist's tokens, which generate() passes when given one: decoder ids and logits (B, T, K) in its compact
+        ids (``output_vocabulary.py``). The cache is also accepted as
         ``past_key_values``."""
         cache = cache_argument(cache, kwargs)
+        if output_vocabulary is not None and decoder_input_ids is not None:  # compact ids -> the embedding's
+            decoder_input_ids = output_vocabulary.full_ids(decoder_input_ids)
         packing = None
         rdrop_alpha = self.config.rdrop_alpha if self.training and labels is not None else 0.0
         if rdrop_alpha:  # (B, ...) -> (2B, ...): the two passes of R-Drop in one

@@ -53,7 +53,7 @@ from .modeling_common import (
     repeat_batch,
     shift_tokens_right,
 )
-from .shortlist import OutputVocabulary
+from .output_vocabulary import OutputVocabulary
 from .transformers_compat import cache_argument, cache_output, causal_mask, output_cache
 
 # ----------------------------------------------------------------------------------------------------------
@@ -607,8 +607,11 @@ class TransformerSeq2SeqForConditionalGeneration(
         output layer, see ``output_layer_and_loss``) and returns the loss without logits. With ``config.rdrop_alpha``
         > 0 such a forward runs the batch twice (R-Drop, ``modeling_common.rdrop_loss``): its outputs other than the
         loss cover 2B rows, the second copy after the first. ``output_vocabulary``: a vocabulary shortlist's tokens,
-        which generate() passes when given one (``shortlist.py``)."""
+        which generate() passes when given one: decoder ids and logits (B, T, K) in its compact ids
+        (``output_vocabulary.py``)."""
         cache = cache_argument(cache, kwargs)
+        if output_vocabulary is not None and decoder_input_ids is not None:  # compact ids -> the embedding's
+            decoder_input_ids = output_vocabulary.full_ids(decoder_input_ids)
         _, output_hidden_states = output_flags(self.config, False, output_hidden_states)  # per-layer states: padded
         packing = None
         rdrop_alpha = self.config.rdrop_alpha if self.training and labels is not None else 0.0

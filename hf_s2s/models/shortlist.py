@@ -7,11 +7,11 @@ only those rows of its weight instead of all V.
 
 Here ``generate(..., shortlist=shortlist)`` (a :class:`VocabularyShortlist`, saved in a model folder as
 ``shortlist.safetensors``) lets each sentence generate only its own shortlist: the tokens of its source's lists, the
-tokens kept always, the generation config's special tokens and the call's target terms. Each decoding step, the output
-layer multiplies the K rows of its weight that the union over the batch needs (the rows gathered once per call), each
-row's logits outside its own sentence's list are set to -inf, and the (rows, K) logits are written into (rows, V)
-ones, -inf elsewhere. Everything after the output layer (logits processors, the search, the ensemble's mean, the
-returned ids and scores) works on the full vocabulary as without a shortlist, so no option has to know about it.
+tokens kept always, the generation config's special tokens and the call's target terms. The call decodes over the K
+tokens of the union over the batch, in compact ids of their own (``output_vocabulary.py``): each decoding step, the
+output layer multiplies the K rows of its weight (gathered once per call), each row's logits outside its own
+sentence's list are set to -inf, and the search (logits processors, the softmax, beam search's top-k, the ensemble's
+mean) runs over those K columns, not the V; the returned ids (and scores) are mapped back to the full vocabulary.
 
 Unlike Marian's, whose batch decodes over the union of its sentences' lists, a sentence's translation does not depend
 on the sentences decoded beside it. The softmax is over the sentence's tokens (the others' logits are -inf): greedy
@@ -47,10 +47,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from safetensors.torch import load as load_safetensors
 from safetensors.torch import save_file
-from torch import nn
+
+from .output_vocabulary import SPECIAL_TOKEN_FIELDS, OutputVocabulary
 
 # The shortlist's file in a model folder.
 SHORTLIST_FILE = "shortlist.safetensors"
@@ -65,62 +65,6 @@ LANGUAGE_FIELDS = ("source_lang", "target_lang")
 DEFAULT_FIRST = 100  # the most frequent target tokens every batch keeps (Marian's FIRST)
 DEFAULT_BEST = 50  # target tokens kept per source token (Marian's BEST)
 DEFAULT_ITERATIONS = 5  # EM iterations of IBM Model 1
-
-# The generation config's fields that hold target token ids every sentence may generate.
-SPECIAL_TOKEN_FIELDS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id", "forced_bos_token_id",
-                        "forced_eos_token_id")
-
-
-class OutputVocabulary:
-    """What one ``generate()`` call may generate, per sentence: ``allowed`` (B, V) bool. The output layer computes the
-    K rows that some sentence allows (``token_ids``, (K,) sorted) and gives -inf to the others.
-
-    generate() passes it to forward as a model input (an object, so that generate() does not repeat it per beam as it
-    repeats tensors): a forward given it returns (rows, T, V) logits, rows = B x the hypotheses per sentence, laid out
-    as generate() lays them out (each sentence's rows together)."""
-
-    def __init__(self, allowed: torch.Tensor):
-        if allowed.dim() != 2 or allowed.dtype != torch.bool or not bool(allowed.any(dim=1).all()):
-            raise ValueError(f"an output vocabulary is a (sentences, V) bool tensor with a token in every row, got "
-                             f"{tuple(allowed.shape)} {allowed.dtype}")
-        self.vocab_size = allowed.shape[1]  # V
-        self.token_ids = allowed.any(dim=0).nonzero().squeeze(1)  # (K,) full ids, sorted
-        self.blocked = ~allowed[:, self.token_ids]  # (B, K): True where the sentence may not generate the token
-        self._rows = {}  # output layer -> (its weight's version, weight (K, H), bias (K,) or None), see logits()
-
-    def __len__(self) -> int:
-        return len(self.token_ids)
-
-    def __repr__(self) -> str:
-        return f"OutputVocabulary({len(self)} of {self.vocab_size} target tokens, {len(self.blocked)} sentences)"
-
-    def logits(self, lm_head: nn.Module, hidden_states: torch.Tensor) -> torch.Tensor:
-        """The output layer on the K rows: hidden_states (rows, T, H) -> logits (rows, T, V), each row's allowed tokens
-        as the full layer would give them, -inf elsewhere. The gathered (K, H) rows are kept per layer (an ensemble's
-        members each have one) while its weight is unchanged: a decoding call gathers them once."""
-        if not isinstance(lm_head, nn.Linear):
-            raise ValueError(f"a shortlist gathers rows of the output layer's weight, which needs an nn.Linear output "
-                             f"layer; this model's is {type(lm_head).__name__} (int8 weights?): decode it in float "
-                             "precision, or without the shortlist")
-        weight, bias = lm_head.weight, lm_head.bias
-        if weight.shape[0] != self.vocab_size:
-            raise ValueError(f"the shortlist is for {self.vocab_size} target tokens but the output layer has "
-                             f"{weight.shape[0]}")
-        rows, sentences = hidden_states.shape[0], len(self.blocked)
-        if rows % sentences:
-            raise ValueError(f"{rows} decoding rows cannot be the hypotheses of the shortlist's {sentences} sentences")
-        key = (weight.data_ptr(), weight._version, weight.dtype, weight.device,
-               None if bias is None else (bias.data_ptr(), bias._version))
-        if id(lm_head) not in self._rows or self._rows[id(lm_head)][0] != key:
-            token_ids = self.token_ids.to(weight.device)
-            self._rows[id(lm_head)] = (key, weight.detach().index_select(0, token_ids),  # (K, H)
-                                       None if bias is None else bias.detach().index_select(0, token_ids))
-        _, rows_weight, rows_bias = self._rows[id(lm_head)]
-        logits = F.linear(hidden_states, rows_weight, rows_bias)  # (rows, T, K)
-        blocked = self.blocked.to(logits.device).repeat_interleave(rows // sentences, dim=0)  # (rows, K)
-        logits = logits.masked_fill(blocked[:, None, :], float("-inf"))
-        full = logits.new_full((*logits.shape[:-1], self.vocab_size), float("-inf"))  # (rows, T, V)
-        return full.index_copy_(-1, self.token_ids.to(logits.device), logits)
 
 
 class VocabularyShortlist:

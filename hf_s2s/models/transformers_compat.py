@@ -21,8 +21,9 @@ Private hooks of ``GenerationMixin`` overridden (in ``GenerationHooks``), and wh
 - ``_prepare_generation_config``: takes the source-relative length bound (``max_len_a`` / ``max_len_b``) out of the
   call's keywords before transformers validates them as model inputs, and drops the shipped ``max_length`` when
   the call gives ``max_new_tokens``. The model implements ``generation_options`` / ``finish_generation_config``.
-- ``_get_logits_processor``: adds the model's own processors (``extra_logits_processors``; the length bound)
-  before a final ``LogitNormalization``, which must stay last.
+- ``_get_logits_processor``: lets the model adapt transformers' processors (``finish_logits_processors``; a
+  shortlist's compact ids), then adds the model's own (``extra_logits_processors``; the length bound) before a final
+  ``LogitNormalization``, which must stay last.
 - ``_prepare_cache_for_generation``: a model whose cache is not transformers' (the RNN's recurrent state, an
   ensemble's caches) creates it itself (``cache_for_generation``) instead of receiving an ``EncoderDecoderCache``.
 - ``_supports_default_dynamic_cache``: False for such a model (``uses_default_cache = False``).
@@ -248,6 +249,11 @@ class GenerationHooks:
         """Logits processors the model adds to transformers' (before a final normalization)."""
         return []
 
+    def finish_logits_processors(self, processors, model_kwargs: dict):
+        """transformers' processors for this call (the call's own among them), before the model's own are added;
+        returns the list to use."""
+        return processors
+
     def cache_for_generation(self, generation_config):
         """A cache of the model's own for this generate() call, or None for transformers' choice."""
         return None
@@ -275,7 +281,8 @@ class GenerationHooks:
         return generation_config, model_kwargs
 
     def _get_logits_processor(self, generation_config, *args, **kwargs):
-        processors = super()._get_logits_processor(generation_config, *args, **kwargs)
+        processors = self.finish_logits_processors(super()._get_logits_processor(generation_config, *args, **kwargs),
+                                                   kwargs.get("model_kwargs") or {})
         extra = self.extra_logits_processors(
             generation_config, kwargs.get("model_kwargs") or {}, kwargs.get("encoder_input_ids"),
             kwargs["input_ids_seq_length"],

@@ -28,6 +28,7 @@ service goes on. A request whose client went away is withdrawn from the queue un
 import asyncio
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -38,7 +39,6 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..data.tokenization import target_side
 from ..inference.engines import DecodingOptions, Engine
 from ..models.term_constraints import Glossary, not_text
 from ..models.version import __version__
@@ -181,6 +181,9 @@ def create_app(engines: dict[str, Engine], batching: BatchingConfig | None = Non
     costs = {name: RequestCosts.of(engine, limits.max_answer_bytes, limits.max_request_memory)
              for name, engine in engines.items()}
     batchers = {name: Batcher(engine, batching, metrics, name, costs[name]) for name, engine in engines.items()}
+    # Requests are tokenized on a thread of their own, one at a time (a fast tokenizer is not safe to share between
+    # threads that call it at once), so the event loop goes on reading and answering meanwhile.
+    tokenizing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hf_s2s-tokenizer")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -189,6 +192,7 @@ def create_app(engines: dict[str, Engine], batching: BatchingConfig | None = Non
         yield
         for batcher in batchers.values():
             await batcher.close()
+        tokenizing.shutdown(wait=True)
 
     app = FastAPI(title="hf_s2s translation service", version=__version__, lifespan=lifespan,
                   description="Translation with hf_s2s models, dynamically batched. Served: "
@@ -228,14 +232,19 @@ def create_app(engines: dict[str, Engine], batching: BatchingConfig | None = Non
                 raise ServiceError(404, f"unknown model {name!r}; this server serves {', '.join(map(repr, names))}")
             request.state.model = name  # the label _CountAnswers counts the answer under
             engine = engines[name]
-            lengths, options = _check_request(body, engine, limits)
+            options = _check_options(body, engine, limits)
+            # the tokenizer off the event loop, on the one thread that tokenizes for this server
+            encoded = await asyncio.get_running_loop().run_in_executor(tokenizing, _source_ids, body, engine, limits,
+                                                                       options)
+            lengths = [len(ids) for ids in encoded]
             prediction = _check_cost(costs[name], body, lengths, options)
             try:
                 translations = await batchers[name].translate(body.sentences, lengths, options, scores=body.scores,
                                                               alignment=body.alignment,
                                                               output_attentions=body.output_attentions,
                                                               memory=prediction.answer_memory,
-                                                              gone=lambda: _client_gone(request.receive))
+                                                              gone=lambda: _client_gone(request.receive),
+                                                              encoded=encoded)
             except QueueFull as error:
                 raise ServiceError(503, str(error), headers={"Retry-After": "1"}) from None
             except Closing as error:
@@ -246,12 +255,13 @@ def create_app(engines: dict[str, Engine], batching: BatchingConfig | None = Non
                 raise ServiceError(500, f"decoding failed: {type(error).__name__}: {error}") from None
         except ServiceError as error:
             return _error(error.status, error.message, headers=error.headers)
-        answer = schemas.TranslateResponse(model=name, translations=[
-            _translation(translation, body.scores, options) for translation in translations])
-        target = target_side(engine.tokenizer)
+        # the answer as TranslateResponse (the response_model, for /docs) writes it, built directly: FastAPI does not
+        # validate and re-encode a response it is handed
+        answer = JSONResponse({"model": name, "translations": [_translation(translation, body.scores, options)
+                                                                for translation in translations]})
         metrics.sentences.labels(name).inc(len(body.sentences))
         metrics.source_tokens.labels(name).inc(sum(lengths))
-        metrics.target_tokens.labels(name).inc(sum(map(len, target([t.text for t in answer.translations])["input_ids"])))
+        metrics.target_tokens.labels(name).inc(sum(translation.target_tokens for translation in translations))
         metrics.latency.labels(name).observe(time.perf_counter() - start)
         return answer
 
@@ -301,9 +311,8 @@ def _check_defaults(name: str, engine: Engine, limits: RequestLimits) -> None:
                          "names no num_beams would be refused; raise --max-beams")
 
 
-def _check_request(request: schemas.TranslateRequest, engine: Engine, limits: RequestLimits
-                   ) -> tuple[list[int], DecodingOptions]:
-    """Each sentence's source tokens and the request's complete decoding options, or the ServiceError refusing it."""
+def _check_options(request: schemas.TranslateRequest, engine: Engine, limits: RequestLimits) -> DecodingOptions:
+    """The request's complete decoding options, or the ServiceError refusing the request or its options."""
     count = len(request.sentences)
     if count == 0:
         raise ServiceError(422, "sentences is empty: give at least one sentence to translate")
@@ -326,8 +335,17 @@ def _check_request(request: schemas.TranslateRequest, engine: Engine, limits: Re
         given = "num_beams" if request.num_beams is not None else "the model's default num_beams"
         raise ServiceError(422, f"{given} is {options.num_beams}; this server decodes with at most {limits.max_beams} "
                                 "beams")
+    return options
+
+
+def _source_ids(request: schemas.TranslateRequest, engine: Engine, limits: RequestLimits,
+                options: DecodingOptions) -> list[list[int]]:
+    """Each sentence's source ids (what the engine decodes, so it does not tokenize them again), or the ServiceError
+    refusing a sentence the tokenizer cannot read, one over the length limit, or one whose glossary terms together
+    are longer than the model may write."""
+    count = len(request.sentences)
     try:
-        source_ids = engine.tokenizer(request.sentences)["input_ids"]
+        encoded = engine.tokenizer(request.sentences)["input_ids"]
     except Exception:  # the tokenizer's own message names no sentence: find them
         unreadable = [(index, problem) for index, sentence in enumerate(request.sentences)
                       if (problem := _reading_problem(engine.tokenizer, sentence)) is not None]
@@ -337,9 +355,8 @@ def _check_request(request: schemas.TranslateRequest, engine: Engine, limits: Re
         more = f"; and {len(unreadable) - _SHOWN_SENTENCES} more" if len(unreadable) > _SHOWN_SENTENCES else ""
         raise ServiceError(422, f"{len(unreadable)} of {count} sentences cannot be read by the model's tokenizer "
                                 f"(counted from 0): {named}{more}") from None
-    lengths = [len(ids) for ids in source_ids]
     limit = min(filter(None, (limits.max_sentence_tokens, engine.source_limit())))
-    over = [(index, length) for index, length in enumerate(lengths) if length > limit]
+    over = [(index, len(ids)) for index, ids in enumerate(encoded) if len(ids) > limit]
     if over:
         named = ", ".join(f"sentence {index} ({length} tokens)" for index, length in over[:_SHOWN_SENTENCES])
         more = f" and {len(over) - _SHOWN_SENTENCES} more" if len(over) > _SHOWN_SENTENCES else ""
@@ -347,10 +364,10 @@ def _check_request(request: schemas.TranslateRequest, engine: Engine, limits: Re
                                 f"server reads (</s> included): {named}{more} (counted from 0); shorten or split them")
     if options.glossary is not None:  # each sentence's terms fit in what the model may write
         try:
-            options.glossary.target_terms(source_ids, engine.tokenizer, options.max_new_tokens)
+            options.glossary.target_terms(encoded, engine.tokenizer, options.max_new_tokens)
         except ValueError as error:
             raise ServiceError(422, str(error)) from None
-    return lengths, options
+    return encoded
 
 
 def _check_cost(costs: RequestCosts, request: schemas.TranslateRequest, lengths: list[int],
@@ -389,16 +406,18 @@ def _reading_problem(tokenizer, sentence: str) -> str | None:
     return None
 
 
-def _translation(translation: Translation, scores: bool, options: DecodingOptions) -> schemas.Translation:
+def _translation(translation: Translation, scores: bool, options: DecodingOptions) -> dict:
+    """One sentence's answer as :class:`schemas.Translation` writes it (fields that are None left out)."""
     best = translation.hypotheses[0]
-    nbest = None
+    answer = {"text": best.text}
+    if scores:
+        answer["score"] = best.score
     if options.num_return_sequences > 1:
-        nbest = [schemas.Hypothesis(text=h.text, score=h.score if scores else None) for h in translation.hypotheses]
-    alignment = None
+        answer["hypotheses"] = [{"text": h.text, "score": h.score} if scores else {"text": h.text}
+                                for h in translation.hypotheses]
     if translation.alignment is not None:
-        alignment = schemas.Alignment(**vars(translation.alignment))
-    return schemas.Translation(text=best.text, score=best.score if scores else None, hypotheses=nbest,
-                               alignment=alignment)
+        answer["alignment"] = {name: value for name, value in vars(translation.alignment).items() if value is not None}
+    return answer
 
 
 __all__ = ["CLIENT_GONE", "create_app", "drain"]

@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ..data.corpus import is_blank
+from ..data.tokenization import target_side
 from ..inference.engines import Alignment, DecodingOptions, Engine
 from ..inference.translate import Hypothesis
 from .config import BatchingConfig
@@ -53,10 +54,12 @@ class Abandoned(Exception):
 
 @dataclass
 class Translation:
-    """One sentence's answer: its hypotheses, best first, and the alignment of the best when it was asked for."""
+    """One sentence's answer: its hypotheses, best first, the alignment of the best when it was asked for, and the
+    tokens of the best (the target tokenizer's, </s> included), counted with the rest of its engine call."""
 
     hypotheses: list[Hypothesis]
     alignment: Alignment | None = None
+    target_tokens: int = 0
 
 
 @dataclass(eq=False)
@@ -65,6 +68,7 @@ class _Job:
 
     sentences: list[str]
     lengths: list[int]  # source tokens of each sentence
+    encoded: list[list[int]] | None  # their source ids, when the request was tokenized already
     options: DecodingOptions
     scores: bool
     alignment: bool
@@ -131,10 +135,12 @@ class Batcher:
 
     async def translate(self, sentences: list[str], lengths: list[int], options: DecodingOptions, *,
                         scores: bool = False, alignment: bool = False, output_attentions: bool = False,
-                        memory: int = 0, gone: Callable[[], Awaitable[None]] | None = None) -> list[Translation]:
+                        memory: int = 0, gone: Callable[[], Awaitable[None]] | None = None,
+                        encoded: list[list[int]] | None = None) -> list[Translation]:
         """Queue one request and wait for its translations, one per sentence (with their alignments if ``alignment``,
         and every layer's and head's attention weights too if ``output_attentions``; ``memory``: the bytes its answer
-        takes, :class:`hf_s2s.serving.sizes.Prediction`'s ``answer_memory``). :class:`QueueFull` when the queue
+        takes, :class:`hf_s2s.serving.sizes.Prediction`'s ``answer_memory``). ``encoded``: each sentence's source ids
+        by the engine's tokenizer, which the engine then does not compute again. :class:`QueueFull` when the queue
         cannot take its sentences; :class:`Closing` once the batcher is shutting down, or when its deadline passed
         before the request was decoded. ``gone()`` returns when the client has gone away: the request then leaves
         the queue undecoded (:class:`Abandoned`); so does a request whose task is cancelled."""
@@ -143,7 +149,7 @@ class Batcher:
         if self._queued_sentences + len(sentences) > self.config.max_queue_sentences:
             raise QueueFull(f"{self._queued_sentences} sentences are waiting for {self.name!r} and the queue holds "
                             f"{self.config.max_queue_sentences}: retry later")
-        job = _Job(sentences, lengths, options, scores, alignment or output_attentions, output_attentions,
+        job = _Job(sentences, lengths, encoded, options, scores, alignment or output_attentions, output_attentions,
                    asyncio.get_running_loop().create_future(), memory)
         self._pending.append(job)
         self._queue_changed(len(sentences))
@@ -250,7 +256,7 @@ class Batcher:
         options, scores = jobs[0].options, any(job.scores for job in jobs)
         items = sorted(((length, j, i) for j, job in enumerate(jobs) for i, length in enumerate(job.lengths)),
                        reverse=True)  # (tokens, job, sentence), longest first
-        hypotheses: dict[tuple[int, int], list[Hypothesis]] = {}
+        translations: dict[tuple[int, int], Translation] = {}
         fits = None if self.costs is None else lambda lengths: self.costs.call_fits(lengths, options, scores)
         for call in _engine_calls([length for length, _, _ in items], self.config.max_batch_tokens, fits):
             call = [k for k in call if not jobs[items[k][1]].future.done()]
@@ -258,28 +264,36 @@ class Batcher:
                 continue
             keys = [items[k][1:] for k in call]
             sentences = [jobs[j].sentences[i] for j, i in keys]
+            encoded = None
+            if all(jobs[j].encoded is not None for j, _ in keys):
+                encoded = [jobs[j].encoded[i] for j, i in keys]
             if self.metrics is not None:
                 self.metrics.batch_sentences.labels(self.name).observe(len(call))
                 self.metrics.batch_tokens.labels(self.name).observe(len(call) * items[call[0]][0])
-            decoded = await loop.run_in_executor(self._executor, self._translate, sentences, options, scores)
-            hypotheses.update(zip(keys, decoded, strict=True))
+            decoded = await loop.run_in_executor(self._executor, self._translate, sentences, options, scores, encoded)
+            translations.update(zip(keys, decoded, strict=True))
         results: list[list[Translation] | None] = []
         for j, job in enumerate(jobs):
             if job.future.done():
                 results.append(None)
                 continue
-            translations = [Translation(hypotheses[j, i]) for i in range(len(job.sentences))]
+            translations_of_job = [translations[j, i] for i in range(len(job.sentences))]
             if job.alignment:
-                for translation, sentence in zip(translations, job.sentences, strict=True):
+                for translation, sentence in zip(translations_of_job, job.sentences, strict=True):
                     if is_blank(sentence):  # not decoded (an empty translation): there is no attention to show
                         continue
                     translation.alignment = await loop.run_in_executor(self._executor, self.engine.alignment,
                                                                        sentence, options, job.output_attentions)
-            results.append(translations)
+            results.append(translations_of_job)
         return results
 
-    def _translate(self, sentences: list[str], options: DecodingOptions, scores: bool) -> list[list[Hypothesis]]:
-        return self.engine.translate(sentences, options, batch_size=len(sentences), scores=scores)
+    def _translate(self, sentences: list[str], options: DecodingOptions, scores: bool,
+                   encoded: list[list[int]] | None) -> list[Translation]:
+        """One engine call, on the batcher's thread, with the tokens of each best translation counted (one tokenizer
+        call for the call's sentences, off the event loop)."""
+        decoded = self.engine.translate(sentences, options, batch_size=len(sentences), scores=scores, encoded=encoded)
+        counts = [len(ids) for ids in target_side(self.engine.tokenizer)([h[0].text for h in decoded])["input_ids"]]
+        return [Translation(hypotheses, target_tokens=count) for hypotheses, count in zip(decoded, counts, strict=True)]
 
 
 def _engine_calls(lengths: list[int], max_tokens: int,

@@ -82,6 +82,7 @@ class ModelInfo(BaseModel):
                                     "component only, unless the server runs with --show-folder-paths)")
     model_type: str
     engine: str
+    engine_choice: str | None = Field(None, description="with --engine auto: why this engine was chosen")
     weights: str = Field(description="float32, bfloat16 or int8")
     source_limit: int | None = Field(description="the most source tokens a sentence may have")
     attention_type: str | None = Field(description="the RNN's attention mechanism (bahdanau, luong_dot, ...; none: "
