@@ -69,7 +69,7 @@ from .run_dir import (
     tokenizer_arguments_match,
 )
 from .selection import AVERAGED_FOLDER, Selection, select_weights
-from .trainer import CountingSeq2SeqTrainer, move_loss_into_model
+from .trainer import CountingSeq2SeqTrainer, close_progress_bars, move_loss_into_model
 
 logger = logging.getLogger(__name__)
 
@@ -308,7 +308,11 @@ def train(trainer: CountingSeq2SeqTrainer, selection_args: SelectionArguments) -
     """Train (resuming from ``--resume_from_checkpoint``); a full disk is named with the checkpoints left intact."""
     start = time.perf_counter()
     with naming_a_full_disk(trainer.args.output_dir, selection_args.ema_folder):  # checkpoints, ema/ at the end, logs
-        result = trainer.train(resume_from_checkpoint=trainer.args.resume_from_checkpoint)
+        try:
+            result = trainer.train(resume_from_checkpoint=trainer.args.resume_from_checkpoint)
+        except KeyboardInterrupt:
+            close_progress_bars(trainer)  # what the command prints next starts a line of its own, and stays last
+            raise
     # Validation (generation + BLEU each epoch) is timed by Trainer; training speed leaves it out.
     validation_seconds = sum(entry.get("eval_runtime", 0.0) for entry in trainer.state.log_history)
     return Training(seconds=time.perf_counter() - start - validation_seconds, validation_seconds=validation_seconds,
