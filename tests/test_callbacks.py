@@ -22,10 +22,10 @@ from hf_s2s.training.run import job_callbacks, run
 from tests.runs import CrashAt, tiny_args
 
 # 256 pairs in batches of 32: 8 steps an epoch, 3 epochs; validated and saved each epoch, the best checkpoint
-# restored at the end, the last 2 averaged, at most 3 kept. Dropout makes every step draw random numbers, which a
-# save must not disturb.
+# restored at the end, the last 2 averaged, an EMA kept (in each checkpoint), at most 3 checkpoints kept. Dropout
+# makes every step draw random numbers, which a save must not disturb.
 EPOCHS = ("--num_train_epochs", "3", "--save_total_limit", "3", "--average_last_checkpoints", "2",
-          "--test_num_beams", "1", "--model_config", json.dumps({"d_model": 32, "encoder_layers": 1,
+          "--ema_decay", "0.9", "--test_num_beams", "1", "--model_config", json.dumps({"d_model": 32, "encoder_layers": 1,
                                                                  "decoder_layers": 1, "encoder_attention_heads": 2,
                                                                  "decoder_attention_heads": 2, "encoder_ffn_dim": 64,
                                                                  "decoder_ffn_dim": 64, "dropout": 0.1}))
@@ -72,6 +72,7 @@ def assert_same_run(output_dir: Path, results: dict, by_epoch, resumed: bool = F
     assert {key: value for key, value in compared(results).items() if key not in own} == \
         {key: value for key, value in compared(expected_results).items() if key not in own}
     assert results["checkpoint_averaging"]["checkpoints"] == ["checkpoint-16", "checkpoint-24"]
+    assert results["ema"]["validation_bleu"] is not None
     expected = load_file(expected_dir / "model" / "model.safetensors")
     weights = load_file(output_dir / "model" / "model.safetensors")
     assert weights.keys() == expected.keys()
@@ -96,13 +97,14 @@ def test_timed_checkpoints_bound_the_lost_steps_and_leave_the_run_as_its_strateg
 
 @pytest.mark.slow
 def test_a_run_resumed_from_a_timed_checkpoint_ends_as_the_uninterrupted_one(tmp_path, by_epoch):
-    """Killed in its second epoch, the run resumes from the timed checkpoint of the step before (mid-epoch) and
-    ends with the checkpoints and weights of the uninterrupted run: the timed checkpoint it resumed from is deleted
-    once a newer one is written."""
+    """Killed in its second epoch, the run resumes from the timed checkpoint of the step before (mid-epoch, its EMA
+    with it) and ends with the checkpoints and weights of the uninterrupted run: the timed checkpoint it resumed
+    from is deleted once a newer one is written."""
     with pytest.raises(KeyboardInterrupt):
         run(*tiny_args(tmp_path, "transformer_seq2seq", *EPOCHS, *EVERY_STEP), callbacks=[CrashAt(11)])
     assert [(c.name, is_timed_checkpoint(c)) for c in list_checkpoints(tmp_path)] == [
         ("checkpoint-8", False), ("checkpoint-10", True)]
+    assert (tmp_path / "checkpoint-10" / "ema" / "model.safetensors").is_file()  # the EMA continues from it
     resumed = run(*tiny_args(tmp_path, "transformer_seq2seq", *EPOCHS, *EVERY_STEP,
                              "--resume_from_checkpoint", str(tmp_path / "checkpoint-10")))
     assert_same_run(tmp_path, resumed, by_epoch, resumed=True)

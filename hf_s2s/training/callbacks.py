@@ -27,6 +27,7 @@ from .checkpoints import (
 
 logger = logging.getLogger(__name__)
 
+
 def main_process_decides(decision: bool, device) -> bool:
     """``decision`` as the main process took it, on every process of a launch (a collective: every process calls
     it at the same step). A checkpoint is a collective too: every process must save at the same step, and clocks
@@ -110,11 +111,12 @@ class TimedCheckpoints(TrainerCallback):
 
 class SlowdownWarning(TrainerCallback):
     """One warning, on the main process of a CPU run, when training steps have become far slower than the run's
-    own earlier steps: the median of the last ``window`` steps at least ``factor`` times the fastest such median
-    so far, and at least ``min_seconds``. The usual cause on a machine shared with other work is torch's threads:
-    an OpenMP pool of several threads stalls whenever another process takes one of its cores (``hf-s2s bench``
-    runs one thread for that reason), and one thread per run avoids it. A step is timed from its start to its end
-    (forward, backward, optimizer), without evaluation or saving. ``clock``: seconds, for tests."""
+    own earlier steps: the lower median of the last ``window`` steps (slow only when most of them are) at least
+    ``factor`` times the fastest such median so far, and at least ``min_seconds``. The usual cause on a machine
+    shared with other work is torch's threads: an OpenMP pool of several threads stalls whenever another process
+    takes one of its cores (``hf-s2s bench`` runs one thread for that reason), and one thread per run avoids it. A
+    step is timed from its start to its end (forward, backward, optimizer), without evaluation or saving.
+    ``clock``: seconds, for tests."""
 
     def __init__(self, window: int = 10, factor: float = 4.0, min_seconds: float = 1.0, clock=time.perf_counter):
         self.window, self.factor, self.min_seconds, self.clock = window, factor, min_seconds, clock
@@ -132,7 +134,7 @@ class SlowdownWarning(TrainerCallback):
         self.recent.append(self.clock() - self.started)
         if len(self.recent) < self.window:
             return
-        median = statistics.median_low(self.recent)  # slow only when most of the window is
+        median = statistics.median_low(self.recent)
         self.fastest = median if self.fastest is None else min(self.fastest, median)
         if median >= self.factor * self.fastest and median >= self.min_seconds:
             self.warned = True
