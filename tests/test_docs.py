@@ -3,6 +3,7 @@ broken link, the links of README.md and docs/ resolve where GitHub renders them,
 runs: its program exists and starts (``--help``), and its flags are the program's."""
 
 import argparse
+import ast
 import contextlib
 import difflib
 import functools
@@ -103,6 +104,103 @@ def test_relative_links_resolve_to_a_file_and_heading(page):
         elif anchor and anchor not in github_anchors(linked.read_text(encoding="utf-8")):
             broken.append(f"{target}: no such heading")
     assert not broken, f"{page.relative_to(ROOT)}: {broken}"
+
+
+# --- Every pointer in plain text (a help text cannot link) leads somewhere -----------------------------------
+# "docs/inference.md", "docs/hub.md#pushing-a-trained-folder", 'docs/inference.md, "Export to CTranslate2"',
+# 'README: "Two commands"', 'the README's "Two commands"', and in a page, 'see "Length caps"' (its own heading).
+
+PAGE_NAME = r"(?<![\w/.-])(?P<page>README(?:\.md)?|docs/[\w-]+\.md)"
+POINTERS = (
+    re.compile(PAGE_NAME + r"#(?P<anchor>[\w-]+)"),
+    re.compile(PAGE_NAME + r"(?:'s)?[:,]? (?:section )?\"(?P<heading>[^\"]+)\""),
+    re.compile(PAGE_NAME),
+    re.compile(r"\b[Ss]ee \"(?P<heading>[^\"]+)\""),  # a heading of the page it is in
+)
+
+
+def headings(markdown: str) -> list[str]:
+    """The headings of a markdown text, as written (fenced code is not headings)."""
+    text = re.sub(r"^```.*?^```", "", markdown, flags=re.MULTILINE | re.DOTALL)
+    return re.findall(r"^#{1,6} (.+?)\s*$", text, flags=re.MULTILINE)
+
+
+def pointer_problems(text: str, page: Path | None) -> list[str]:
+    """What is wrong with each pointer of :data:`POINTERS` in ``text`` (of ``page``, or a help text when None):
+    a page that does not exist, an anchor or a quoted heading (its start) the page does not have. Words split
+    across lines (a help text wrapped by argparse) are joined first."""
+    text = " ".join(text.split())
+    problems = []
+    for pattern in POINTERS:
+        for found in pattern.finditer(text):
+            named = found.groupdict().get("page")
+            if named is None and page is None:
+                continue  # "see" in a help text names no page
+            target = page if named is None else ROOT / ("README.md" if named.startswith("README") else named)
+            if not target.is_file():
+                problems.append(f"{found.group(0)!r}: no such page")
+                continue
+            anchor, heading = found.groupdict().get("anchor"), found.groupdict().get("heading")
+            markdown = target.read_text(encoding="utf-8")
+            if anchor and anchor not in github_anchors(markdown):
+                problems.append(f"{found.group(0)!r}: {target.relative_to(ROOT)} has no heading #{anchor}")
+            if heading and not any(title.startswith(heading) for title in headings(markdown)):
+                problems.append(f"{found.group(0)!r}: {target.relative_to(ROOT)} has no heading {heading!r}")
+    return problems
+
+
+def help_texts() -> dict[str, str]:
+    """What ``hf-s2s COMMAND --help`` prints, per command."""
+    return {name: command_parser(name).format_help() for name in COMMANDS}
+
+
+def test_every_pointer_a_help_text_or_page_names_exists():
+    problems = [f"hf-s2s {name} --help: {problem}" for name, text in help_texts().items()
+                for problem in pointer_problems(text, None)]
+    problems += [f"{page.relative_to(ROOT)}: {problem}" for page in MARKDOWN
+                 for problem in pointer_problems(page.read_text(encoding="utf-8"), page)]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_pointer_check_finds_what_it_is_for():
+    """The forms above are found, and a stale one is named."""
+    assert pointer_problems('(README: "Export to CTranslate2")', None) == [
+        "'README: \"Export to CTranslate2\"': README.md has no heading 'Export to CTranslate2'"]
+    assert pointer_problems('docs/inference.md, "Export to CTranslate2" and docs/hub.md#pushing-a-trained-folder',
+                            None) == []
+    assert pointer_problems("see docs/nowhere.md and docs/hub.md#nowhere", None) == [
+        "'docs/hub.md#nowhere': docs/hub.md has no heading #nowhere", "'docs/nowhere.md': no such page"]
+    assert pointer_problems('see "Nowhere" below', DOCS / "importers.md") == [
+        "'see \"Nowhere\"': docs/importers.md has no heading 'Nowhere'"]
+    assert pointer_problems("model/README.md holds the card", None) == []  # a model folder's file: no pointer
+
+
+def test_the_docs_index_links_every_page():
+    linked = set(re.findall(r"\]\(([\w-]+\.md)(?:#[\w-]+)?\)", (DOCS / "index.md").read_text(encoding="utf-8")))
+    pages = {page.name for page in DOCS.glob("*.md")} - {"index.md"}
+    assert not pages - linked, f"docs/index.md does not link {sorted(pages - linked)}"
+
+
+def test_the_readme_command_table_names_every_command():
+    rows = re.findall(r"^\| `hf-s2s ([\w-]+)[ `]", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.MULTILINE)
+    assert sorted(set(COMMANDS) - set(rows)) == [], "README.md's command table leaves these out"
+
+
+def docstring_lines(path: Path) -> tuple[int, int]:
+    """How many lines a module's docstring takes in the file, and how many its text has: fewer when a line ends
+    with a lone backslash, which Python reads as a line continuation and drops with the line break."""
+    node = ast.parse(path.read_text(encoding="utf-8")).body[0]
+    assert isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant), f"{path} has no docstring"
+    return node.end_lineno - node.lineno + 1, node.value.value.count("\n") + 1
+
+
+@pytest.mark.parametrize("path", [*sorted((ROOT / "hf_s2s" / "cli").glob("*.py")), *sorted(ROOT.glob("scripts/*.py"))],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_help_text_keeps_the_lines_of_its_examples(path):
+    """A command's --help (its module's docstring) shows an example continued on a second line as written, the
+    backslash included, not both lines run together."""
+    written, shown = docstring_lines(path)
+    assert shown == written, f"{path.relative_to(ROOT)}: a line of its docstring ends with a lone \\ (write \\\\)"
 
 
 # --- Every command the README and docs name runs --------------------------------------------------------

@@ -32,7 +32,7 @@ from hf_s2s.hub.publish import (
 )
 from hf_s2s.models import modeling_common
 from hf_s2s.models.families import FAMILIES, PIPELINE_FILE
-from hf_s2s.training.run import parse_args, run
+from hf_s2s.training.run import RECIPES_DIR, parse_args, run
 from tests.helpers import TINY, random_tiny_model, run_without_hf_s2s
 from tests.saved_folders import save_tiny_model_folder
 
@@ -171,6 +171,54 @@ def test_card_metadata_parses_with_the_hub_helpers_and_multi30k_is_cited(trained
 ])
 def test_card_describes_the_rnn_attention(config, text):
     assert text in FAMILIES["rnn_seq2seq"].describe(FAMILIES["rnn_seq2seq"].full_config(config))
+
+
+RECIPES = sorted(path.stem for path in RECIPES_DIR.glob("*.json"))
+
+
+def recipe_run(name: str | None, **changes) -> dict:
+    """The results.json keys a card's name is made of, as the training job records them for ``--recipe name``
+    (None: no recipe, the job's own defaults); ``changes`` over them."""
+    job = parse_args(["--recipe", name] if name else [])
+    return {"model_type": job.model.model_type, "model_config": {}, "recipe": job.training.recipe,
+            "dataset": job.data.dataset, "source_lang": job.data.source_lang, "target_lang": job.data.target_lang,
+            "num_parameters": 1000, "test": {"greedy": {"bleu": 30.0, "bleu_lowercase": 31.0, "chrf": 50.0}},
+            **changes}
+
+
+def card_names(results: dict) -> tuple[str, str]:
+    """The card's title and its model-index name."""
+    text = render_model_card(results)
+    title = re.search(r"^# (.+)$", text.split("---", 2)[2], flags=re.MULTILINE).group(1)
+    return title, yaml.safe_load(text.split("---")[1])["model-index"][0]["name"]
+
+
+def test_every_recipe_run_carries_its_own_recipe_s_name_and_no_other():
+    """The card (title and model-index) of a run is named after the run's own recipe: the main job's
+    (transformer_small) is not the reference Transformer's (transformer_multi30k) though both are Transformers on
+    Multi30k de-en. Each reference recipe's name is the one its committed card in model_cards/ carries; a run
+    without a recipe, or with a JSON file of the user's, carries none of them."""
+    names = {}
+    for recipe in RECIPES:
+        title, indexed = card_names(recipe_run(recipe))
+        assert title == indexed and recipe.replace("_", "-") in title, (recipe, title, indexed)
+        committed = ROOT / "model_cards" / f"{title}.md"
+        assert committed.is_file() and f"\n# {title}\n" in committed.read_text(), (recipe, title)
+        names[recipe] = title
+    assert names["transformer_small"] == "transformer-small-multi30k-de-en"
+    assert len(set(names.values())) == len(RECIPES)
+    for model_type in FAMILIES:  # no recipe: the family's registered name, which no recipe's run carries
+        title, indexed = card_names(recipe_run(None, model_type=model_type))
+        assert title == indexed == f"{model_type.replace('_', '-')}-multi30k-de-en"
+        assert title not in names.values()
+    own = recipe_run(None, recipe="/home/me/recipes/my_transformer.json")
+    assert card_names(own) == ("my-transformer-multi30k-de-en",) * 2
+    text = render_model_card(own)
+    assert "Recipe: `/home/me/recipes/my_transformer.json`.\n" in text  # not a file shipped in hf_s2s/
+    assert "Recipe: `transformer_small` (`hf_s2s/training/recipes/transformer_small.json`)." in \
+        render_model_card(recipe_run("transformer_small"))
+    # a repository's name wins, as before
+    assert "\n# x\n" in render_model_card(recipe_run("transformer_small"), repo_id="someone/x")
 
 
 def test_card_refuses_results_that_are_not_a_training_run():

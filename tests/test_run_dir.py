@@ -12,11 +12,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from hf_s2s.cli import run_command
+from hf_s2s.cli.train import typed_command
+from hf_s2s.training.checkpoints import is_timed_checkpoint
 from hf_s2s.training.run import parse_args, run
 from hf_s2s.training.run_dir import LOCK_NAME, RESUME_WAY, interrupted_run_message
 from tests.helpers import default_ctrl_c
@@ -207,17 +210,25 @@ def test_a_refused_folder_names_the_way_on_with_the_command_to_type(tmp_path, ca
     assert snapshot(out) == {**before, LOCK_NAME: f"{os.getpid()}\n".encode()}  # only the lock was taken
 
 
-def start_and_interrupt(command: list[str], written: Path, log: Path) -> subprocess.Popen:
-    """Start ``command`` and press Ctrl-C (SIGINT) as soon as it has written ``written``; press it again, as a user
+STOPPED = "stopped (Ctrl-C): "  # how the line a stopped run prints starts
+
+
+def start_and_interrupt(command: list[str], written: Path | Callable[[], bool], log: Path,
+                        env: dict | None = None) -> subprocess.Popen:
+    """Start ``command`` and press Ctrl-C (SIGINT) as soon as it has written ``written`` (or ``written()`` holds);
+    press it again, as a user
     would, while the run goes on 30 s later. Once in a CI run of thousands of tests the run went on after the first
     press (its 40 steps then finished; given 100000 it was still running 120 s later), which 26 presses at varied
     moments on this machine never did. One way CPython loses a press: a SIGINT that arrives while a finalizer
     (``__del__``) runs becomes a KeyboardInterrupt inside it, which is dropped ("Exception ignored in ..."); the CI
-    output kept no log to tell. What the tests here check is what the run does with the KeyboardInterrupt it gets."""
+    output kept no log to tell. What the tests here check is what the run does with the KeyboardInterrupt it gets.
+    Once the run has printed its line it got the press: it is left to end (on a loaded machine the interpreter's
+    shutdown took over 30 s, and a press then killed it)."""
+    done = written if callable(written) else written.exists
     with open(log, "w") as stderr:
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr,
-                                   env={**os.environ, "OMP_NUM_THREADS": "1"}, preexec_fn=default_ctrl_c)
-    while not written.exists() and process.poll() is None:
+                                   env={**(env or os.environ), "OMP_NUM_THREADS": "1"}, preexec_fn=default_ctrl_c)
+    while not done() and process.poll() is None:
         time.sleep(0.02)
     for _ in range(4):
         process.send_signal(signal.SIGINT)
@@ -225,8 +236,10 @@ def start_and_interrupt(command: list[str], written: Path, log: Path) -> subproc
             process.wait(timeout=30)
             break
         except subprocess.TimeoutExpired:
-            pass
-    process.wait(timeout=30)
+            if STOPPED in log.read_text():
+                break  # the press was taken: the run is ending, slowly on a loaded machine; another press would
+                # reach it while the interpreter shuts down (Python's own handler gone) and kill it (status -2)
+    process.wait(timeout=300)
     assert process.returncode != 0, f"the run ended before it was interrupted:\n{log.read_text()[-3000:]}"
     return process
 
@@ -278,30 +291,57 @@ def test_an_interrupted_run_run_again_prints_a_command_that_works(tmp_path, stop
     assert epochs == 40 * 4 / 64  # every step of --max_steps
 
 
+def has_a_timed_checkpoint(out: Path) -> Callable[[], bool]:
+    return lambda: any(is_timed_checkpoint(p.parent) for p in out.glob("checkpoint-*/trainer_state.json"))
+
+
+# How a user starts the training, and the environment it runs in: the installed hf-s2s found on PATH (this
+# Python's virtual environment, activated), the checkout's script, the package's module.
+SPELLINGS = {
+    "hf-s2s train": (["hf-s2s", "train"], {"PATH": os.pathsep.join([str(Path(sys.executable).parent),
+                                                                   os.environ.get("PATH", "")])}),
+    "python scripts/train.py": ([sys.executable, str(ROOT / "scripts" / "train.py")], {}),
+    "python -m hf_s2s.cli train": ([sys.executable, "-m", "hf_s2s.cli", "train"], {}),
+}
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("stopped", ["after-the-tokenizer", "after-a-checkpoint"])
-def test_ctrl_c_ends_a_run_with_one_line_naming_the_way_on_and_status_130(tmp_path, stopped):
+@pytest.mark.parametrize(("stopped", "spelling"), [
+    ("after-the-tokenizer", "hf-s2s train"), ("after-a-checkpoint", "python scripts/train.py"),
+    ("after-a-timed-checkpoint", "python -m hf_s2s.cli train")])
+def test_ctrl_c_ends_a_run_with_one_line_naming_the_way_on_and_status_130(tmp_path, stopped, spelling):
     """Ctrl-C during training is no traceback: one line says where the newest complete checkpoint is and
     prints the command that resumes from it (the command the rerun's refusal prints, whose working is tested
     above), or, stopped before a checkpoint, the one that starts again; the status is 130, as for any
-    command a shell stops with Ctrl-C. A run started with --overwrite_output_dir resumes without it (the two
-    are refused together)."""
+    command a shell stops with Ctrl-C. The line is the last one, on a line of its own after the progress bar
+    (which is closed first, not glued to it nor drawn again after it), and the command is spelled as the user
+    typed it. A timed checkpoint (--save_interval_minutes, mid-epoch) is one to resume from. A run started with
+    --overwrite_output_dir resumes without it (the two are refused together)."""
     out = tmp_path / "run"
-    saving = ["--save_strategy", "steps", "--save_steps", "2"] if stopped == "after-a-checkpoint" else []
-    command = [sys.executable, str(ROOT / "scripts" / "train.py"),
-               *train_args(out, "--max_steps", "100000", "--max_train_samples", "64",
-                           "--per_device_train_batch_size", "4", *saving), "--overwrite_output_dir"]
-    written = out / ("checkpoint-2/trainer_state.json" if saving
-                     else "tokenizer/hf_s2s_tokenizer_arguments.json")
+    saving = {"after-the-tokenizer": [], "after-a-checkpoint": ["--save_strategy", "steps", "--save_steps", "2"],
+              # 32 steps an epoch, a checkpoint after every step
+              "after-a-timed-checkpoint": ["--save_strategy", "epoch", "--save_interval_minutes", "1e-9",
+                                           "--per_device_train_batch_size", "2"]}[stopped]
+    typed, env = SPELLINGS[spelling]
+    command = [*typed, *train_args(out, "--max_steps", "100000", "--max_train_samples", "64",
+                                   "--per_device_train_batch_size", "4", *saving, "--disable_tqdm", "false"),
+               "--overwrite_output_dir"]
+    written = {"after-the-tokenizer": out / "tokenizer/hf_s2s_tokenizer_arguments.json",
+               "after-a-checkpoint": out / "checkpoint-2/trainer_state.json",
+               "after-a-timed-checkpoint": has_a_timed_checkpoint(out)}[stopped]
     log = tmp_path / "interrupted.log"
-    process = start_and_interrupt(command, written, log)
+    process = start_and_interrupt(command, written, log, env={**os.environ, **env})
     stderr = log.read_text()
     assert process.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
-    last = stderr.splitlines()[-1]
+    before, last, after = stderr.rsplit("\n", 2)
+    assert after == "" and "\r" not in last and stderr.count("stopped (Ctrl-C)") == 1, stderr[-3000:]
     if saving:
+        assert re.search(r"\d+/100000 \[", before)  # the training's progress bar was drawn (steps were taken)
         newest = max((p for p in out.glob("checkpoint-*") if (p / "trainer_state.json").is_file()),
                      key=lambda p: int(p.name.split("-")[1]))
+        assert is_timed_checkpoint(newest) == (stopped == "after-a-timed-checkpoint" and
+                                               int(newest.name.split("-")[1]) % 32 != 0)
         assert last.startswith(f"stopped (Ctrl-C): the run stopped before it finished; its newest complete "
                                f"checkpoint is {newest}; "), last
         assert printed_command(last, "to resume it from its newest checkpoint") == [
@@ -309,6 +349,35 @@ def test_ctrl_c_ends_a_run_with_one_line_naming_the_way_on_and_status_130(tmp_pa
     else:
         assert last.startswith("stopped (Ctrl-C): the run stopped before its first complete checkpoint"), last
         assert printed_command(last, "to start again, deleting what it wrote") == command
+
+
+@pytest.mark.parametrize("case", ["on PATH", "not on PATH", "module", "script"])
+def test_the_printed_command_is_spelled_as_the_user_typed_it(tmp_path, monkeypatch, case):
+    """The command a stopped or refused run prints is the one the user typed: an installed hf-s2s by its name
+    when that name finds it (the shell passes the interpreter the path it found), else by the path the user
+    gave (a virtual environment not activated); python -m hf_s2s.cli train and python scripts/train.py as
+    written. Never another spelling of the same command, which may not run where the user is."""
+    script = tmp_path / "venv" / "bin" / "hf-s2s"
+    script.parent.mkdir(parents=True)
+    script.write_text("#!/usr/bin/env python\n")
+    script.chmod(0o755)
+    argv = ["--recipe", "transformer_small", "--seed", "3"]
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.setenv("PATH", str(script.parent) if case == "on PATH" else str(tmp_path / "elsewhere"))
+    orig_argv, sys_argv, expected = {
+        "on PATH": (["/usr/bin/python3", str(script), "train", *argv], [str(script), "train", *argv],
+                    ["hf-s2s", "train", *argv]),
+        "not on PATH": (["/usr/bin/python3", str(script), "train", *argv], [str(script), "train", *argv],
+                        [str(script), "train", *argv]),
+        "module": (["python", "-m", "hf_s2s.cli", "train", *argv],
+                   [str(ROOT / "hf_s2s" / "cli" / "__main__.py"), "train", *argv],
+                   ["python", "-m", "hf_s2s.cli", "train", *argv]),
+        "script": (["python3", "scripts/train.py", *argv], ["scripts/train.py", *argv],
+                   ["python3", "scripts/train.py", *argv]),
+    }[case]
+    monkeypatch.setattr(sys, "orig_argv", orig_argv)
+    monkeypatch.setattr(sys, "argv", sys_argv)
+    assert typed_command(argv, "hf-s2s train") == expected
 
 
 def test_a_resumed_run_stopped_again_prints_one_way_on_with_its_newest_checkpoint(tmp_path):

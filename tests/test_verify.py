@@ -5,6 +5,7 @@ compiled or pickled files, code loaded from another repository) is listed, on re
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -32,7 +33,9 @@ from hf_s2s.hub.code_integrity import (
 )
 from hf_s2s.hub.publish import HubFolderError, build_hub_folder, check_hub_folder
 from hf_s2s.models.families import FAMILIES
+from hf_s2s.training.run import parse_args, run
 from tests.helpers import run_without_hf_s2s
+from tests.runs import train_args
 from tests.saved_folders import save_tiny_model_folder, tiny_tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -205,6 +208,31 @@ def test_verify_refuses_a_folder_without_code_or_that_does_not_exist(tmp_path, c
     with pytest.raises(SystemExit) as refused:
         run_command("verify", [str(tmp_path / "nowhere")])
     assert refused.value.code == f"error: {tmp_path / 'nowhere'} is not a folder"
+
+
+@pytest.mark.slow
+def test_verify_of_a_training_run_names_what_keeps_it_from_sharing_and_the_command_that_stages_one(tmp_path, capsys):
+    """The folders hf-s2s train writes (the run's, and its model/) are not folders to share: verify names the
+    training state they keep and prints the push-to-hub --dry-run command that stages the folder to share, which,
+    run as printed (a repository and a folder filled in), stages one that verify accepts."""
+    out_dir = tmp_path / "run"
+    run(*parse_args(train_args(out_dir, "--save_strategy", "steps", "--save_steps", "1")))
+    stage = ["hf-s2s", "push-to-hub", str(out_dir / "model"), "NAMESPACE/NAME", "--dry-run", "--staging-dir", "DIR"]
+    for folder, kept in ((out_dir / "model", "(training_args.bin)"),
+                         (out_dir, "(checkpoint-1/optimizer.pt, checkpoint-1/rng_state.pth, checkpoint-1/scheduler.pt, "
+                                   "checkpoint-1/trainer_state.json and 2 more)")):
+        status, out = verify(folder, capsys=capsys)
+        assert status == 1
+        assert out.splitlines()[-1] == (
+            f"{folder} is a training run's folder, not one to share: it holds the run's own state {kept}, which no "
+            f"shared folder holds; verify checks the folder push-to-hub uploads: stage it with `{shlex.join(stage)}` "
+            f"(no network), then run `hf-s2s verify DIR`")
+    staged = tmp_path / "staged"
+    typed = [str(staged) if word == "DIR" else "me/tiny" if word == "NAMESPACE/NAME" else word for word in stage]
+    assert run_command(typed[1], typed[2:]) == 0
+    capsys.readouterr()
+    status, out = verify(staged, capsys=capsys)
+    assert (status, out.split(" code: ")[0]) == (0, f"unmodified hf_s2s {VERSION}")
 
 
 # -------------------------------------------------------- every entry of a folder, as transformers reaches it

@@ -3,8 +3,8 @@
     hf-s2s export-ctranslate2 runs/transformer_small/model runs/transformer_small/ct2
     hf-s2s export-ctranslate2 runs/transformer_small/model runs/transformer_small/ct2_int8 --quantization int8
 
-Translate with it through ctranslate2.Translator (README: "Export to CTranslate2"). Needs the ctranslate2 extra:
-pip install 'hf_s2s[ctranslate2]'.
+Translate with it through ctranslate2.Translator (docs/inference.md, "Export to CTranslate2"). Needs the
+ctranslate2 extra: pip install 'hf_s2s[ctranslate2]'.
 """
 
 import argparse

@@ -1,11 +1,12 @@
 """Write a model card (README.md with Hub metadata) from a training run's results.json.
 
-    hf-s2s make-model-card runs/transformer-multi30k-de-en/model/results.json \
-        --repo-id me/transformer-multi30k-de-en --output model_cards/transformer-multi30k-de-en.md
+    hf-s2s make-model-card runs/transformer_multi30k/model/results.json \\
+        --repo-id me/transformer-multi30k-de-en --output card.md
 
-The training job already writes <output_dir>/model/README.md this way; use this script to regenerate a card
-(e.g. for model_cards/, or with the final repo id). An existing --output file is replaced only with --overwrite,
-and never when it is the results file itself.
+The training job already writes <output_dir>/model/README.md this way; use this command to regenerate a card
+(e.g. for model_cards/, or with the final repo id). The card is named after the repository, else after the run's
+recipe (or, without one, its family). An existing --output file is replaced only with --overwrite, and never when it
+is the results file itself.
 """
 
 import argparse

@@ -9,6 +9,7 @@ Every Seq2SeqTrainingArguments flag works too (``--help`` lists them); a recipe 
 
 import logging
 import os
+import shutil
 import sys
 import traceback
 from pathlib import Path
@@ -37,19 +38,28 @@ def is_user_error(error: BaseException) -> bool:
 
 
 def typed_command(argv: list[str], prog: str | None) -> list[str] | None:
-    """The command line that started this run, as the user can type it again: the interpreter's own arguments
-    (``python scripts/train.py ...``, ``python -m hf_s2s.cli train ...``) when they end with ``argv``, with an
-    installed ``hf-s2s`` shown by its name rather than as the interpreter its first line names; ``prog`` and
-    ``argv`` when this process was not started with them (``main`` called from Python). None under a launcher
-    (``accelerate launch``, ``torchrun``: ``LOCAL_RANK`` set), whose command this process does not see."""
+    """The command line that started this run, as the user typed it and can type it again: the interpreter's own
+    arguments (``python scripts/train.py ...``, ``python -m hf_s2s.cli train ...``) when they end with ``argv``; an
+    installed ``hf-s2s`` by the name the user typed (:func:`typed_script`) rather than as the interpreter its first
+    line names; ``prog`` and ``argv`` when this process was not started with them (``main`` called from Python).
+    None under a launcher (``accelerate launch``, ``torchrun``: ``LOCAL_RANK`` set), whose command this process does
+    not see."""
     if "LOCAL_RANK" in os.environ:
         return None
     typed = list(sys.orig_argv)
     if typed[len(typed) - len(argv):] != argv:
         return [*(prog or "hf-s2s train").split(), *argv]
     if len(typed) > 1 and typed[1] == sys.argv[0] and os.path.basename(sys.argv[0]) == "hf-s2s":
-        return ["hf-s2s", *typed[2:]]
+        return [typed_script(sys.argv[0]), *typed[2:]]
     return typed
+
+
+def typed_script(path: str) -> str:
+    """How the user names the console script at ``path`` (the path the shell ran): ``hf-s2s`` when that name finds
+    it on ``PATH`` (typed so, the shell passes the path it found), else ``path`` as the shell was given it (a
+    virtual environment's ``.venv/bin/hf-s2s``, not activated)."""
+    found = shutil.which("hf-s2s")
+    return "hf-s2s" if found is not None and os.path.exists(path) and os.path.samefile(found, path) else path
 
 
 def stopped(message: str) -> NoReturn:

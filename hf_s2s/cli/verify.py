@@ -6,17 +6,24 @@ release ships (code_manifest.json, installed with hf_s2s). No network: give the 
     hf-s2s verify x           # "unmodified hf_s2s 0.2.0 code: 9 files" (exit 0), else what is not (exit 1)
     hf-s2s verify x --diff    # ...and how each file differs from the release's
 
+It checks a folder as it is shared: one downloaded from the Hub, or the one push-to-hub would upload, staged with
+`hf-s2s push-to-hub runs/x/model me/x --dry-run --staging-dir hub/x` (then `hf-s2s verify hub/x`). A training
+run's folder is not one: it keeps the run's state beside the weights (training_args.bin, checkpoints' optimizer
+state: pickles), which push-to-hub leaves out; verify names those files and the command that stages the folder.
+
 Exit status 1 also when the folder holds compiled or pickled files, an entry that cannot be verified as a file of
 the folder (a symlink to a folder, a broken link or a loop, a FIFO, socket or device), or when an auto_map or
 custom_pipelines entry of its JSON files loads code from another repository or from a file outside the folder.
 """
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
 from hf_s2s.cli import HelpFormatter
 from hf_s2s.hub.code_integrity import code_diff, verify_folder
+from hf_s2s.hub.publish import run_model_folder, training_state_files
 from hf_s2s.models.version import __version__
 
 
@@ -40,6 +47,21 @@ def main(argv=None, prog=None):
     print("\n".join(f"  {problem}" for problem in problems))
     if report.unmodified:
         print(f"  unmodified: {', '.join(report.unmodified)}")
+    training = training_state_files(folder)
+    if training:
+        print(training_run_advice(folder, training))
     if args.diff:
         print(code_diff(report), end="")
     return 1
+
+
+def training_run_advice(folder: Path, training: list[str]) -> str:
+    """What verify says of a training run's ``folder``, which holds ``training`` (the files only training writes):
+    which files keep it from being a folder to share, and the command that stages one from it, to verify instead."""
+    shown = ", ".join(training[:4]) + (f" and {len(training) - 4} more" if len(training) > 4 else "")
+    model_dir = run_model_folder(folder) or folder / "model"
+    stage = shlex.join(["hf-s2s", "push-to-hub", str(model_dir), "NAMESPACE/NAME", "--dry-run", "--staging-dir",
+                        "DIR"])
+    return (f"{folder} is a training run's folder, not one to share: it holds the run's own state ({shown}), which "
+            f"no shared folder holds; verify checks the folder push-to-hub uploads: stage it with `{stage}` (no "
+            f"network), then run `hf-s2s verify DIR`")

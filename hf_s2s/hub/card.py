@@ -52,12 +52,26 @@ def _dataset_info(results: RunResults) -> tuple[str, str, str | None, str]:
     return dataset, f"{dataset} {src}-{tgt}", None, f"`{dataset}`, {src}→{tgt}."
 
 
+def _is_named_recipe(recipe: str) -> bool:
+    """Whether ``--recipe`` named one of the recipes hf_s2s ships (``transformer_small``), not a JSON file of the
+    user's."""
+    return "/" not in recipe and not recipe.endswith(".json")
+
+
 def _model_name(results: RunResults, repo_id: str | None) -> str:
+    """The card's title and model-index name: the repository's name when one is given, else the run's own: its
+    recipe (a named one, or the stem of the user's JSON file), else its family's registered name, then the corpus
+    (unless the recipe's name holds it) and the languages. Never the family alone: every Transformer trained on
+    Multi30k de-en would then carry the reference model's name (``transformer-multi30k-de-en``, the
+    ``transformer_multi30k`` recipe's)."""
     if repo_id and repo_id != PLACEHOLDER_REPO_ID:
         return repo_id.split("/")[-1]
-    family = "transformer" if results.model_type == "transformer_seq2seq" else "rnn"
+    own = Path(results.recipe).stem if results.recipe else results.model_type
+    parts = own.replace("_", "-").split("-")
     dataset = (results.dataset or "model").replace(":", "-")
-    return f"{family}-{dataset}-{results.source_lang}-{results.target_lang}"
+    if dataset not in own.replace("_", "-"):
+        parts.append(dataset)
+    return "-".join([*parts, str(results.source_lang), str(results.target_lang)])
 
 
 def _decoding_settings(decoding: dict) -> str:
@@ -198,6 +212,7 @@ def render_model_card(results: RunResults | dict, repo_id: str | None = None, li
         ],
         data_description=data_description,
         recipe=results.recipe,
+        named_recipe=bool(results.recipe) and _is_named_recipe(results.recipe),
         training_rows=_training_rows(results),
         evaluation_description=(
             "Detokenized sacreBLEU on the test split, computed by the training run itself (`results.json`), "

@@ -14,11 +14,12 @@ downloaded folder's code is.
 """
 
 import ast
+import fnmatch
 import json
 import shutil
 import sys
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from huggingface_hub import HfApi, ModelCard
 
@@ -44,6 +45,13 @@ AUTO_CLASSES = ("AutoConfig", "AutoModel", "AutoModelForSeq2SeqLM")
 REQUIRED_FILES = ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
                   "tokenizer_config.json", "README.md")
 ALLOW_MODIFIED_CODE_FLAG = "--allow-modified-code"
+
+
+# What a training run keeps beside its weights, and a folder to share never holds: Trainer's arguments and state
+# (pickles, but for trainer_state.json), in the model folder (training_args.bin) and in each checkpoint.
+# build_hub_folder leaves them out: it saves the model and tokenizer anew.
+TRAINING_STATE_FILES = ("training_args.bin", "optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state*.pth",
+                        "trainer_state.json")
 
 
 class HubFolderError(ValueError):
@@ -155,6 +163,20 @@ def check_hub_folder(folder: str | Path, allow_modified_code: bool = False) -> l
     return files
 
 
+def training_state_files(folder: str | Path) -> list[str]:
+    """The files of ``folder``, at any depth, that only a training run writes (:data:`TRAINING_STATE_FILES`), as
+    relative paths: a folder holding one is a training run's, not one to share."""
+    return [name for name in walk_folder(folder).files
+            if any(fnmatch.fnmatch(PurePosixPath(name).name, pattern) for pattern in TRAINING_STATE_FILES)]
+
+
+def run_model_folder(folder: str | Path) -> Path | None:
+    """The model folder of a training run's ``folder``: itself when it is one (config.json), else its ``model/``
+    (``hf-s2s train`` writes <output_dir>/model); None when neither is there."""
+    folder = Path(folder)
+    return next((path for path in (folder, folder / "model") if (path / "config.json").is_file()), None)
+
+
 def _check_staging_folder(model_dir: Path, output_dir: Path) -> None:
     """The folder the Hub folder is built in must be new or empty, and apart from the model folder: building never
     deletes or mixes into anything it did not create."""
@@ -244,4 +266,5 @@ def push_to_hub(model_dir: str | Path, repo_id: str, *, dry_run: bool = False,
         return str(getattr(commit, "commit_url", commit))
 
 
-__all__ = ["HubFolderError", "build_hub_folder", "check_hub_folder", "push_to_hub"]
+__all__ = ["TRAINING_STATE_FILES", "HubFolderError", "build_hub_folder", "check_hub_folder", "push_to_hub",
+           "run_model_folder", "training_state_files"]

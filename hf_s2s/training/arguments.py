@@ -233,6 +233,13 @@ class TrainingArguments(Seq2SeqTrainingArguments):
                           "IWSLT14 de-en is 5. A step costs more than twice the compute and about twice the "
                           "activation memory (docs/training.md)"},
     )
+    save_interval_minutes: float = field(
+        default=15.0,
+        metadata={"help": "also write a checkpoint whenever this many minutes passed since the previous one, so that an "
+                          "interruption loses at most that much training however long an epoch takes: a point to "
+                          "resume from, deleted once a later checkpoint is written (never counted by "
+                          "--save_total_limit nor averaged); 0: only --save_strategy's checkpoints"},
+    )
     overwrite_output_dir: bool = field(
         default=False,
         metadata={"help": "delete the earlier run in --output_dir (checkpoints, model/, tokenizer/, results.json, ...) "

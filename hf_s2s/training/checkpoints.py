@@ -40,20 +40,38 @@ _CONFIG_BOOKKEEPING = {"transformers_version", "hf_s2s_version", "_name_or_path"
 _SET_BY_THE_RUN = {"use_cache", "label_smoothing", "rdrop_alpha", "architectures", "auto_map", "custom_pipelines"}
 
 
-def list_checkpoints(run_dir: str | Path) -> list[Path]:
-    """Every ``checkpoint-<step>`` folder of a Trainer output directory, oldest first."""
+# In a checkpoint the training job wrote because --save_interval_minutes passed since the previous one, rather
+# than at a point of its --save_strategy: a resume point, deleted once a later checkpoint is written, and never
+# averaged. Written before the checkpoint's first file (hf_s2s.training.callbacks.TimedCheckpoints).
+TIMED_CHECKPOINT_MARKER = "hf_s2s_timed_checkpoint.txt"
+
+
+def is_timed_checkpoint(checkpoint: str | Path) -> bool:
+    return (Path(checkpoint) / TIMED_CHECKPOINT_MARKER).is_file()
+
+
+def checkpoint_step(checkpoint: str | Path) -> int:
+    """The optimizer step of a ``checkpoint-<step>`` folder."""
+    return int(Path(checkpoint).name.split("-")[1])
+
+
+def list_checkpoints(run_dir: str | Path, timed: bool = True) -> list[Path]:
+    """Every ``checkpoint-<step>`` folder of a Trainer output directory, oldest first; without the timed ones
+    (:data:`TIMED_CHECKPOINT_MARKER`) unless ``timed``."""
     return sorted(
-        (p for p in Path(run_dir).glob("checkpoint-*") if re.fullmatch(r"checkpoint-\d+", p.name) and p.is_dir()),
-        key=lambda p: int(p.name.split("-")[1]),
+        (p for p in Path(run_dir).glob("checkpoint-*") if re.fullmatch(r"checkpoint-\d+", p.name) and p.is_dir()
+         and (timed or not is_timed_checkpoint(p))),
+        key=checkpoint_step,
     )
 
 
 def find_checkpoints(run_dir: str | Path, last: int) -> list[Path]:
-    """The ``last`` newest ``checkpoint-<step>`` folders of a Trainer output directory, oldest first."""
+    """The ``last`` newest ``checkpoint-<step>`` folders of a Trainer output directory, oldest first; the timed
+    ones (resume points between the save strategy's checkpoints) are not averaged."""
     if not Path(run_dir).is_dir():
         raise FileNotFoundError(f"run folder {run_dir} does not exist" if not Path(run_dir).exists() else
                                 f"{run_dir} is a file, not a run folder holding checkpoint-<step> folders")
-    found = list_checkpoints(run_dir)
+    found = list_checkpoints(run_dir, timed=False)
     if not found:
         raise FileNotFoundError(f"no checkpoint-<step> folders in {run_dir}")
     if last <= 0 or last > len(found):
@@ -216,8 +234,7 @@ def latest_intact_checkpoint(run_dir: str | Path, before: str | Path | None = No
     EMA weights in ``ema_folder`` when given; None when there is none."""
     found = list_checkpoints(run_dir)
     if before is not None:
-        step = int(Path(before).name.split("-")[1])
-        found = [c for c in found if int(c.name.split("-")[1]) < step]
+        found = [c for c in found if checkpoint_step(c) < checkpoint_step(before)]
     for candidate in reversed(found):
         has_ema = ema_folder is None or (candidate / ema_folder / WEIGHTS_NAME).is_file()
         if has_ema and checkpoint_problem(candidate, ema_folder) is None:

@@ -67,6 +67,9 @@ def check_arguments(model_args: ModelArguments, data_args: DataArguments, decodi
     if not 0.0 <= training_args.rdrop_alpha < math.inf:
         raise ValueError(f"--rdrop_alpha (the weight of R-Drop's KL term) must be a finite number >= 0 (0: off), got "
                          f"{training_args.rdrop_alpha}")
+    if not 0.0 <= training_args.save_interval_minutes < math.inf:
+        raise ValueError(f"--save_interval_minutes must be a finite number of minutes >= 0 (0: checkpoints only at "
+                         f"--save_strategy's points), got {training_args.save_interval_minutes}")
     if data_args.preprocessing_num_workers is not None and data_args.preprocessing_num_workers < 1:
         raise ValueError(f"--preprocessing_num_workers must be a positive number of processes, got "
                          f"{data_args.preprocessing_num_workers}")

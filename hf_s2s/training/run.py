@@ -24,6 +24,7 @@ from transformers import (
     DataCollatorForSeq2Seq,
     EarlyStoppingCallback,
     GenerationConfig,
+    TrainerCallback,
 )
 
 from ..data import corpus as data_lib
@@ -57,6 +58,7 @@ from .arguments import (
     subword_samplers,
     tokenizer_arguments,
 )
+from .callbacks import SlowdownWarning, TimedCheckpoints
 from .checkpoints import AVERAGE_COMMAND
 from .checks import check_arguments, check_tokenizer_covers_corpus, needed_splits
 from .ema import EMA_FOLDER, EMACallback
@@ -69,7 +71,7 @@ from .run_dir import (
     tokenizer_arguments_match,
 )
 from .selection import AVERAGED_FOLDER, Selection, select_weights
-from .trainer import CountingSeq2SeqTrainer, move_loss_into_model
+from .trainer import CountingSeq2SeqTrainer, close_progress_bars, move_loss_into_model
 
 logger = logging.getLogger(__name__)
 
@@ -244,8 +246,8 @@ def prepare_model(model_args: ModelArguments, decoding_args: DecodingArguments, 
 def build_trainer(model, tokenizer, corpus, args: JobArguments, callbacks: list | None = None,
                   corpus_filter: CorpusFilter | None = None) -> CountingSeq2SeqTrainer:
     """The tokenized corpus (the token filters of ``corpus_filter`` applied) and the trainer around ``model``:
-    early stopping when the best checkpoint is kept, the EMA of the weights when asked for, ``callbacks``
-    besides, and label smoothing and R-Drop in the model's own loss."""
+    ``callbacks``, then the job's own (:func:`job_callbacks`), and label smoothing and R-Drop in the model's own
+    loss."""
     data_args, selection_args, training_args = args.data, args.selection, args.training
     with training_args.main_process_first(desc="tokenize"):
         tokenized = tokenize_corpus(
@@ -265,11 +267,7 @@ def build_trainer(model, tokenizer, corpus, args: JobArguments, callbacks: list 
     train_dataset = regularized_train_set(tokenized["train"], corpus["train"], tokenizer, data_args,
                                           training_args.data_seed if training_args.data_seed is not None
                                           else training_args.seed)
-    callbacks = list(callbacks or [])
-    if selection_args.early_stopping_patience and training_args.load_best_model_at_end:
-        callbacks.append(EarlyStoppingCallback(early_stopping_patience=selection_args.early_stopping_patience))
-    if selection_args.ema_decay is not None:
-        callbacks.append(EMACallback(selection_args.ema_decay, resume_from=training_args.resume_from_checkpoint))
+    callbacks = [*(callbacks or []), *job_callbacks(selection_args, training_args)]
     trainer = CountingSeq2SeqTrainer(
         model=model, args=training_args, train_dataset=train_dataset,
         eval_dataset=tokenized.get("validation"), data_collator=DataCollatorForSeq2Seq(
@@ -279,6 +277,22 @@ def build_trainer(model, tokenizer, corpus, args: JobArguments, callbacks: list 
     )
     move_loss_into_model(trainer)
     return trainer
+
+
+def job_callbacks(selection_args: SelectionArguments, training_args: TrainingArguments) -> list[TrainerCallback]:
+    """The callbacks the job adds to Trainer's, in the order they run: early stopping when the best checkpoint is
+    kept, the EMA of the weights when asked for, the timed checkpoints (after the EMA's, which writes a checkpoint's
+    ema/ before the timed checkpoint it supersedes is deleted), and on the CPU the slowdown warning."""
+    callbacks = []
+    if selection_args.early_stopping_patience and training_args.load_best_model_at_end:
+        callbacks.append(EarlyStoppingCallback(early_stopping_patience=selection_args.early_stopping_patience))
+    if selection_args.ema_decay is not None:
+        callbacks.append(EMACallback(selection_args.ema_decay, resume_from=training_args.resume_from_checkpoint))
+    if training_args.save_interval_minutes > 0:
+        callbacks.append(TimedCheckpoints(training_args.save_interval_minutes))
+    if training_args.device.type == "cpu":
+        callbacks.append(SlowdownWarning())
+    return callbacks
 
 
 def regularized_train_set(tokenized_train, train_pairs, tokenizer, data_args: DataArguments, seed: int):
@@ -309,7 +323,11 @@ def train(trainer: CountingSeq2SeqTrainer, selection_args: SelectionArguments) -
     """Train (resuming from ``--resume_from_checkpoint``); a full disk is named with the checkpoints left intact."""
     start = time.perf_counter()
     with naming_a_full_disk(trainer.args.output_dir, selection_args.ema_folder):  # checkpoints, ema/ at the end, logs
-        result = trainer.train(resume_from_checkpoint=trainer.args.resume_from_checkpoint)
+        try:
+            result = trainer.train(resume_from_checkpoint=trainer.args.resume_from_checkpoint)
+        except KeyboardInterrupt:
+            close_progress_bars(trainer)  # what the command prints next starts a line of its own, and stays last
+            raise
     # Validation (generation + BLEU each epoch) is timed by Trainer; training speed leaves it out.
     validation_seconds = sum(entry.get("eval_runtime", 0.0) for entry in trainer.state.log_history)
     return Training(seconds=time.perf_counter() - start - validation_seconds, validation_seconds=validation_seconds,

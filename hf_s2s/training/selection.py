@@ -60,7 +60,8 @@ def average_last_checkpoints(trainer: Seq2SeqTrainer, last: int) -> CheckpointAv
     The trainer's model becomes the average when its validation BLEU beats the best single checkpoint's
     (``trainer.state.best_metric``); otherwise it keeps its weights. Returns what was done, for results.json."""
     output_dir = Path(trainer.args.output_dir)
-    checkpoints = list_checkpoints(output_dir)[-last:]  # fewer when training stopped early
+    # fewer when training stopped early; a timed checkpoint is a resume point, not one of the run's checkpoints
+    checkpoints = list_checkpoints(output_dir, timed=False)[-last:]
     if len(checkpoints) < 2:
         logger.warning("only %d checkpoint(s) in %s: nothing to average", len(checkpoints), output_dir)
         return CheckpointAveraging(checkpoints=[c.name for c in checkpoints], used=False)

@@ -9,7 +9,7 @@ from functools import partial
 import torch
 from accelerate.data_loader import prepare_data_loader
 from torch.utils.data import DataLoader
-from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
+from transformers import ProgressCallback, Seq2SeqTrainer, Seq2SeqTrainingArguments
 from transformers.trainer_utils import seed_worker
 
 from ..data.encoding import sequence_lengths
@@ -57,6 +57,17 @@ def move_loss_into_model(trainer: Seq2SeqTrainer) -> None:
         logger.warning("--rdrop_alpha %s with no dropout in the model: both passes of each batch are the same, the KL "
                        "term is 0, and each step costs about twice as much for nothing; set a dropout in "
                        "--model_config", config.rdrop_alpha)
+
+
+def close_progress_bars(trainer: Seq2SeqTrainer) -> None:
+    """Close the training and evaluation progress bars (``ProgressCallback``'s) that training stopped by an exception
+    leaves open, as the end of training and of an evaluation close them: an open bar holds the cursor at the end of
+    its line, where the next message would be glued, and draws itself once more when it is garbage-collected."""
+    for callback in trainer.callback_handler.callbacks:
+        if isinstance(callback, ProgressCallback):
+            callback.on_evaluate(trainer.args, trainer.state, trainer.control)  # the evaluation bar, if open
+            if callback.training_bar is not None:
+                callback.on_train_end(trainer.args, trainer.state, trainer.control)
 
 
 class CountingSeq2SeqTrainer(Seq2SeqTrainer):
@@ -188,4 +199,4 @@ class CountingSeq2SeqTrainer(Seq2SeqTrainer):
         super()._issue_warnings_after_load(load_result._replace(missing_keys=missing))
 
 
-__all__ = ["CountingSeq2SeqTrainer", "check_token_budget_batching", "move_loss_into_model"]
+__all__ = ["CountingSeq2SeqTrainer", "check_token_budget_batching", "close_progress_bars", "move_loss_into_model"]
