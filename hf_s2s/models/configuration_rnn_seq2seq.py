@@ -127,9 +127,7 @@ class RNNSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
     output_projection_size: int | None = None  # size P of a linear map (with bias) between readout and output layer
     # (fairseq lstm's additional_fc); None = the output layer reads the H-sized readout
     source_eos: bool = True  # sources end with </s> (hf_s2s, Joey NMT, fairseq); False: OpenNMT-py 3.x feeds none
-    # source ids vocab_size .. vocab_size + n - 1: pieces the source vocabulary lacks (a converted toolkit's tokenizer
-    # emits them after it), which the encoder reads as unk_token_id, as the toolkit reads them as <unk>
-    source_unk_aliases: int = 0
+    source_unk_aliases: int = 0  # ids vocab_size .. + n - 1: pieces the vocabulary lacks, read as unk_token_id
     unk_token_id: int | None = None  # <unk>: what the encoder reads source_unk_aliases ids as
     dropout: float = 0.1  # dropout on embeddings, between RNN layers and on the readout vector
     teacher_forcing_ratio: float = 1.0  # training only: probability of feeding the gold token (< 1 = scheduled sampling)

@@ -92,9 +92,7 @@ class TransformerSeq2SeqConfig(Seq2SeqConfigMixin, PreTrainedConfig):
     layer_norm_eps: float = 1e-5  # epsilon of every LayerNorm (OpenNMT-py and Joey NMT: 1e-6)
     output_bias: bool = False  # bias of the output projection (OpenNMT-py's generator has one)
     source_eos: bool = True  # sources end with </s> (hf_s2s, Joey NMT, fairseq); False: OpenNMT-py 3.x feeds none
-    # source ids vocab_size .. vocab_size + n - 1: pieces the source vocabulary lacks (a converted toolkit's tokenizer
-    # emits them after it), which the encoder reads as unk_token_id, as the toolkit reads them as <unk>
-    source_unk_aliases: int = 0
+    source_unk_aliases: int = 0  # ids vocab_size .. + n - 1: pieces the vocabulary lacks, read as unk_token_id
     unk_token_id: int | None = None  # <unk>: what the encoder reads source_unk_aliases ids as
     share_encoder_decoder_embeddings: bool = True  # one token embedding for source and target (needs one vocab)
     tie_word_embeddings: bool = True  # output projection shares the decoder input embedding's weight
