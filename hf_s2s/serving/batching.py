@@ -28,9 +28,11 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 
 from ..data.corpus import is_blank
 from ..inference.engines import Alignment, DecodingOptions, Engine
+from ..inference.forced import ForcedTranslation
 from ..inference.translate import Hypothesis
 from .config import BatchingConfig
 from .metrics import ServingMetrics
@@ -56,6 +58,7 @@ class Translation:
 
     hypotheses: list[Hypothesis]
     alignment: Alignment | None = None
+    forced: list[ForcedTranslation] | None = None  # each hypothesis read under teacher forcing, when asked for
 
 
 @dataclass(eq=False)
@@ -68,6 +71,7 @@ class _Job:
     scores: bool
     alignment: bool
     output_attentions: bool  # the alignment with every layer's and head's weights
+    forced: bool  # each hypothesis read under teacher forcing, with its attention (the explorer's maps)
     future: asyncio.Future
     arrived: float = field(default_factory=time.monotonic)
 
@@ -128,9 +132,10 @@ class Batcher:
 
     async def translate(self, sentences: list[str], lengths: list[int], options: DecodingOptions, *,
                         scores: bool = False, alignment: bool = False, output_attentions: bool = False,
-                        gone: Callable[[], Awaitable[None]] | None = None) -> list[Translation]:
+                        forced: bool = False, gone: Callable[[], Awaitable[None]] | None = None) -> list[Translation]:
         """Queue one request and wait for its translations, one per sentence (with their alignments if ``alignment``,
-        and every layer's and head's attention weights too if ``output_attentions``). :class:`QueueFull` when the queue
+        and every layer's and head's attention weights too if ``output_attentions``; each hypothesis read under
+        teacher forcing, with its attention, if ``forced``). :class:`QueueFull` when the queue
         cannot take its sentences; :class:`Closing` once the batcher is shutting down, or when its deadline passed
         before the request was decoded. ``gone()`` returns when the client has gone away: the request then leaves
         the queue undecoded (:class:`Abandoned`); so does a request whose task is cancelled."""
@@ -139,7 +144,7 @@ class Batcher:
         if self._queued_sentences + len(sentences) > self.config.max_queue_sentences:
             raise QueueFull(f"{self._queued_sentences} sentences are waiting for {self.name!r} and the queue holds "
                             f"{self.config.max_queue_sentences}: retry later")
-        job = _Job(sentences, lengths, options, scores, alignment or output_attentions, output_attentions,
+        job = _Job(sentences, lengths, options, scores, alignment or output_attentions, output_attentions, forced,
                    asyncio.get_running_loop().create_future())
         self._pending.append(job)
         self._queue_changed(len(sentences))
@@ -266,11 +271,26 @@ class Batcher:
                         continue
                     translation.alignment = await loop.run_in_executor(self._executor, self.engine.alignment,
                                                                        sentence, options, job.output_attentions)
+            if job.forced:
+                forced = await loop.run_in_executor(self._executor, self._force, job.sentences, options)
+                for translation, hypotheses in zip(translations, forced, strict=True):
+                    translation.forced = hypotheses or None  # a blank sentence has none
             results.append(translations)
         return results
 
     def _translate(self, sentences: list[str], options: DecodingOptions, scores: bool) -> list[list[Hypothesis]]:
         return self.engine.translate(sentences, options, batch_size=len(sentences), scores=scores)
+
+    def _force(self, sentences: list[str], options: DecodingOptions) -> list[list[ForcedTranslation]]:
+        return self.engine.force_hypotheses(sentences, options, batch_size=len(sentences))
+
+    async def call(self, function: Callable, *args, **kwargs):
+        """``function(*args, **kwargs)`` on the engine's thread, after the engine call in progress (the engine is used by one
+        thread at a time: reading attention switches the model's attention kernel); :class:`Closing` once the
+        batcher is shutting down."""
+        if self._closing:
+            raise Closing("the server is shutting down and takes no new request: retry")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, partial(function, *args, **kwargs))
 
 
 def _engine_calls(lengths: list[int], max_tokens: int) -> list[list[int]]:
