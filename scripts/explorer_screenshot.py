@@ -10,7 +10,7 @@ started as its own process on a free port.
         --output docs/images/attention-explorer-phone.png
 
 Without --phone, the whole page at --width CSS pixels; with --phone, what a 390 x 844 phone shows with the map in
-view and a cell pointed at (its tooltip).
+view and a cell tapped (its tooltip).
 """
 
 import argparse
@@ -44,7 +44,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--scale", choices=["unit", "map", "row"], default="unit", help="the colour scale")
     parser.add_argument("--argmax", action="store_true", help="mark each row's maximum")
     parser.add_argument("--compare", metavar="MODEL", help="a served model shown side by side")
-    parser.add_argument("--phone", action="store_true", help="a phone's screen (390 x 844), a cell pointed at")
+    parser.add_argument("--phone", action="store_true", help="a phone's screen (390 x 844), a cell tapped")
     parser.add_argument("--width", type=int, default=1280, help="viewport width in CSS pixels (without --phone)")
     parser.add_argument("--colours", type=int, default=256, help="colours of the written PNG (a palette keeps it small)")
     parser.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
@@ -87,7 +87,7 @@ def main(argv=None) -> int:
                 cells = page.find_all("table.heatmap td[data-weight]", page.panel(0))
                 driver.execute_script("arguments[0].scrollIntoView({block: 'end'})",
                                       page.find(".heatmap-scroll", page.panel(0)))
-                page.hover(cells[len(cells) // 2])
+                cells[len(cells) // 2].click()  # a tap: the cell takes the focus, its tooltip shows
                 png = page.screenshot()
             else:
                 png = page.full_page_screenshot()
