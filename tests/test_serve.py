@@ -264,7 +264,7 @@ BAD_REQUESTS = {
     "sentences not a list": ({"sentences": "a b c"}, 422, "sentences: Input should be a valid list"),
     "a number for a sentence": ({"sentences": ["a", 3]}, 422, "sentences.1: Input should be a valid string"),
     "a lone surrogate (no text)": ('{"sentences": ["a", "b \\ud800 c"]}', 422,
-                                   "cannot be read by the model's tokenizer (counted from 0): sentence 1: a lone "
+                                   "cannot be read by the model's tokenizer (counted from 1): sentence 2: a lone "
                                    "surrogate U+D800 at character 2"),
     "a body not in UTF-8": (b'{"sentences": ["\xff"]}', 400, "not valid JSON (UnicodeDecodeError"),
     "no sentences field": ({"num_beams": 2}, 422, "sentences: Field required"),
@@ -273,7 +273,7 @@ BAD_REQUESTS = {
     "an unknown option": ({"sentences": ["a"], "nbest": 2}, 422, "nbest: Extra inputs are not permitted"),
     "no sentences": ({"sentences": []}, 422, "give at least one sentence"),
     "too many sentences": ({"sentences": ["a"] * 9}, 413, "at most 8"),
-    "a sentence over the limit": ({"sentences": ["a", "b c " * 30]}, 422, "sentence 1 (61 tokens)"),
+    "a sentence over the limit": ({"sentences": ["a", "b c " * 30]}, 422, "sentence 2 (61 tokens)"),
     "a body over the limit": ({"sentences": ["a" * 30_000]}, 413, "larger than the 20,000 bytes"),
     "an unknown model": ({"sentences": ["a"], "model": "de-xx"}, 404, "unknown model 'de-xx'; this server serves"),
     "n-best above beams": ({"sentences": ["a"], "num_beams": 2, "num_return_sequences": 3}, 422,
@@ -305,7 +305,13 @@ BAD_REQUESTS = {
         "glossary entry 1 (counted from 1): the target term 'c d c d"),
     "a sentence whose terms together are too long": (
         {"sentences": ["a", "b c"], "glossary": [["b", "c d " * 35], ["c", "e f " * 35]]}, 422,  # 70 tokens each
-        "sentence 1 (counted from 0) needs the target terms"),
+        "sentence 2 (counted from 1) needs the target terms"),
+    "an attention view with a glossary": ({"sentences": ["a"], "glossary": [["a", "x"]], "attention": {}}, 422,
+                                          "ask for the alignment or for them"),
+    "an attention layer the model lacks": ({"sentences": ["a"], "attention": {"layer": 7}}, 422,
+                                           "layer 7 is out of range: the cross attention has 1 layer"),
+    "an attention kind that is none": ({"sentences": ["a"], "attention": {"kind": "decoder"}}, 422,
+                                       "attention.kind: Input should be 'cross' or 'encoder'"),
 }
 
 

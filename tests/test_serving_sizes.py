@@ -18,6 +18,7 @@ from hf_s2s.inference.engines import load_engine  # noqa: E402
 from hf_s2s.serving.app import create_app  # noqa: E402
 from hf_s2s.serving.batching import _engine_calls  # noqa: E402
 from hf_s2s.serving.config import BatchingConfig, RequestLimits  # noqa: E402
+from hf_s2s.serving.schemas import AttentionView  # noqa: E402
 from hf_s2s.serving.server import serve_in_thread  # noqa: E402
 from hf_s2s.serving.sizes import RequestCosts, RequestTooLarge, call_memory  # noqa: E402
 from tests.saved_folders import TEXTS, save_tiny_model_folder  # noqa: E402
@@ -90,7 +91,7 @@ def test_a_request_over_the_memory_limit_is_refused_saying_so(engine, long_sente
 requests = st.fixed_dictionaries({
     "count": st.integers(1, 4), "words": st.integers(1, 50), "num_beams": st.integers(1, 3),
     "nbest": st.integers(1, 3), "scores": st.booleans(),
-    "attention": st.sampled_from(["none", "alignment", "output_attentions"]),
+    "attention": st.sampled_from(["none", "alignment", "output_attentions", "cross view", "encoder view"]),
     "bound": st.sampled_from([{}, {"max_len_a": 0.5, "max_len_b": 3}])})
 
 
@@ -102,7 +103,11 @@ def test_the_prediction_bounds_every_answer_the_server_sends(server, engine, dra
     body = {"sentences": [" ".join(words[i : i + drawn["words"]]) for i in range(drawn["count"])],
             "num_beams": max(drawn["num_beams"], drawn["nbest"]), "num_return_sequences": drawn["nbest"],
             "scores": drawn["scores"], **drawn["bound"]}
-    if drawn["attention"] != "none":
+    view = None
+    if drawn["attention"].endswith(" view"):  # the explorer's: one map per hypothesis
+        view = AttentionView(kind=drawn["attention"].split()[0])
+        body["attention"] = view.model_dump()
+    elif drawn["attention"] != "none":
         body[drawn["attention"]] = True
     response = httpx.post(f"{server}/translate", json=body, timeout=300)
     lengths = [len(ids) for ids in engine.tokenizer(body["sentences"])["input_ids"]]
@@ -110,16 +115,49 @@ def test_the_prediction_bounds_every_answer_the_server_sends(server, engine, dra
         assert response.status_code == 422
         return
     options = engine.options(**{name: value for name, value in body.items()
-                                if name not in ("sentences", "scores", "alignment", "output_attentions")})
+                                if name not in ("sentences", "scores", "alignment", "output_attentions", "attention")})
     costs = RequestCosts.of(engine, LIMITS.max_answer_bytes, LIMITS.max_request_memory)
     try:
         prediction = costs.check(lengths, options, scores=body["scores"], alignment=body.get("alignment", False),
-                                 output_attentions=body.get("output_attentions", False))
+                                 output_attentions=body.get("output_attentions", False), view=view)
     except RequestTooLarge as error:
         assert response.status_code == 413 and response.json()["error"] == str(error)
         return
     assert response.status_code == 200, response.text
     assert len(response.content) <= prediction.answer_bytes, (len(response.content), prediction)
+
+
+@pytest.mark.parametrize("kind", ["cross", "encoder"])
+def test_explorer_maps_count_in_a_requests_cost_on_translate_and_score(engine, long_sentence, kind):
+    """The explorer's view (one map per hypothesis, read by one teacher-forced call over every hypothesis) and
+    POST /score's maps are refused 413 past --max-request-memory, naming it, before anything is decoded; the same
+    request for one sentence is answered. They were not counted at all: an n-best view of many long sentences made
+    every layer's and head's weights of every hypothesis at once."""
+    costs = RequestCosts.of(engine, LIMITS.max_answer_bytes, LIMITS.max_request_memory)
+    lengths = [len(engine.tokenizer(long_sentence)["input_ids"])]
+    view = AttentionView(kind=kind)
+    options = engine.options(num_beams=4, num_return_sequences=4)
+    one = costs.check(lengths, options, scores=False, alignment=False, output_attentions=False, view=view).memory
+    plain = costs.check(lengths, options, scores=False, alignment=False, output_attentions=False).memory
+    assert one > plain  # the maps and the forced pass count
+    scored_one = costs.check_scored(lengths, lengths, view)
+    assert scored_one > costs.check_scored(lengths, lengths)
+    limits = RequestLimits(**{**vars(LIMITS), "max_request_memory": int(max(one, scored_one) * 1.5)})
+    translate = {"num_beams": 4, "num_return_sequences": 4, "attention": view.model_dump()}
+    score = {"targets": [long_sentence], "attention": view.model_dump()}
+    with serve_in_thread(create_app({"deep": engine}, BATCHING, limits)) as url:
+        calls = engine_calls(url)
+        for path, body in (("translate", translate), ("score", score)):
+            many = {**body, "sentences": [long_sentence] * 8}
+            if "targets" in many:
+                many["targets"] = [long_sentence] * 8
+            response = httpx.post(f"{url}/{path}", json=many, timeout=300)
+            assert response.status_code == 413, (path, response.text)
+            assert "(--max-request-memory): ask for less" in response.json()["error"], response.text
+        assert engine_calls(url) == calls  # refused before anything was decoded
+        for path, body in (("translate", translate), ("score", score)):
+            response = httpx.post(f"{url}/{path}", json={**body, "sentences": [long_sentence]}, timeout=300)
+            assert response.status_code == 200, (path, response.text)
 
 
 def test_engine_calls_hold_no_more_than_one_request_may(engine):

@@ -19,6 +19,7 @@ import sys
 COMMANDS = {
     "train": ("train", "train and evaluate a translation model (the main job)"),
     "translate": ("translate", "translate a file or stdin with a trained model folder"),
+    "score": ("score", "score given translations with a model folder (forced decoding: log-probabilities, alignments)"),
     "train-tokenizer": ("train_tokenizer", "train a BPE / Unigram tokenizer on a corpus"),
     "average-checkpoints": ("average_checkpoints", "average the weights of a run's last checkpoints"),
     "push-to-hub": ("push_to_hub", "share a trained model folder on the Hub (or --dry-run it)"),

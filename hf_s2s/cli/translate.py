@@ -10,6 +10,8 @@
     hf-s2s translate runs/x/model --plot-encoder-attention enc.png --layer 2 --sentence "Ein Hund läuft."
     hf-s2s translate runs/x/checkpoint-908 runs/x/checkpoint-1362 --input test.de  # an ensemble of two
     hf-s2s translate runs/x/model --input test.de --reference test.en > test.hyp.en  # BLEU and chrF on stderr
+    hf-s2s translate runs/x/model --input test.de --alignments pharaoh  # "translation ||| 0-0 1-2 ..." per line
+    hf-s2s translate runs/x/model --input test.de --alignments json --alignments-output test.align.jsonl --word-level
 
 Each output is bounded by its source, at max_len_a x source tokens + max_len_b tokens (</s> included), as in fairseq:
 by default the values in the model's generation config (1.3 and 5 for models trained here, and for folders saved
@@ -26,6 +28,14 @@ import torch
 import hf_s2s  # noqa: F401  (registers the model families)
 from hf_s2s.cli import HelpFormatter
 from hf_s2s.inference.analysis import encoder_attention
+from hf_s2s.inference.attention_maps import (
+    ALIGNMENT_FORMATS,
+    FILE_FORMATS,
+    WORD_LEVEL_RULE,
+    AlignmentWriter,
+    attention_map,
+    check_view,
+)
 from hf_s2s.inference.decoding import FLAGS, check_call, check_count, length_bound_call
 from hf_s2s.inference.engine_choice import AUTO, open_fastest_engine
 from hf_s2s.inference.engines import ENGINES, TORCH_DTYPES, open_engine
@@ -53,6 +63,52 @@ def check_image_path(flag: str, path: str) -> None:
         if suffix not in supported:
             raise ValueError(f"{flag} {path}: matplotlib cannot write .{suffix} files; use one of "
                              f"{', '.join('.' + name for name in sorted(supported))}")
+
+
+def check_output_file(flag: str, path: str, overwrite: bool) -> None:
+    """Refuse, before anything is loaded, a file path that cannot be written, or that exists without ``overwrite``."""
+    path_ = Path(path)
+    if path_.is_dir():
+        raise ValueError(f"{flag} {path} is a folder; give the path of the file to write")
+    if not path_.parent.is_dir():
+        raise ValueError(f"{flag} {path}: the folder {path_.parent} does not exist; create it first or choose another "
+                         "path")
+    if path_.exists() and not overwrite:
+        raise ValueError(f"{flag} {path} exists; pass --overwrite to replace it")
+    if not os.access(path_.parent, os.W_OK) or (path_.exists() and not os.access(path_, os.W_OK)):
+        raise ValueError(f"{flag} {path} cannot be written (no write permission); choose another path")
+
+
+def add_alignment_flags(parser: argparse.ArgumentParser, what: str) -> None:
+    """The flags that write the attention of ``what`` as alignments (``hf-s2s translate`` and ``hf-s2s score``)."""
+    parser.add_argument("--alignments", choices=ALIGNMENT_FORMATS, default=None, metavar="FORMAT",
+                        help=f"write the alignment of {what}, read under teacher forcing (torch engine, one model with "
+                             "attention): pharaoh, each target token's most attended source token as 0-based "
+                             "source-target pairs (OpenNMT-py's -report_align, Marian's --alignment hard; </s> left "
+                             "out); soft, the weights, rows separated by spaces and values by commas (Marian's "
+                             "--alignment soft); both after ' ||| ' on each output line, or a line each in "
+                             "--alignments-output. json (JSON Lines) and csv (a line per cell) go to "
+                             "--alignments-output. The map: the last decoder layer's cross-attention, the mean of its "
+                             "heads, unless --layer/--head say otherwise")
+    parser.add_argument("--alignments-output", metavar="FILE", help="the file --alignments writes")
+    parser.add_argument("--word-level", action="store_true",
+                        help=f"with --alignments: words instead of subword tokens ({WORD_LEVEL_RULE})")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --alignments-output file")
+
+
+def check_alignment_flags(args, engine) -> None:
+    """Refuse, before the weights load, alignment flags that cannot be honoured."""
+    if args.alignments is None:
+        if args.alignments_output or args.word_level:
+            raise ValueError("--alignments-output and --word-level go with --alignments FORMAT")
+        return
+    if args.alignments_output:
+        check_output_file("--alignments-output", args.alignments_output, args.overwrite)
+    elif args.alignments in FILE_FORMATS:
+        raise ValueError(f"--alignments {args.alignments} writes a file: name it with --alignments-output")
+    engine.check_alignment()
+    engine.check_forced()
+    check_view(engine.configs[0], "cross", args.layer, args.head)
 
 
 def main(argv=None, prog=None):
@@ -112,10 +168,12 @@ def main(argv=None, prog=None):
     parser.add_argument("--plot-alignment", metavar="PNG", help="save an attention heatmap for --sentence")
     parser.add_argument("--plot-encoder-attention", metavar="PNG",
                         help="save heatmaps of the encoder's self-attention over --sentence (Transformer only)")
-    parser.add_argument("--layer", type=int, help="with --plot-encoder-attention: this encoder layer only (from 0); "
-                                                  "default: one panel per layer")
-    parser.add_argument("--head", type=int, help="with --plot-encoder-attention: this head only (from 0); default: "
-                                                 "the mean of the heads")
+    add_alignment_flags(parser, "each translation (each hypothesis of an n-best list)")
+    parser.add_argument("--layer", type=int, help="with --plot-encoder-attention: this encoder layer only (from 0), "
+                                                  "default: one panel per layer; with --alignments: this decoder "
+                                                  "layer, default: the last")
+    parser.add_argument("--head", type=int, help="with --plot-encoder-attention or --alignments: this head only (from "
+                                                 "0); default: the mean of the heads")
     parser.add_argument("--sentence", help="the sentence whose alignment or encoder attention is plotted (default: "
                                            "the first input)")
     args = parser.parse_args(argv)
@@ -133,8 +191,14 @@ def main(argv=None, prog=None):
             raise ValueError(f"{'--shortlist' if args.shortlist else '--glossary'} applies to translations, not to a "
                              "plot: leave it out of --plot-* commands")
         glossary = Glossary.from_tsv(args.glossary) if args.glossary else None
-        if (args.layer is not None or args.head is not None) and not args.plot_encoder_attention:
-            raise ValueError("--layer and --head choose what --plot-encoder-attention draws; give it a PNG path")
+        if (args.layer is not None or args.head is not None) and not (args.plot_encoder_attention or args.alignments):
+            raise ValueError("--layer and --head choose what --plot-encoder-attention draws or --alignments writes; "
+                             "give one of them")
+        if args.alignments and (plotting or args.shortlist or args.glossary or args.coverage_penalty):
+            given = ("a --plot-* flag" if plotting else "--shortlist" if args.shortlist else "--glossary"
+                     if args.glossary else "--coverage-penalty")
+            raise ValueError(f"--alignments writes the attention of translations decoded without a plot, a shortlist, "
+                             f"a glossary and the coverage penalty: leave out {given}")
         if plotting and len(args.model) > 1:
             flag = "--plot-alignment" if args.plot_alignment else "--plot-encoder-attention"
             raise ValueError(f"{flag} plots one model's attention; got {len(args.model)} model folders")
@@ -151,6 +215,7 @@ def main(argv=None, prog=None):
         def needs(engine) -> None:  # what the plots need of an engine beyond decoding
             if args.plot_alignment:
                 engine.check_alignment()
+            check_alignment_flags(args, engine)
             if args.plot_encoder_attention:
                 engine.check_encoder_attention()
                 config = engine.configs[0]
@@ -186,21 +251,37 @@ def main(argv=None, prog=None):
     if plotting:
         return 0
     results = engine.translate(sentences, options, batch_size=args.batch_size, scores=args.scores)
+    if args.alignments:
+        maps = alignment_maps(engine, sentences, options, args)
+        with AlignmentWriter(args.alignments, args.alignments_output) as writer:
+            return print_translations(results, args, references, maps, writer)
     return print_translations(results, args, references)
 
 
-def print_translations(results, args, references) -> int:
-    """The hypotheses on stdout (with their sentence's number for n-best lists and their scores when asked for), then
-    the scores against ``references`` on stderr when given."""
+def alignment_maps(engine, sentences: list[str], options, args) -> list[list]:
+    """Each sentence's hypotheses read under teacher forcing, as the maps --alignments writes (none for a blank
+    sentence, which is not decoded)."""
+    forced = engine.force_hypotheses(sentences, options, batch_size=args.batch_size)
+    return [[attention_map(hypothesis, engine.tokenizer, layer=args.layer, head=args.head, word_level=args.word_level)
+             for hypothesis in hypotheses] for hypotheses in forced]
+
+
+def print_translations(results, args, references, maps=None, writer: AlignmentWriter | None = None) -> int:
+    """The hypotheses on stdout (with their sentence's number for n-best lists and their scores when asked for, and
+    each one's alignment from ``maps`` by ``writer``), then the scores against ``references`` on stderr when given."""
     for index, hypotheses in enumerate(results):
-        for hypothesis in hypotheses:
+        for rank, hypothesis in enumerate(hypotheses):
             fields = [hypothesis.text]
             if args.nbest > 1:
                 fields.insert(0, str(index))
             if args.scores:
                 fields.append(f"{hypothesis.score:.4f}")
-            print("\t".join(fields))
+            line = "\t".join(fields)
+            if writer is not None:
+                line += writer.suffix(maps[index][rank], index + 1, rank) if maps[index] else writer.blank(index + 1)
+            print(line)
     if references is not None:
         sys.stdout.flush()  # the hypotheses come first when both streams go to one terminal
         print(score_line([hypotheses[0].text for hypotheses in results], references, args.reference), file=sys.stderr)
     return 0
+

@@ -51,6 +51,7 @@ from .ctranslate2 import (
 )
 from .decoding import BOUND, DecodingOptions, length_bound_call, source_limit
 from .ensemble import Seq2SeqEnsemble, load_for_decoding, read_for_decoding
+from .forced import ForcedTranslation, force_decode, force_hypotheses
 from .int8 import quantize_int8
 from .lexical import ShortlistFile
 from .onnx import export_onnx, import_exporter
@@ -220,6 +221,26 @@ class Engine:
         self.check_alignment()
         raise NotImplementedError
 
+    def check_forced(self) -> None:
+        """A ValueError where the engine cannot read given translations (forced decoding; before loading)."""
+        raise ValueError(f"{self.label} does not read given translations (forced decoding: scores of given "
+                         "translations, the attention of each n-best hypothesis); use the torch engine (--engine torch)")
+
+    def force_decode(self, sources: list[str], targets: list, *, batch_size: int = DEFAULT_BATCH_SIZE,
+                     output_attentions: bool = False) -> list[ForcedTranslation]:
+        """Each (source, target) pair read under teacher forcing (:func:`hf_s2s.inference.forced.force_decode`):
+        the target tokens' log-probabilities, and every attention weight with ``output_attentions``."""
+        self.check_forced()
+        raise NotImplementedError
+
+    def force_hypotheses(self, sentences: list[str], options: DecodingOptions, *,
+                         batch_size: int = DEFAULT_BATCH_SIZE) -> list[list[ForcedTranslation]]:
+        """Each sentence's ``options.num_return_sequences`` hypotheses, best first, read under teacher forcing with
+        the attention that produced them (:func:`hf_s2s.inference.forced.force_hypotheses`); none for a blank
+        sentence."""
+        self.check_alignment()
+        raise NotImplementedError
+
     def describe(self) -> dict:
         """What ``GET /models`` and reports say about the engine."""
         return {"folder": self.folder, "model_type": self.model_type, "engine": self.name, "weights": self.weights,
@@ -284,6 +305,27 @@ class TorchEngine(Engine):
         if len(self.names) > 1:
             raise ValueError(f"encoder attention is one model's; got {len(self.names)} model folders")
         check_has_encoder_attention(self.configs[0], self.folder)
+
+    def check_forced(self) -> None:
+        if len(self.names) > 1:
+            raise ValueError(f"forced decoding reads one model; got {len(self.names)} model folders")
+
+    def force_decode(self, sources: list[str], targets: list, *, batch_size: int = DEFAULT_BATCH_SIZE,
+                     output_attentions: bool = False) -> list[ForcedTranslation]:
+        self.check_forced()
+        if output_attentions:
+            self.check_alignment()
+        return force_decode(self.model, self.tokenizer, sources, targets, batch_size=batch_size,
+                            output_attentions=output_attentions)
+
+    def force_hypotheses(self, sentences: list[str], options: DecodingOptions, *,
+                         batch_size: int = DEFAULT_BATCH_SIZE) -> list[list[ForcedTranslation]]:
+        self.check_alignment()
+        if options.glossary is not None or options.shortlist or options.coverage_penalty:
+            raise ValueError("the attention of a hypothesis is read from a translation decoded without a glossary, a "
+                             "shortlist and the coverage penalty, which these options ask for: leave them out")
+        return force_hypotheses(self.model, self.tokenizer, sentences, batch_size=batch_size,
+                                **options.generate_kwargs())
 
     def alignment(self, sentence: str, options: DecodingOptions, output_attentions: bool = False) -> Alignment:
         best = {**options.generate_kwargs(), "num_return_sequences": 1}  # translate()'s first translation

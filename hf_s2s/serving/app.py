@@ -42,7 +42,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..inference.engines import DecodingOptions, Engine
 from ..models.term_constraints import Glossary, not_text
 from ..models.version import __version__
-from . import schemas
+from . import explorer, schemas
 from .batching import Abandoned, Batcher, Closing, QueueFull, Translation
 from .config import BatchingConfig, RequestLimits
 from .folders import shown_folder
@@ -242,6 +242,7 @@ def create_app(engines: dict[str, Engine], batching: BatchingConfig | None = Non
                 translations = await batchers[name].translate(body.sentences, lengths, options, scores=body.scores,
                                                               alignment=body.alignment,
                                                               output_attentions=body.output_attentions,
+                                                              forced=body.attention is not None,
                                                               memory=prediction.answer_memory,
                                                               gone=lambda: _client_gone(request.receive),
                                                               encoded=encoded)
@@ -257,8 +258,12 @@ def create_app(engines: dict[str, Engine], batching: BatchingConfig | None = Non
             return _error(error.status, error.message, headers=error.headers)
         # the answer as TranslateResponse (the response_model, for /docs) writes it, built directly: FastAPI does not
         # validate and re-encode a response it is handed
-        answer = JSONResponse({"model": name, "translations": [_translation(translation, body.scores, options)
-                                                                for translation in translations]})
+        answer = {"model": name, "translations": [_translation(translation, body, options, engine.tokenizer)
+                                                  for translation in translations]}
+        if body.scores:  # what the scores are
+            answer["engine"] = f"{engine.name} {engine.weights}"
+            answer["search"] = explorer.search_answer(options).model_dump(mode="json", exclude_none=True)
+        answer = JSONResponse(answer)
         metrics.sentences.labels(name).inc(len(body.sentences))
         metrics.source_tokens.labels(name).inc(sum(lengths))
         metrics.target_tokens.labels(name).inc(sum(translation.target_tokens for translation in translations))
@@ -270,10 +275,43 @@ def create_app(engines: dict[str, Engine], batching: BatchingConfig | None = Non
         return schemas.Health(status="ok", models=names,
                               queued_sentences=sum(batcher.queued_sentences for batcher in batchers.values()))
 
+    @app.post("/score", response_model=schemas.ScoreResponse, response_model_exclude_none=True, responses=errors,
+              summary="Read given translations (forced decoding)")
+    async def score(body: schemas.ScoreRequest):
+        name = body.model if body.model is not None else default
+        try:
+            if name not in engines:
+                raise ServiceError(404, f"unknown model {name!r}; this server serves {', '.join(map(repr, names))}")
+            engine = engines[name]
+            _check_count(body.sentences, limits)
+            try:
+                engine.check_forced()
+                explorer.check_view_request(engine, body.attention)
+                targets, target_lengths = explorer.score_targets(engine, body, _source_tokens_limit(engine, limits))
+            except ValueError as error:
+                raise ServiceError(422, str(error)) from None
+            lengths = [len(ids) for ids in _check_sentences(body.sentences, engine, limits)]
+            try:
+                costs[name].check_scored(lengths, target_lengths, body.attention)
+            except RequestTooLarge as error:
+                raise ServiceError(413, str(error)) from None
+            try:
+                forced = await batchers[name].call(engine.force_decode, body.sentences, targets,
+                                                   batch_size=len(targets), output_attentions=body.attention is not None)
+            except Closing as error:
+                raise ServiceError(503, str(error)) from None
+        except ServiceError as error:
+            return _error(error.status, error.message, headers=error.headers)
+        return schemas.ScoreResponse(model=name, scores=[explorer.scored_answer(pair, body.attention, engine.tokenizer)
+                                                         for pair in forced])
+
     @app.get("/models", response_model=list[schemas.ModelInfo], summary="The served models")
     async def models():
         return [schemas.ModelInfo(name=name, default=name == default,
                                   attention_type=getattr(engine.config, "attention_type", None),
+                                  attention=explorer.attention_shapes(engine),
+                                  max_sentence_tokens=_source_tokens_limit(engine, limits),
+                                  max_sentences=limits.max_sentences, max_beams=limits.max_beams,
                                   **{**engine.describe(), "folder": shown_folder(engine.folder, show_folder_paths)})
                 for name, engine in engines.items()]
 
@@ -282,8 +320,12 @@ def create_app(engines: dict[str, Engine], batching: BatchingConfig | None = Non
         return Response(metrics.exposition(), media_type=CONTENT_TYPE)
 
     @app.get("/", include_in_schema=False)
-    async def explorer():
+    async def explorer_page():
         return FileResponse(EXPLORER_FILES / "index.html", headers={"Content-Security-Policy": EXPLORER_POLICY})
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon():  # the page names its icon; a browser asks for /favicon.ico elsewhere (the API's pages)
+        return FileResponse(EXPLORER_FILES / "favicon.svg", media_type="image/svg+xml")
 
     app.mount("/static", StaticFiles(directory=EXPLORER_FILES), name="static")
     app.state.batchers = batchers  # for drain(), tests and benchmarks
@@ -313,18 +355,14 @@ def _check_defaults(name: str, engine: Engine, limits: RequestLimits) -> None:
 
 def _check_options(request: schemas.TranslateRequest, engine: Engine, limits: RequestLimits) -> DecodingOptions:
     """The request's complete decoding options, or the ServiceError refusing the request or its options."""
-    count = len(request.sentences)
-    if count == 0:
-        raise ServiceError(422, "sentences is empty: give at least one sentence to translate")
-    if count > limits.max_sentences:
-        raise ServiceError(413, f"{count} sentences in one request; this server takes at most {limits.max_sentences}: "
-                                "split the request")
+    _check_count(request.sentences, limits)
     try:
         options = engine.options(num_beams=request.num_beams, num_return_sequences=request.num_return_sequences,
                                  max_len_a=request.max_len_a, max_len_b=request.max_len_b,
                                  no_length_bound=request.no_length_bound, shortlist=request.shortlist,
                                  glossary=_glossary(request.glossary))
-        if request.alignment or request.output_attentions:
+        explorer.check_view_request(engine, request.attention)
+        if request.alignment or request.output_attentions or request.attention is not None:
             engine.check_alignment()
             if options.glossary is not None or options.shortlist:
                 raise ValueError("an alignment is the attention of a translation decoded without the glossary and "
@@ -343,30 +381,51 @@ def _source_ids(request: schemas.TranslateRequest, engine: Engine, limits: Reque
     """Each sentence's source ids (what the engine decodes, so it does not tokenize them again), or the ServiceError
     refusing a sentence the tokenizer cannot read, one over the length limit, or one whose glossary terms together
     are longer than the model may write."""
-    count = len(request.sentences)
+    encoded = _check_sentences(request.sentences, engine, limits)
+    if options.glossary is not None:  # each sentence's terms fit in what the model may write
+        try:
+            options.glossary.target_terms(encoded, engine.tokenizer, options.max_new_tokens, first=1)
+        except ValueError as error:
+            raise ServiceError(422, str(error)) from None
+    return encoded
+
+
+def _source_tokens_limit(engine: Engine, limits: RequestLimits) -> int:
+    """The most source tokens (</s> included) this server reads of a sentence for ``engine``."""
+    return min(filter(None, (limits.max_sentence_tokens, engine.source_limit())))
+
+
+def _check_count(sentences: list[str], limits: RequestLimits) -> None:
+    """The ServiceError refusing no sentences, or more than a request may hold."""
+    if not sentences:
+        raise ServiceError(422, "sentences is empty: give at least one sentence")
+    if len(sentences) > limits.max_sentences:
+        raise ServiceError(413, f"{len(sentences)} sentences in one request; this server takes at most "
+                                f"{limits.max_sentences}: split the request")
+
+
+def _check_sentences(sentences: list[str], engine: Engine, limits: RequestLimits) -> list[list[int]]:
+    """Each sentence's source ids, or the ServiceError refusing sentences the tokenizer cannot read or that are over
+    the length limit."""
+    count = len(sentences)
     try:
-        encoded = engine.tokenizer(request.sentences)["input_ids"]
+        encoded = engine.tokenizer(sentences)["input_ids"]
     except Exception:  # the tokenizer's own message names no sentence: find them
-        unreadable = [(index, problem) for index, sentence in enumerate(request.sentences)
+        unreadable = [(index, problem) for index, sentence in enumerate(sentences)
                       if (problem := _reading_problem(engine.tokenizer, sentence)) is not None]
         if not unreadable:  # each reads alone: not the request's fault (a 500)
             raise
-        named = "; ".join(f"sentence {index}: {problem}" for index, problem in unreadable[:_SHOWN_SENTENCES])
+        named = "; ".join(f"sentence {index + 1}: {problem}" for index, problem in unreadable[:_SHOWN_SENTENCES])
         more = f"; and {len(unreadable) - _SHOWN_SENTENCES} more" if len(unreadable) > _SHOWN_SENTENCES else ""
         raise ServiceError(422, f"{len(unreadable)} of {count} sentences cannot be read by the model's tokenizer "
-                                f"(counted from 0): {named}{more}") from None
-    limit = min(filter(None, (limits.max_sentence_tokens, engine.source_limit())))
+                                f"(counted from 1): {named}{more}") from None
+    limit = _source_tokens_limit(engine, limits)
     over = [(index, len(ids)) for index, ids in enumerate(encoded) if len(ids) > limit]
     if over:
-        named = ", ".join(f"sentence {index} ({length} tokens)" for index, length in over[:_SHOWN_SENTENCES])
+        named = ", ".join(f"sentence {index + 1} ({length} tokens)" for index, length in over[:_SHOWN_SENTENCES])
         more = f" and {len(over) - _SHOWN_SENTENCES} more" if len(over) > _SHOWN_SENTENCES else ""
         raise ServiceError(422, f"{len(over)} of {count} sentences are longer than the {limit} source tokens this "
-                                f"server reads (</s> included): {named}{more} (counted from 0); shorten or split them")
-    if options.glossary is not None:  # each sentence's terms fit in what the model may write
-        try:
-            options.glossary.target_terms(encoded, engine.tokenizer, options.max_new_tokens)
-        except ValueError as error:
-            raise ServiceError(422, str(error)) from None
+                                f"server reads (</s> included): {named}{more} (counted from 1); shorten or split them")
     return encoded
 
 
@@ -375,7 +434,7 @@ def _check_cost(costs: RequestCosts, request: schemas.TranslateRequest, lengths:
     """What the request will cost (:mod:`.sizes`), or the 413 refusing an answer or memory over the limits."""
     try:
         return costs.check(lengths, options, scores=request.scores, alignment=request.alignment,
-                           output_attentions=request.output_attentions)
+                           output_attentions=request.output_attentions, view=request.attention)
     except RequestTooLarge as error:
         raise ServiceError(413, str(error)) from None
 
@@ -406,9 +465,13 @@ def _reading_problem(tokenizer, sentence: str) -> str | None:
     return None
 
 
-def _translation(translation: Translation, scores: bool, options: DecodingOptions) -> dict:
+def _translation(translation: Translation, request: schemas.TranslateRequest, options: DecodingOptions,
+                 tokenizer) -> dict:
     """One sentence's answer as :class:`schemas.Translation` writes it (fields that are None left out)."""
-    best = translation.hypotheses[0]
+    if translation.forced is not None:  # the explorer's maps (a view asked for): built through the schema
+        return _translation_with_maps(translation, request, options, tokenizer).model_dump(mode="json",
+                                                                                         exclude_none=True)
+    best, scores = translation.hypotheses[0], request.scores
     answer = {"text": best.text}
     if scores:
         answer["score"] = best.score
@@ -417,6 +480,25 @@ def _translation(translation: Translation, scores: bool, options: DecodingOption
                                 for h in translation.hypotheses]
     if translation.alignment is not None:
         answer["alignment"] = {name: value for name, value in vars(translation.alignment).items() if value is not None}
+    return answer
+
+
+def _translation_with_maps(translation: Translation, request: schemas.TranslateRequest, options: DecodingOptions,
+                           tokenizer) -> schemas.Translation:
+    """One sentence's answer with each hypothesis' tokens, their log-probabilities and the map of the request's
+    view (the best's at the top too)."""
+    best, scores = translation.hypotheses[0], request.scores
+    nbest = None
+    if options.num_return_sequences > 1:
+        nbest = [schemas.Hypothesis(text=h.text, score=h.score if scores else None) for h in translation.hypotheses]
+    alignment = None if translation.alignment is None else schemas.Alignment(**vars(translation.alignment))
+    answer = schemas.Translation(text=best.text, score=best.score if scores else None, hypotheses=nbest,
+                                 alignment=alignment)
+    for hypothesis, forced in zip(nbest or [answer], translation.forced, strict=True):
+        explorer.with_attention(hypothesis, forced, request.attention, tokenizer)
+    if nbest:
+        answer.tokens, answer.token_log_probs, answer.attention = (
+            nbest[0].tokens, nbest[0].token_log_probs, nbest[0].attention)
     return answer
 
 

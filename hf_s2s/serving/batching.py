@@ -28,10 +28,12 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 
 from ..data.corpus import is_blank
 from ..data.tokenization import target_side
 from ..inference.engines import Alignment, DecodingOptions, Engine
+from ..inference.forced import ForcedTranslation
 from ..inference.translate import Hypothesis
 from .config import BatchingConfig
 from .metrics import ServingMetrics
@@ -60,6 +62,7 @@ class Translation:
     hypotheses: list[Hypothesis]
     alignment: Alignment | None = None
     target_tokens: int = 0
+    forced: list[ForcedTranslation] | None = None  # each hypothesis read under teacher forcing, when asked for
 
 
 @dataclass(eq=False)
@@ -73,6 +76,7 @@ class _Job:
     scores: bool
     alignment: bool
     output_attentions: bool  # the alignment with every layer's and head's weights
+    forced: bool  # each hypothesis read under teacher forcing, with its attention (the explorer's maps)
     future: asyncio.Future
     memory: int = 0  # bytes its answer takes, at most (hf_s2s.serving.sizes)
     arrived: float = field(default_factory=time.monotonic)
@@ -135,12 +139,13 @@ class Batcher:
 
     async def translate(self, sentences: list[str], lengths: list[int], options: DecodingOptions, *,
                         scores: bool = False, alignment: bool = False, output_attentions: bool = False,
-                        memory: int = 0, gone: Callable[[], Awaitable[None]] | None = None,
+                        forced: bool = False, memory: int = 0, gone: Callable[[], Awaitable[None]] | None = None,
                         encoded: list[list[int]] | None = None) -> list[Translation]:
         """Queue one request and wait for its translations, one per sentence (with their alignments if ``alignment``,
-        and every layer's and head's attention weights too if ``output_attentions``; ``memory``: the bytes its answer
-        takes, :class:`hf_s2s.serving.sizes.Prediction`'s ``answer_memory``). ``encoded``: each sentence's source ids
-        by the engine's tokenizer, which the engine then does not compute again. :class:`QueueFull` when the queue
+        and every layer's and head's attention weights too if ``output_attentions``; each hypothesis read under
+        teacher forcing, with its attention, if ``forced``; ``memory``: the bytes its answer takes,
+        :class:`hf_s2s.serving.sizes.Prediction`'s ``answer_memory``). ``encoded``: each sentence's source ids by the
+        engine's tokenizer, which the engine then does not compute again. :class:`QueueFull` when the queue
         cannot take its sentences; :class:`Closing` once the batcher is shutting down, or when its deadline passed
         before the request was decoded. ``gone()`` returns when the client has gone away: the request then leaves
         the queue undecoded (:class:`Abandoned`); so does a request whose task is cancelled."""
@@ -150,7 +155,7 @@ class Batcher:
             raise QueueFull(f"{self._queued_sentences} sentences are waiting for {self.name!r} and the queue holds "
                             f"{self.config.max_queue_sentences}: retry later")
         job = _Job(sentences, lengths, encoded, options, scores, alignment or output_attentions, output_attentions,
-                   asyncio.get_running_loop().create_future(), memory)
+                   forced, asyncio.get_running_loop().create_future(), memory)
         self._pending.append(job)
         self._queue_changed(len(sentences))
         self._arrival.set()
@@ -284,6 +289,10 @@ class Batcher:
                         continue
                     translation.alignment = await loop.run_in_executor(self._executor, self.engine.alignment,
                                                                        sentence, options, job.output_attentions)
+            if job.forced:
+                forced = await loop.run_in_executor(self._executor, self._force, job.sentences, options)
+                for translation, hypotheses in zip(translations_of_job, forced, strict=True):
+                    translation.forced = hypotheses or None  # a blank sentence has none
             results.append(translations_of_job)
         return results
 
@@ -294,6 +303,17 @@ class Batcher:
         decoded = self.engine.translate(sentences, options, batch_size=len(sentences), scores=scores, encoded=encoded)
         counts = [len(ids) for ids in target_side(self.engine.tokenizer)([h[0].text for h in decoded])["input_ids"]]
         return [Translation(hypotheses, target_tokens=count) for hypotheses, count in zip(decoded, counts, strict=True)]
+
+    def _force(self, sentences: list[str], options: DecodingOptions) -> list[list[ForcedTranslation]]:
+        return self.engine.force_hypotheses(sentences, options, batch_size=len(sentences))
+
+    async def call(self, function: Callable, *args, **kwargs):
+        """``function(*args, **kwargs)`` on the engine's thread, after the engine call in progress (the engine is used
+        by one thread at a time: reading attention switches the model's attention kernel); :class:`Closing` once
+        the batcher is shutting down."""
+        if self._closing:
+            raise Closing("the server is shutting down and takes no new request: retry")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, partial(function, *args, **kwargs))
 
 
 def _engine_calls(lengths: list[int], max_tokens: int,

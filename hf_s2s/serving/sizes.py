@@ -61,11 +61,12 @@ class AttentionBlock:
     layers: int
     heads: int
     rows: str  # "target" or "source"
+    per_hypothesis: bool = False  # one per returned hypothesis (an explorer view), not one per sentence
 
-    def weights(self, source_tokens: int, target_tokens: int) -> int:
-        """The numbers this block holds for one sentence."""
+    def weights(self, source_tokens: int, target_tokens: int, hypotheses: int = 1) -> int:
+        """The numbers this block holds for one sentence of ``hypotheses`` hypotheses in its answer."""
         rows = target_tokens if self.rows == "target" else source_tokens
-        return self.layers * self.heads * rows * source_tokens
+        return self.layers * self.heads * rows * source_tokens * (hypotheses if self.per_hypothesis else 1)
 
 
 @dataclass(frozen=True)
@@ -117,13 +118,20 @@ def _json(text: str) -> bytes:
     return json.dumps(text, ensure_ascii=False).encode("utf-8")
 
 
-def attention_blocks(shape: ModelShape, *, alignment: bool, output_attentions: bool) -> tuple[AttentionBlock, ...]:
+def attention_blocks(shape: ModelShape, *, alignment: bool, output_attentions: bool,
+                     view=None) -> tuple[AttentionBlock, ...]:
     """The attention weights an answer holds per decoded sentence, as the request asks for them: with ``alignment``,
     one (target, source) matrix (``weights``: the last decoder layer averaged over heads); with
-    ``output_attentions``, every layer's and head's cross-attention and encoder self-attention too."""
+    ``output_attentions``, every layer's and head's cross-attention and encoder self-attention too; with ``view``
+    (the explorer's :class:`hf_s2s.serving.schemas.AttentionView`), one map of its kind per hypothesis, read by a
+    teacher-forced pass over every hypothesis (its token log-probabilities with it)."""
+    blocks = []
+    if view is not None:
+        blocks.append(AttentionBlock("attention", 1, 1, "source" if view.kind == "encoder" else "target",
+                                     per_hypothesis=True))
     if not (alignment or output_attentions):
-        return ()
-    blocks = [AttentionBlock("weights", 1, 1, "target")]
+        return tuple(blocks)
+    blocks.append(AttentionBlock("weights", 1, 1, "target"))
     if output_attentions:
         if shape.cross_attention is not None:
             blocks.append(AttentionBlock("cross_attentions", *shape.cross_attention, "target"))
@@ -172,17 +180,23 @@ def call_memory(lengths: Sequence[int], options: DecodingOptions, shape: ModelSh
     return STEP_COPIES * step + kept + CACHE_COPIES * cache
 
 
-def _alignment_pass_memory(source_tokens: int, target: int, options: DecodingOptions, shape: ModelShape) -> int:
-    """The memory of reading one sentence's attention: decoding it alone (without scores), then a teacher-forced pass
-    returning every layer's and head's weights of each kind the model has (cross-attention (T, S), encoder
-    self-attention (S, S), decoder self-attention (T, T)) and their stacked copies."""
+def forced_pass_memory(source_tokens: int, target: int, shape: ModelShape) -> int:
+    """The memory of a teacher-forced pass over one translation of ``target`` tokens returning every layer's and
+    head's weights of each kind the model has (cross-attention (T, S), encoder self-attention (S, S), decoder
+    self-attention (T, T)) and their stacked copies, with its (T, V) logits and their log-softmax."""
     weights = 0
     for dims, rows, columns in ((shape.cross_attention, target, source_tokens),
                                 (shape.encoder_attention, source_tokens, source_tokens),
                                 (shape.decoder_attention, target, target)):
         if dims is not None:
             weights += dims[0] * dims[1] * rows * columns
-    return call_memory([source_tokens], options, shape, scores=False) + 2 * weights * FLOAT_BYTES
+    return (2 * weights + 2 * target * shape.target_vocab_size) * FLOAT_BYTES
+
+
+def _alignment_pass_memory(source_tokens: int, target: int, options: DecodingOptions, shape: ModelShape) -> int:
+    """The memory of reading one sentence's attention: decoding it alone (without scores), then a teacher-forced pass
+    (:func:`forced_pass_memory`)."""
+    return call_memory([source_tokens], options, shape, scores=False) + forced_pass_memory(source_tokens, target, shape)
 
 
 def predict(lengths: Sequence[int], options: DecodingOptions, shape: ModelShape, *, scores: bool,
@@ -192,17 +206,21 @@ def predict(lengths: Sequence[int], options: DecodingOptions, shape: ModelShape,
     it takes, at most. Its sentences are taken to decode one engine call each (the batcher cuts calls so that none
     takes more than one request may, :meth:`RequestCosts.call_memory`)."""
     targets = [target_tokens(length, options) for length in lengths]
-    weights = sum(block.weights(source, target) for source, target in zip(lengths, targets, strict=True)
-                  for block in blocks)
     hypotheses = options.num_return_sequences * (2 if options.num_return_sequences > 1 else 1)  # n-best: the best too
+    viewed = any(block.per_hypothesis for block in blocks)  # each hypothesis' tokens and log-probabilities too
+    weights = sum(block.weights(source, target, hypotheses) for source, target in zip(lengths, targets, strict=True)
+                  for block in blocks) + (hypotheses * sum(targets) if viewed else 0)
     texts = sum(hypotheses * (target * shape.token_text_bytes + HYPOTHESIS_BYTES) for target in targets)
-    names = sum(source + target for source, target in zip(lengths, targets, strict=True)) * shape.token_name_bytes \
-        if blocks else 0
+    names = sum(source + target * (hypotheses if viewed else 1) for source, target in zip(lengths, targets, strict=True)
+                ) * shape.token_name_bytes if blocks else 0
     answer_bytes = ANSWER_BYTES + SENTENCE_BYTES * len(lengths) + texts + names + WEIGHT_JSON_BYTES * weights
     answer_memory = WEIGHT_MEMORY_BYTES * weights + TEXT_MEMORY_FACTOR * (answer_bytes - WEIGHT_JSON_BYTES * weights)
     decoding = max(call_memory([length], options, shape, scores) for length in lengths)
     if blocks:
         decoding = max(decoding, max(_alignment_pass_memory(source, target, options, shape)
+                                     for source, target in zip(lengths, targets, strict=True)))
+    if viewed:  # the batcher reads every hypothesis of the request's sentences in one teacher-forced call
+        decoding = max(decoding, sum(options.num_return_sequences * forced_pass_memory(source, target, shape)
                                      for source, target in zip(lengths, targets, strict=True)))
     return Prediction(len(lengths), max(targets), weights, answer_bytes, answer_memory, decoding)
 
@@ -225,11 +243,45 @@ class RequestCosts:
         return cls(ModelShape.of(engine.config, engine.tokenizer), max_answer_bytes, max_memory)
 
     def check(self, lengths: Sequence[int], options: DecodingOptions, *, scores: bool, alignment: bool,
-              output_attentions: bool) -> Prediction:
+              output_attentions: bool, view=None) -> Prediction:
         """The request's :class:`Prediction`, or :class:`RequestTooLarge` where its answer or its memory would pass
-        the limits."""
-        blocks = attention_blocks(self.shape, alignment=alignment, output_attentions=output_attentions)
+        the limits (``view``: the explorer's attention view, :func:`attention_blocks`)."""
+        blocks = attention_blocks(self.shape, alignment=alignment, output_attentions=output_attentions, view=view)
         prediction = predict(lengths, options, self.shape, scores=scores, blocks=blocks)
+        self._refuse_over_limits(prediction, options, scores=scores, blocks=blocks,
+                                 output_attentions=output_attentions)
+        return prediction
+
+    def check_scored(self, lengths: Sequence[int], target_lengths: Sequence[int], view=None) -> int:
+        """The memory of reading given translations of ``target_lengths`` tokens (``POST /score``, one
+        teacher-forced call), with the map of ``view`` each, or :class:`RequestTooLarge` where its answer or its
+        memory would pass the limits."""
+        pairs = list(zip(lengths, target_lengths, strict=True))
+        maps = None if view is None else AttentionBlock("attention", 1, 1, "source" if view.kind == "encoder"
+                                                        else "target")
+        weights = sum(target + (0 if maps is None else maps.weights(source, target))  # log-probabilities and maps
+                      for source, target in pairs)
+        names = sum(source + target for source, target in pairs) * self.shape.token_name_bytes
+        answer_bytes = ANSWER_BYTES + SENTENCE_BYTES * len(pairs) + names + WEIGHT_JSON_BYTES * weights
+        memory = WEIGHT_MEMORY_BYTES * weights + TEXT_MEMORY_FACTOR * (answer_bytes - WEIGHT_JSON_BYTES * weights) \
+            + sum(forced_pass_memory(source, target, self.shape) for source, target in pairs)
+        what = f"{len(pairs)} translation{'s' if len(pairs) > 1 else ''}, {weights:,} numbers"
+        advice = "fewer or shorter translations per request" + (" (a map only for the ones you look at)"
+                                                                if view is not None else "")
+        if answer_bytes > self.max_answer_bytes:
+            raise RequestTooLarge(
+                f"the answer to this request would be up to {_size(answer_bytes)} ({what}), and this server sends at "
+                f"most {_size(self.max_answer_bytes)} (--max-answer-bytes): ask for less: {advice}")
+        if memory > self.max_memory:
+            raise RequestTooLarge(
+                f"this request would take up to {_size(memory)} of memory ({what}), and this server lets one request "
+                f"take {_size(self.max_memory)} (--max-request-memory): ask for less: {advice}")
+        return memory
+
+    def _refuse_over_limits(self, prediction: Prediction, options: DecodingOptions, *, scores: bool,
+                            blocks: tuple[AttentionBlock, ...], output_attentions: bool) -> None:
+        """:class:`RequestTooLarge` where ``prediction``'s answer or memory passes the limits, saying what to ask
+        for instead."""
         what = (f"{prediction.sentences} sentence{'s' if prediction.sentences > 1 else ''}, translations of up to "
                 f"{prediction.longest_translation} tokens"
                 + (f", {prediction.attention_weights:,} attention weights" if blocks else ""))
@@ -244,7 +296,6 @@ class RequestCosts:
                 f"{options.num_beams} beam{'s' if options.num_beams > 1 else ''}"
                 + (", scores kept for every step" if scores else "") + "), and this server lets one request take "
                 f"{_size(self.max_memory)} (--max-request-memory): ask for less: {advice}")
-        return prediction
 
     def call_fits(self, lengths: Sequence[int], options: DecodingOptions, scores: bool) -> bool:
         """Whether one engine call may decode sources of ``lengths`` together: its memory (:func:`call_memory`)
@@ -285,4 +336,4 @@ def _size(count: int) -> str:
 
 
 __all__ = ["AttentionBlock", "ModelShape", "Prediction", "RequestCosts", "RequestTooLarge", "attention_blocks",
-           "call_memory", "predict", "target_tokens"]
+           "call_memory", "forced_pass_memory", "predict", "target_tokens"]

@@ -1,48 +1,24 @@
 // The attention explorer of `hf-s2s serve`: translate sentences through this server's API (GET models, POST
-// translate, both relative to the page, so a path prefix of a reverse proxy is kept) and draw the attention that
-// produced each translation. Plain JavaScript, no framework: the page loads nothing from another host.
+// translate and POST score, relative to the page, so a path prefix of a reverse proxy is kept) and show, for each
+// sentence, the attention that produced its translation (panel.js, heatmap.js). Plain JavaScript modules, no
+// framework, no build step: the page loads nothing from another host.
 //
-// A heatmap is an HTML table (role "grid"): a row per attending token (target tokens for the decoder's attention over
-// the source, source tokens for the encoder's self-attention), a column per attended source token. Its weights are
-// the API's own numbers (`alignment.cross_attentions` / `alignment.encoder_attentions`, layers x heads x rows x
-// columns), kept in each cell's data-weight; "mean of heads" averages them here. One cell is in the tab order;
-// the arrow keys, Home and End move between cells (a roving tabindex), and each cell's label names its two tokens and
-// its weight.
+// The page asks for one attention map per hypothesis (the view shown), not every layer and head: another view is
+// asked for when the user switches to it. A request in flight marks the results on screen as the previous
+// request's, can be cancelled, and gives up after a timeout; a refused request leaves them, so marked, in place.
+// The URL's fragment restores what is on screen (sentences, model, search, view): each panel links to its own view.
 
-"use strict";
+import { call } from "./api.js";
+import { element } from "./heatmap.js";
+import { apiView, Panel } from "./panel.js";
 
 const byId = (id) => document.getElementById(id);
+// A line that holds nothing to translate: whitespace, control and format characters (the server's is_blank)
+const BLANK = /^[\s\p{Cc}\p{Cf}]*$/u;
+const DEFAULT_VIEW = { kind: "cross", layer: null, head: "mean", word: false };
+const DEFAULT_DISPLAY = { scale: "unit", palette: "viridis", argmax: false, fit: true, cell: 24 };
 
-// viridis, as the heatmaps hf-s2s translate --plot-alignment writes: (position in [0, 1], r, g, b)
-const VIRIDIS = [
-  [0.0, 68, 1, 84], [0.25, 59, 82, 139], [0.5, 33, 145, 140], [0.75, 94, 201, 98], [1.0, 253, 231, 37],
-];
-
-function colour(weight) {
-  const w = Math.min(1, Math.max(0, weight));
-  for (let i = 1; i < VIRIDIS.length; i++) {
-    const [end, ...high] = VIRIDIS[i];
-    const [start, ...low] = VIRIDIS[i - 1];
-    if (w <= end) {
-      const t = (w - start) / (end - start);
-      const [r, g, b] = low.map((value, k) => Math.round(value + t * (high[k] - value)));
-      return `rgb(${r}, ${g}, ${b})`;
-    }
-  }
-  return "rgb(253, 231, 37)";
-}
-
-function element(tag, attributes = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [name, value] of Object.entries(attributes)) {
-    if (name === "text") node.textContent = value;
-    else node.setAttribute(name, value);
-  }
-  node.append(...children);
-  return node;
-}
-
-const state = { models: [] };
+const state = { models: [], controller: null, cards: [] };
 
 // ------------------------------------------------------------------------------------------------ errors and status
 
@@ -50,9 +26,8 @@ function showError(title, message, body) {
   const box = byId("error");
   box.replaceChildren(element("strong", { text: title }), " ", element("span", { class: "message", text: message }));
   if (body !== undefined) {
-    const details = element("details", {}, element("summary", { text: "The server's answer (JSON)" }),
-                            element("pre", { text: JSON.stringify(body, null, 2) }));
-    box.append(details);
+    box.append(element("details", {}, element("summary", { text: "The server's answer (JSON)" }),
+                       element("pre", { text: JSON.stringify(body, null, 2) })));
   }
   box.hidden = false;
 }
@@ -66,15 +41,26 @@ function setStatus(text) {
   byId("status").textContent = text;
 }
 
-// ------------------------------------------------------------------------------------------------------- the models
-
-function selectedModel() {
-  return state.models.find((model) => model.name === byId("model").value);
+// Mark the results on screen as answering an earlier request (``why``), or as current (null).
+function markStale(why) {
+  const results = byId("results");
+  results.classList.toggle("stale", Boolean(why));
+  byId("stale-note").hidden = !why;
+  byId("stale-note").textContent = why || "";
 }
 
-// Whether the model gives attention weights: the torch engine, and a model whose decoder attends to the source.
+// ------------------------------------------------------------------------------------------------------- the models
+
+function modelNamed(name) {
+  return state.models.find((model) => model.name === name);
+}
+
+function selectedModel() {
+  return modelNamed(byId("model").value);
+}
+
 function hasAttention(model) {
-  return model.engine === "torch" && model.attention_type !== "none";
+  return Object.keys(model.attention || {}).length > 0;
 }
 
 function modelChanged() {
@@ -93,34 +79,39 @@ function modelChanged() {
     byId("attention-help").textContent = "";
   }
   byId("beams").placeholder = `${model.num_beams} (model's)`;
+  if (model.max_beams) {
+    byId("beams").max = String(model.max_beams);
+    byId("nbest").max = String(model.max_beams);
+  }
+  const limits = [`${model.name} reads at most ${model.max_sentence_tokens} source tokens a sentence (</s> included)`];
+  if (model.max_sentences) limits.push(`${model.max_sentences} sentences a request`);
+  if (model.max_beams) limits.push(`${model.max_beams} beams`);
+  byId("limits").textContent = `${limits.join("; at most ")}.`;
+}
+
+function modelLabel(model) {
+  const attention = model.attention_type ? `, ${model.attention_type} attention` : "";
+  return `${model.name} (${model.model_type}${attention}, ${model.engine} ${model.weights})`;
 }
 
 async function loadModels() {
-  let response, body;
-  try {
-    response = await fetch("models");
-    body = await response.json();
-  } catch (error) {
-    showError("The server could not be reached:", String(error));
+  const answer = await call("models");
+  if (!answer.ok) {
+    showError(answer.title, answer.message, answer.body);
     byId("served").textContent = "No models: the server did not answer.";
-    return;
+    return false;
   }
-  if (!response.ok) {
-    showError(`The server refused to list its models (${response.status}):`, body.error || "", body);
-    return;
-  }
-  state.models = body;
+  state.models = answer.body;
   const select = byId("model");
-  for (const model of body) {
-    const attention = model.attention_type ? `, ${model.attention_type} attention` : "";
-    const label = `${model.name} (${model.model_type}${attention}, ${model.engine} ${model.weights})`;
-    select.append(element("option", { value: model.name, text: label }));
+  for (const model of state.models) {
+    select.append(element("option", { value: model.name, text: modelLabel(model) }));
     if (model.default) select.value = model.name;
   }
-  select.disabled = body.length < 2;
-  byId("served").textContent = body.length === 1 ? `Serving one model: ${body[0].name}.`
-    : `Serving ${body.length} models: ${body.map((model) => model.name).join(", ")}.`;
+  select.disabled = state.models.length < 2;
+  byId("served").textContent = state.models.length === 1 ? `Serving one model: ${state.models[0].name}.`
+    : `Serving ${state.models.length} models: ${state.models.map((model) => model.name).join(", ")}.`;
   modelChanged();
+  return true;
 }
 
 // ---------------------------------------------------------------------------------------------------- the request
@@ -132,262 +123,242 @@ function wholeNumber(input, name) {
   return Number(input.value);  // the server refuses what is not a whole number >= 1, and says why
 }
 
-async function translate(event) {
-  event.preventDefault();
-  clearError();
+function inputLines() {
   const lines = byId("sentences").value.split(/\r?\n/);
   while (lines.length > 1 && lines[lines.length - 1] === "") lines.pop();  // the newline ending the last line
-  if (lines.every((line) => line.trim() === "")) {
+  return lines;
+}
+
+function setInFlight(flight) {
+  byId("translate").disabled = Boolean(flight);
+  byId("cancel").hidden = !flight;
+  byId("results").setAttribute("aria-busy", String(Boolean(flight)));
+}
+
+function plural(count, word) {
+  return `${count} ${word}${count === 1 ? "" : "s"}`;
+}
+
+// Translate the form's sentences; ``restore``: the view, display and choices a URL asked for.
+async function translate(event, restore = null) {
+  if (event) event.preventDefault();
+  clearError();
+  const lines = inputLines();
+  if (lines.every((line) => BLANK.test(line))) {
     showError("Nothing to translate:", "type or paste at least one sentence.");
     byId("sentences").focus();
     return;
   }
+  const model = selectedModel();
   const request = { sentences: lines, model: byId("model").value, scores: true };
+  let beams, nbest;
   try {
-    const beams = wholeNumber(byId("beams"), "Beams");
-    const nbest = wholeNumber(byId("nbest"), "n-best");
+    beams = wholeNumber(byId("beams"), "Beams");
+    nbest = wholeNumber(byId("nbest"), "n-best");
     if (beams !== undefined) request.num_beams = beams;
     if (nbest !== undefined) request.num_return_sequences = nbest;
   } catch (error) {
     showError("Not sent:", error.message);
     return;
   }
-  if (byId("attention").checked) request.output_attentions = true;
-  const button = byId("translate");
-  button.disabled = true;
-  setStatus(`Translating ${lines.length} sentence${lines.length === 1 ? "" : "s"}…`);
-  let response, body;
-  try {
-    response = await fetch("translate", {
-      method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(request),
-    });
-    body = await response.json().catch(() => ({ error: "the answer was not JSON" }));
-  } catch (error) {
-    showError("The server could not be reached:", String(error));
-    setStatus("");
-    return;
-  } finally {
-    button.disabled = false;
-  }
-  if (!response.ok) {
-    const reason = response.statusText ? ` ${response.statusText}` : "";
-    showError(`The server refused the request (${response.status}${reason}):`, body.error || "", body);
-    setStatus("");
-    byId("results").replaceChildren();  // what is there answered another request
+  const view = { ...DEFAULT_VIEW, ...(restore ? restore.view : {}) };
+  if (byId("attention").checked) request.attention = apiView(view);
+  if (state.controller) state.controller.abort();
+  const controller = new AbortController();
+  state.controller = controller;
+  if (state.cards.length) markStale("These results answer the previous request; a new one is on its way.");
+  setInFlight(true);
+  setStatus(`Translating ${plural(lines.length, "sentence")} with ${request.model}…`);
+  const answer = await call("translate", request, { signal: controller.signal });
+  if (state.controller !== controller) return;  // a newer request took over
+  state.controller = null;
+  setInFlight(false);
+  if (!answer.ok) {
+    setStatus(answer.kind === "cancelled" ? "Cancelled." : "");
+    if (answer.kind !== "cancelled") showError(answer.title, answer.message, answer.body);
+    markStale(state.cards.length ? "These results answer the previous request, not the one above." : null);
     return;
   }
-  showResults(lines, body);
-  setStatus(`Translated ${lines.length} sentence${lines.length === 1 ? "" : "s"} with ${body.model}.`);
+  markStale(null);
+  const asked = { model: request.model, beams, nbest };
+  showResults(lines, answer.body, model, asked, restore);
+  history.replaceState(null, "", `#${formParameters(lines, asked).toString()}`);
+  setStatus(`Translated ${plural(lines.length, "sentence")} with ${answer.body.model}.`);
+}
+
+function cancel() {
+  if (state.controller) state.controller.abort();
 }
 
 // ---------------------------------------------------------------------------------------------------- the answers
 
-function scoreText(score) {
-  return score === undefined || score === null ? "" : `score ${score.toFixed(4)}`;
-}
-
-function showResults(sources, answer) {
+function showResults(sources, answer, model, asked, restore) {
   const results = byId("results");
   results.dataset.model = answer.model;
-  results.replaceChildren(...answer.translations.map((translation, index) =>
-    resultSection(index, sources[index], translation, modelNamed(answer.model))));
+  state.cards = answer.translations.map((translation, index) =>
+    card(index, sources[index], translation, answer, model, asked, restore));
+  results.replaceChildren(...state.cards.map((c) => c.element));
+  if (restore && restore.compare) {
+    for (const c of state.cards) if (c.compareWith) c.compareWith(restore.compare, restore);
+  }
 }
 
-function modelNamed(name) {
-  return state.models.find((model) => model.name === name) || {};
-}
-
-function resultSection(index, source, translation, model) {
-  const id = `result-${index}`;
-  const section = element("section", { class: "result", "aria-labelledby": `${id}-title` });
-  section.append(element("h2", { id: `${id}-title`, text: `Sentence ${index + 1}` }));
+function card(index, source, translation, answer, model, asked, restore) {
+  const number = index + 1;
+  const id = `result-${number}`;
+  const section = element("section", { class: "result", "aria-labelledby": `${id}-title`, id });
+  const blank = BLANK.test(source);
+  section.append(element("h2", { id: `${id}-title`, text: `Sentence ${number}${blank ? " (blank line)" : ""}` }));
   section.append(element("p", { class: "source" }, element("span", { class: "label", text: "Source" }),
                          element("span", { class: "text", text: source })));
-  section.append(element("p", { class: "translation" }, element("span", { class: "label", text: "Translation" }),
-                         element("span", { class: "text", text: translation.text }),
-                         element("span", { class: "score", text: scoreText(translation.score) })));
-  if (translation.hypotheses) {
-    section.append(element("h3", { text: `${translation.hypotheses.length}-best list` }));
-    section.append(element("ol", { class: "nbest" }, ...translation.hypotheses.map((hypothesis) =>
-      element("li", {}, element("span", { class: "text", text: hypothesis.text }),
-              element("span", { class: "score", text: scoreText(hypothesis.score) })))));
+  const found = { element: section, panels: [] };
+  if (blank) {
+    section.append(element("p", { class: "blank", text: "Nothing to translate: a blank line is left blank." }));
+    return found;
   }
-  if (translation.alignment && translation.alignment.cross_attentions) {
-    section.append(attentionView(id, translation.alignment, model));
-  }
-  return section;
-}
-
-// ---------------------------------------------------------------------------------------------- the attention view
-
-// The maps a translation's attention offers: each a (layers, heads, rows, columns) array with its row and column
-// tokens.
-function attentionMaps(alignment, model) {
-  const mechanism = model.attention_type ? ` (${model.attention_type})` : "";
-  const maps = [{
-    key: "cross", name: `decoder over the source${mechanism}`, weights: alignment.cross_attentions,
-    rows: alignment.target_tokens, columns: alignment.source_tokens, rowName: "target", columnName: "source",
-  }];
-  if (alignment.encoder_attentions) {
-    maps.push({
-      key: "encoder", name: "encoder self-attention", weights: alignment.encoder_attentions,
-      rows: alignment.source_tokens, columns: alignment.source_tokens, rowName: "source", columnName: "source",
+  const panels = element("div", { class: "panels" });
+  section.append(panels);
+  const onChange = () => updateLinks(found, source);
+  const main = new Panel({
+    sentence: number, source, model, engine: answer.engine, search: answer.search, translation, asked,
+    display: { ...DEFAULT_DISPLAY, ...(restore ? restore.display : {}) },
+    selected: restore ? restore.selected : 0, onChange,
+  });
+  found.panels.push(main);
+  panels.append(main.element);
+  if (restore && restore.yours && main.view) main.force(restore.yours);
+  if (!main.view) return found;  // no attention asked for: nothing to compare
+  // compare: the same sentence by another model or search, side by side
+  const form = element("form", { class: "compare", novalidate: "" });
+  const other = element("select", { class: "compare-model" },
+                        ...state.models.filter(hasAttention).map((m) => element("option", { value: m.name,
+                                                                                            text: m.name })));
+  const beams = element("input", { type: "number", class: "compare-beams", min: "1", step: "1",
+                                   inputmode: "numeric", placeholder: "model's" });
+  const status = element("span", { class: "compare-status", role: "status" });
+  form.append(element("span", { class: "label", text: "Compare" }),
+              element("label", {}, element("span", { text: "with" }), other),
+              element("label", {}, element("span", { text: "beams" }), beams),
+              element("button", { type: "submit", class: "secondary", text: "Side by side" }), status);
+  section.append(form);
+  found.compareWith = async (what, from = null) => {
+    const request = { sentences: [source], model: what.model, scores: true,
+                      attention: apiView({ ...DEFAULT_VIEW, word: main.view.word }) };
+    if (what.beams) request.num_beams = what.beams;
+    status.textContent = `Translating with ${what.model}…`;
+    const reply = await call("translate", request);
+    if (!reply.ok) {
+      status.textContent = `${reply.title} ${reply.message}`;
+      return;
+    }
+    status.textContent = "";
+    found.panels.slice(1).forEach((panel) => panel.element.remove());
+    const second = new Panel({
+      sentence: number, source, model: modelNamed(what.model), engine: reply.body.engine, search: reply.body.search,
+      translation: reply.body.translations[0], asked: { model: what.model, beams: what.beams },
+      display: { ...main.displayChoices(), ...(from ? from.display : {}) }, selected: 0, removable: true,
+      onChange: (panel) => {
+        if (panel === null) found.panels = found.panels.slice(0, 1);
+        onChange();
+      },
     });
-  }
-  return maps;
-}
-
-function labelled(text, control) {
-  return element("label", {}, element("span", { text }), control);
-}
-
-function attentionView(id, alignment, model) {
-  const maps = attentionMaps(alignment, model);
-  const view = element("div", { class: "attention" });
-  view.append(element("h3", { text: "Attention" }));
-  const controls = element("div", { class: "controls" });
-  const which = element("select", { class: "which" },
-                        ...maps.map((map) => element("option", { value: map.key, text: map.name })));
-  const layer = element("select", { class: "layer" });
-  const head = element("select", { class: "head" });
-  if (maps.length > 1) controls.append(labelled("Weights", which));
-  controls.append(labelled("Layer", layer), labelled("Head", head));
-  const caption = element("p", { class: "caption", id: `${id}-caption` });
-  const readout = element("p", { class: "readout", id: `${id}-readout` });
-  const holder = element("div", { class: "heatmap-scroll" });
-  view.append(controls, element("div", { class: "legend", "aria-hidden": "true" },
-                                element("span", { text: "0" }), element("span", { class: "bar" }),
-                                element("span", { text: "1" })), caption, readout, holder);
-
-  function fillChoices() {
-    const map = maps.find((m) => m.key === which.value);
-    const layers = map.weights.length;
-    const heads = map.weights[0].length;
-    layer.replaceChildren(...map.weights.map((_, l) =>
-      element("option", { value: String(l), text: l === layers - 1 && layers > 1 ? `${l} (last)` : String(l) })));
-    layer.value = String(layers - 1);
-    head.replaceChildren(element("option", { value: "mean", text: `mean of ${heads} head${heads === 1 ? "" : "s"}` }),
-                         ...map.weights[0].map((_, h) => element("option", { value: String(h), text: String(h) })));
-    // one layer (an RNN) or one head: nothing to choose
-    layer.closest("label").hidden = layers < 2;
-    head.closest("label").hidden = heads < 2;
-  }
-
-  function draw() {
-    const map = maps.find((m) => m.key === which.value);
-    const l = Number(layer.value);
-    const perHead = map.weights[l];
-    const matrix = head.value === "mean" ? meanOfHeads(perHead) : perHead[Number(head.value)];
-    const layers = map.weights.length;
-    const what = layers > 1 ? `layer ${l} of 0-${layers - 1}, ` : "";
-    const heads = head.value === "mean" ? `mean of ${perHead.length} heads` : `head ${head.value}`;
-    caption.textContent = `${map.name[0].toUpperCase()}${map.name.slice(1)}, ${what}${heads}: a row per `
-      + `${map.rowName} token, a column per ${map.columnName} token`;
-    holder.replaceChildren(heatmap(matrix, map, caption.id, readout));
-    readout.textContent = "Point at a cell or a token, or move through the cells with the arrow keys.";
-  }
-
-  which.addEventListener("change", () => { fillChoices(); draw(); });
-  layer.addEventListener("change", draw);
-  head.addEventListener("change", draw);
-  fillChoices();
-  draw();
-  return view;
-}
-
-function meanOfHeads(perHead) {
-  return perHead[0].map((row, r) => row.map((_, c) => perHead.reduce((sum, h) => sum + h[r][c], 0) / perHead.length));
-}
-
-// ----------------------------------------------------------------------------------------------------- the heatmap
-
-function heatmap(matrix, map, captionId, readout) {
-  const table = element("table", { class: "heatmap", role: "grid", "aria-labelledby": captionId });
-  const corner = element("th", { class: "corner", scope: "col" },
-                         element("span", { text: `${map.rowName} ↓ / ${map.columnName} →` }));
-  const head = element("tr", {}, corner, ...map.columns.map((token, c) =>
-    element("th", { scope: "col", class: "column-token", "data-col": String(c) },
-            element("span", { text: token }))));
-  const body = matrix.map((row, r) => element("tr", {},
-    element("th", { scope: "row", class: "row-token", "data-row": String(r), text: map.rows[r] }),
-    ...row.map((weight, c) => {
-      const cell = element("td", {
-        tabindex: r === 0 && c === 0 ? "0" : "-1", "data-row": String(r), "data-col": String(c),
-        "data-weight": String(weight),
-        "aria-label": `${map.rowName} ${map.rows[r]} to ${map.columnName} ${map.columns[c]}: ${weight.toFixed(3)}`,
-      });
-      cell.style.backgroundColor = colour(weight);
-      return cell;
-    })));
-  table.append(element("thead", {}, head), element("tbody", {}, ...body));
-
-  const cells = () => table.querySelectorAll("td");
-  function highlight(row, column) {
-    for (const node of table.querySelectorAll("[data-row], [data-col]")) {
-      node.classList.toggle("in-row", node.dataset.row === String(row));
-      node.classList.toggle("in-column", node.dataset.col === String(column));
-    }
-  }
-  function describeCell(cell) {
-    const r = Number(cell.dataset.row);
-    const c = Number(cell.dataset.col);
-    highlight(r, c);
-    readout.textContent = `${map.rowName} ${r} “${map.rows[r]}” → ${map.columnName} ${c} “${map.columns[c]}”: `
-      + `${Number(cell.dataset.weight).toFixed(4)}`;
-  }
-  function describeToken(token) {
-    if (token.dataset.row !== undefined) {
-      const r = Number(token.dataset.row);
-      const best = matrix[r].indexOf(Math.max(...matrix[r]));
-      highlight(r, null);
-      readout.textContent = `${map.rowName} ${r} “${map.rows[r]}” attends most to ${map.columnName} ${best} `
-        + `“${map.columns[best]}”: ${matrix[r][best].toFixed(4)}`;
-    } else {
-      const c = Number(token.dataset.col);
-      const column = matrix.map((row) => row[c]);
-      const best = column.indexOf(Math.max(...column));
-      highlight(null, c);
-      readout.textContent = `${map.columnName} ${c} “${map.columns[c]}” is attended most by ${map.rowName} ${best} `
-        + `“${map.rows[best]}”: ${column[best].toFixed(4)}`;
-    }
-  }
-  table.addEventListener("mouseover", (event) => {
-    const cell = event.target.closest("td");
-    const token = event.target.closest("th.row-token, th.column-token");
-    if (cell) describeCell(cell);
-    else if (token) describeToken(token);
-  });
-  table.addEventListener("mouseleave", () => highlight(null, null));
-  table.addEventListener("focusin", (event) => {
-    if (event.target.matches("td")) describeCell(event.target);
-  });
-  table.addEventListener("keydown", (event) => {
-    const cell = event.target.closest("td");
-    if (!cell) return;
-    const rows = matrix.length;
-    const columns = matrix[0].length;
-    let r = Number(cell.dataset.row);
-    let c = Number(cell.dataset.col);
-    switch (event.key) {
-      case "ArrowUp": r = Math.max(0, r - 1); break;
-      case "ArrowDown": r = Math.min(rows - 1, r + 1); break;
-      case "ArrowLeft": c = Math.max(0, c - 1); break;
-      case "ArrowRight": c = Math.min(columns - 1, c + 1); break;
-      case "Home": c = 0; if (event.ctrlKey) r = 0; break;
-      case "End": c = columns - 1; if (event.ctrlKey) r = rows - 1; break;
-      default: return;
-    }
+    found.panels = [main, second];
+    panels.append(second.element);
+    panels.classList.add("two");
+    onChange();
+  };
+  form.addEventListener("submit", (event) => {
     event.preventDefault();
-    const next = table.querySelector(`td[data-row="${r}"][data-col="${c}"]`);
-    for (const node of cells()) node.tabIndex = -1;
-    next.tabIndex = 0;
-    next.focus();
+    let count;
+    try {
+      count = wholeNumber(beams, "Beams");
+    } catch (error) {
+      status.textContent = error.message;
+      return;
+    }
+    found.compareWith({ model: other.value, beams: count });
   });
-  return table;
+  return found;
 }
 
-document.addEventListener("DOMContentLoaded", () => {
+// ------------------------------------------------------------------------------------------------------- the URL
+
+function formParameters(lines, asked) {
+  const parameters = new URLSearchParams();
+  parameters.set("s", lines.join("\n"));
+  parameters.set("m", asked.model);
+  if (asked.beams !== undefined) parameters.set("b", String(asked.beams));
+  if (asked.nbest !== undefined && asked.nbest !== 1) parameters.set("n", String(asked.nbest));
+  if (!byId("attention").checked) parameters.set("a", "0");
+  return parameters;
+}
+
+// The link of each panel: its sentence, model, search and view (and the panel it is compared with).
+function updateLinks(found, source) {
+  found.panels = found.panels.filter((panel) => panel.element.isConnected);
+  found.panels.forEach((panel, index) => {
+    if (!panel.permalink) return;
+    const parameters = formParameters([source], panel.asked);
+    if (panel.asked.nbest === undefined) parameters.delete("n");
+    const view = panel.state();
+    parameters.set("k", view.kind);
+    if (view.layer !== null && view.layer !== undefined) parameters.set("l", String(view.layer));
+    parameters.set("h", String(view.head));
+    if (view.word) parameters.set("w", "1");
+    parameters.set("c", view.scale);
+    parameters.set("p", view.palette);
+    if (view.argmax) parameters.set("x", "1");
+    if (!view.fit) parameters.set("z", String(view.cell));
+    if (view.selected) parameters.set("y", String(view.selected));
+    if (view.yours !== undefined) parameters.set("t", view.yours);
+    const other = found.panels[1 - index];
+    if (index === 0 && other) {
+      parameters.set("cm", other.model.name);
+      if (other.asked.beams !== undefined) parameters.set("cb", String(other.asked.beams));
+    }
+    panel.permalink.href = `#${parameters.toString()}`;
+  });
+}
+
+function readParameters(hash) {
+  const parameters = new URLSearchParams(hash.replace(/^#/, ""));
+  if (!parameters.has("s")) return null;
+  const number = (name) => (parameters.has(name) && /^\d+$/.test(parameters.get(name))
+    ? Number(parameters.get(name)) : undefined);
+  const head = parameters.get("h");
+  return {
+    sentences: parameters.get("s"), model: parameters.get("m"), beams: number("b"), nbest: number("n"),
+    attention: parameters.get("a") !== "0",
+    view: { kind: parameters.get("k") === "encoder" ? "encoder" : "cross", layer: number("l") ?? null,
+            head: head === null || head === "mean" ? "mean" : Number(head), word: parameters.get("w") === "1" },
+    display: { ...(parameters.has("c") ? { scale: parameters.get("c") } : {}),
+               ...(parameters.has("p") ? { palette: parameters.get("p") } : {}),
+               argmax: parameters.get("x") === "1",
+               ...(parameters.has("z") ? { fit: false, cell: number("z") } : {}) },
+    selected: number("y") || 0, yours: parameters.get("t") ?? undefined,
+    compare: parameters.has("cm") ? { model: parameters.get("cm"), beams: number("cb") } : null,
+  };
+}
+
+// Fill the form from the URL and translate, restoring the view.
+function restoreFromUrl() {
+  const restore = readParameters(location.hash);
+  if (!restore) return;
+  byId("sentences").value = restore.sentences;
+  if (restore.model && modelNamed(restore.model)) byId("model").value = restore.model;
+  modelChanged();
+  byId("beams").value = restore.beams === undefined ? "" : String(restore.beams);
+  byId("nbest").value = String(restore.nbest || 1);
+  if (!byId("attention").disabled) byId("attention").checked = restore.attention;
+  translate(null, restore);
+}
+
+document.addEventListener("DOMContentLoaded", async () => {
   byId("request").addEventListener("submit", translate);
   byId("model").addEventListener("change", modelChanged);
-  loadModels();
+  byId("cancel").addEventListener("click", cancel);
+  if (await loadModels()) {
+    restoreFromUrl();
+    window.addEventListener("hashchange", restoreFromUrl);  // a link of this page followed in its own tab
+  }
 });
