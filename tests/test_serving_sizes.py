@@ -142,20 +142,20 @@ def test_explorer_maps_count_in_a_requests_cost_on_translate_and_score(engine, l
     assert one > plain  # the maps and the forced pass count
     scored_one = costs.check_scored(lengths, lengths, view)
     assert scored_one > costs.check_scored(lengths, lengths)
-    limits = RequestLimits(**{**vars(LIMITS), "max_request_memory": int(max(one, scored_one) * 1.5)})
     translate = {"num_beams": 4, "num_return_sequences": 4, "attention": view.model_dump()}
     score = {"targets": [long_sentence], "attention": view.model_dump()}
-    with serve_in_thread(create_app({"deep": engine}, BATCHING, limits)) as url:
-        calls = engine_calls(url)
-        for path, body in (("translate", translate), ("score", score)):
+    for path, body, cost in (("translate", translate, one), ("score", score, scored_one)):
+        limits = RequestLimits(**{**vars(LIMITS), "max_answer_bytes": 10**9,  # the memory limit binds
+                                  "max_request_memory": int(cost * 1.5)})
+        with serve_in_thread(create_app({"deep": engine}, BATCHING, limits)) as url:
+            calls = engine_calls(url)
             many = {**body, "sentences": [long_sentence] * 8}
             if "targets" in many:
                 many["targets"] = [long_sentence] * 8
             response = httpx.post(f"{url}/{path}", json=many, timeout=300)
             assert response.status_code == 413, (path, response.text)
             assert "(--max-request-memory): ask for less" in response.json()["error"], response.text
-        assert engine_calls(url) == calls  # refused before anything was decoded
-        for path, body in (("translate", translate), ("score", score)):
+            assert engine_calls(url) == calls  # refused before anything was decoded
             response = httpx.post(f"{url}/{path}", json={**body, "sentences": [long_sentence]}, timeout=300)
             assert response.status_code == 200, (path, response.text)
 
