@@ -381,10 +381,20 @@ def program_parser(program: tuple[str, ...]) -> argparse.ArgumentParser | None:
         return command_parser(program[1])
     script = ROOT / program[0]
     assert script.is_file(), f"{program[0]} does not exist"
-    printed, parser = run_with_help(lambda: runpy.run_path(str(script), run_name="__main__"), str(script))
+    printed, parser = run_with_help(lambda: run_script(script), str(script))
     assert printed.startswith("usage:") and parser is not None, \
         f"{program[0]} --help printed {printed[:300]!r}"
     return parser
+
+
+def run_script(script: Path) -> None:
+    """``script`` run as ``python script`` runs it: with its own folder first on sys.path (scripts/toolkit_fixtures/
+    make.py imports its sibling modules)."""
+    sys.path.insert(0, str(script.parent))
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    finally:
+        sys.path.remove(str(script.parent))
 
 
 def installed(program: str) -> str | None:
