@@ -120,13 +120,13 @@ def lexical_tiny_model(model_type: str):
 
 def run_without_hf_s2s(script: str, cwd: Path, timeout: int = 300):
     """Run ``script`` in a new Python process where hf_s2s cannot be imported, offline, with its own HF_HOME
-    (so the remote code is copied there afresh). The script must print one JSON document as its last line of
+    (so the remote code is copied there afresh) and stdin closed. The script must print one JSON document as its last line of
     stdout; it is returned parsed."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(HF_HUB_OFFLINE="1", HF_HOME=str(Path(cwd) / "fresh_hf_home"), TOKENIZERS_PARALLELISM="false")
-    completed = subprocess.run(
+    completed = subprocess.run(  # stdin closed: a prompt (transformers' "run the custom code?") fails, never waits
         [sys.executable, "-c", _BLOCK_HF_S2S + textwrap.dedent(script)],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
     )
     if completed.returncode != 0:
         raise AssertionError(f"fresh process failed:\n{completed.stderr[-4000:]}")

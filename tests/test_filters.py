@@ -3,20 +3,25 @@ web-crawled corpora have (repeated pairs, copies of the source as target, over-l
 each filter drops exactly the pairs a plain recount in the test finds, in memory and streamed; validation and
 test stay whole unless asked; the job reports the counts; bad values are one error line."""
 
+import dataclasses
 import gzip
 import random
 import re
 from pathlib import Path
 
 import pytest
+from datasets import Dataset, DatasetDict, IterableDatasetDict
+from hypothesis import HealthCheck, assume, event, given, settings
+from hypothesis import strategies as st
 
 from hf_s2s.cli import run_command
 from hf_s2s.data import corpus as data_lib
 from hf_s2s.data import tokenization
 from hf_s2s.data.encoding import tokenize_corpus
-from hf_s2s.data.filters import FILTER_NAMES, CorpusFilter, PairFilters
+from hf_s2s.data.filters import FILTER_FIELDS, FILTER_NAMES, CorpusFilter, EmptySplitError, PairFilters
 from hf_s2s.training import run as job
 from tests.runs import tiny_args, train_args
+from tests.saved_folders import tiny_tokenizer
 
 MAX_SOURCE, MAX_TARGET, RATIO = 24, 22, 1.8
 
@@ -267,3 +272,141 @@ def test_filters_that_empty_a_split_stop_the_run_before_training_naming_them_and
     said = str(stopped.value.code)
     assert re.match(r"error: the corpus filters removed every pair of " + message, said) and "\n" not in said, said
     assert not (out / "model").exists() and not list(out.glob("checkpoint-*")) and not (out / "results.json").exists()
+
+
+# --------------------------------------------------------------------------------------------- properties
+# hypothesis searches the filters' neighbourhood: generated corpora (blank and whitespace-only sides, other
+# whitespace, repeats, copies of the source, long and short sides, text outside the tokenizer's alphabet) under
+# generated filter settings, in memory and streamed.
+
+# Sides of 0 to 6 pieces: words the tokenizer knows, text outside its alphabet (<unk>), runs of whitespace of
+# several kinds; blank and whitespace-only sides among them.
+side_text = st.lists(st.one_of(st.sampled_from(["a", "b c", "d e f", "ä", "日本", "é\u0301"]),
+                               st.text(alphabet="abcj \t\u00a0\u3000", max_size=6)),
+                     max_size=6).map(" ".join)
+
+
+def respaced(text: str) -> str:
+    """``text`` with other whitespace between and around its words."""
+    return "\t " + "\u00a0 ".join(text.split()) + "  "
+
+
+@st.composite
+def noisy_pairs(draw, min_size: int = 1) -> list[tuple[str, str]]:
+    """Pairs of generated sides, with some of them repeated (as they were or respaced) or with the source copied
+    to the target side (as it was or respaced), in any order."""
+    pairs = draw(st.lists(st.tuples(side_text, side_text), min_size=min_size, max_size=10))
+    for index in draw(st.lists(st.integers(0, len(pairs) - 1), max_size=5)):
+        source, target = pairs[index]
+        pairs.append(draw(st.sampled_from([(source, target), (respaced(source), respaced(target)),
+                                           (source, source), (source, respaced(source))])))
+    return draw(st.permutations(pairs))
+
+
+def draw_filters(data, pairs: list[tuple[str, str]], tokenizer) -> PairFilters:
+    """Filter settings with at least one filter on (none on, the corpus is not filtered at all) whose limits are
+    mostly the corpus's own token counts and ratios, so that pairs right at a limit are common."""
+    lengths = [(len(tokenizer(source)["input_ids"]), len(tokenizer(text_target=target)["input_ids"]))
+               for source, target in pairs]
+    sources, targets = sorted({s for s, _ in lengths}), sorted({t for _, t in lengths})
+    ratios = sorted({max(pair) / min(pair) for pair in lengths} | {1})
+    filters = PairFilters(
+        max_source_tokens=data.draw(st.none() | st.sampled_from(sources).map(lambda n: max(n, 2)) | st.integers(2, 9)),
+        max_target_tokens=data.draw(st.none() | st.sampled_from(targets).map(lambda n: max(n, 2)) | st.integers(2, 9)),
+        max_length_ratio=data.draw(st.none() | st.sampled_from(ratios)),
+        identical=data.draw(st.booleans()), duplicates=data.draw(st.booleans()))
+    return filters or dataclasses.replace(filters, duplicates=True)
+
+
+PROPERTY_SETTINGS = settings(max_examples=60, derandomize=True, database=None, deadline=None,
+                             suppress_health_check=[HealthCheck.too_slow])
+
+
+@pytest.fixture(scope="module")
+def letters_tokenizer():
+    """A real BPE tokenizer over a few letters: other characters are <unk>, whitespace only separates."""
+    return tiny_tokenizer()
+
+
+def violated(filters: PairFilters, pairs: list[tuple[str, str]], tokenizer) -> list[set[str]]:
+    """Per pair, every filter of FILTER_NAMES it violates, from the definitions: its sides the same text up to
+    whitespace, the same pair as an earlier one up to whitespace, more tokens (</s> included) than a limit, the
+    longer side over the ratio times the shorter."""
+    result, earlier = [], set()
+    for source, target in pairs:
+        key = (" ".join(source.split()), " ".join(target.split()))
+        lengths = len(tokenizer(source)["input_ids"]), len(tokenizer(text_target=target)["input_ids"])
+        broken = {name for name, on, broken in (
+            ("identical", filters.identical, key[0] == key[1]),
+            ("duplicate", filters.duplicates, key in earlier),
+            ("source_too_long", filters.max_source_tokens, lengths[0] > (filters.max_source_tokens or 0)),
+            ("target_too_long", filters.max_target_tokens, lengths[1] > (filters.max_target_tokens or 0)),
+            ("length_ratio", filters.max_length_ratio,
+             max(lengths) > (filters.max_length_ratio or 0) * min(lengths))) if on and broken}
+        earlier.add(key)
+        result.append(broken)
+    return result
+
+
+def filter_corpus(pairs: list[tuple[str, str]], filters: PairFilters, tokenizer, streaming: bool):
+    """(the rows the filters keep of ``pairs`` as the train split, the filter's counts) through both stages as the
+    job runs them: the text filters on the loaded corpus, the token filters as it is encoded."""
+    split = Dataset.from_dict({"translation": [{"de": de, "en": en} for de, en in pairs]})
+    corpus = IterableDatasetDict({"train": split.to_iterable_dataset()}) if streaming else DatasetDict(train=split)
+    corpus_filter = CorpusFilter(filters, ("train",), "de", "en")
+    corpus = corpus_filter.filter_texts(corpus)
+    rows = list(tokenize_corpus(corpus, tokenizer, "de", "en", max_source_length=None, max_target_length=None,
+                                corpus_filter=corpus_filter)["train"])
+    return rows, corpus_filter.counts()["train"]
+
+
+@given(pairs=noisy_pairs(), data=st.data())
+@PROPERTY_SETTINGS
+def test_filters_keep_exactly_the_pairs_that_satisfy_every_filter_and_count_the_rest(letters_tokenizer, pairs, data):
+    """A kept pair satisfies every filter, a dropped pair violates one and is counted under the first it violates
+    (in FILTER_NAMES order); the counts add up to the pairs read; streamed filtering keeps and counts the same as in
+    memory."""
+    filters = draw_filters(data, pairs, letters_tokenizer)
+    broken = violated(filters, pairs, letters_tokenizer)
+    kept = [pair for pair, names in zip(pairs, broken, strict=True) if not names]
+    event("no pair kept" if not kept else "some pairs kept, some dropped" if len(kept) < len(pairs) else "all kept")
+    if not kept:  # the next test's case
+        with pytest.raises(EmptySplitError):
+            filter_corpus(pairs, filters, letters_tokenizer, streaming=False)
+        return
+    rows, counts = filter_corpus(pairs, filters, letters_tokenizer, streaming=False)
+    assert [row["input_ids"] for row in rows] == letters_tokenizer([de for de, _ in kept])["input_ids"]
+    assert [row["labels"] for row in rows] == letters_tokenizer(text_target=[en for _, en in kept])["input_ids"]
+    for row in rows:  # the kept rows themselves, read back
+        source, target = len(row["input_ids"]), len(row["labels"])
+        assert filters.max_source_tokens is None or source <= filters.max_source_tokens
+        assert filters.max_target_tokens is None or target <= filters.max_target_tokens
+        assert filters.max_length_ratio is None or max(source, target) <= filters.max_length_ratio * min(source,
+                                                                                                           target)
+    first_broken = [next(name for name in FILTER_NAMES if name in names) for names in broken if names]
+    assert counts.complete and counts.pairs == len(pairs) and counts.kept == len(rows)
+    assert counts.removed == {name: first_broken.count(name) for name in FILTER_NAMES}
+    streamed_rows, streamed_counts = filter_corpus(pairs, filters, letters_tokenizer, streaming=True)
+    assert streamed_rows == rows and streamed_counts.to_dict() == counts.to_dict()
+
+
+@given(pairs=noisy_pairs(), data=st.data(), streaming=st.booleans())
+@PROPERTY_SETTINGS
+def test_filters_that_leave_no_pair_raise_naming_each_filter_and_its_count(letters_tokenizer, pairs, data, streaming):
+    """A corpus every pair of which breaks some filter (the pairs that break none are left out of the generated
+    corpus) is an EmptySplitError naming the split, the pairs read and what each filter removed, in memory and
+    streamed."""
+    filters = draw_filters(data, pairs, letters_tokenizer)
+    broken = violated(filters, pairs, letters_tokenizer)
+    # keep only pairs that break a filter; a pair that was a duplicate of a left-out one may then break none
+    while not all(broken):
+        pairs = [pair for pair, names in zip(pairs, broken, strict=True) if names]
+        broken = violated(filters, pairs, letters_tokenizer)
+    assume(pairs)
+    first_broken = [next(name for name in FILTER_NAMES if name in names) for names in broken]
+    said = ", ".join(f"{FILTER_FIELDS[name]} removed {first_broken.count(name)}" for name in FILTER_NAMES
+                     if name in first_broken)
+    with pytest.raises(EmptySplitError) as emptied:
+        filter_corpus(pairs, filters, letters_tokenizer, streaming)
+    assert str(emptied.value) == (f"the corpus filters removed every pair of split 'train' ({len(pairs)} pairs: "
+                                  f"{said}), leaving nothing to train on: loosen those filters or leave them out")
