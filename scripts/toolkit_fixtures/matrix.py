@@ -87,6 +87,9 @@ CELLS: dict[str, Cell] = {
                                      "scale": False, "encoder_layers": 3, "decoder_layers": 1}),
     "joeynmt_spm_minfreq": Cell("joeynmt", "SentencePiece unigram, vocabularies with min frequency 3 "
                                 "(SetVocabulary restricts the model)", {"voc_min_freq": 3}, text="spm"),
+    "joeynmt_w16_post_minfreq": Cell("joeynmt", "d 16, 4 heads, ffn 32, post-norm, word vocabularies with min "
+                                     "frequency 3", {"width": 16, "num_heads": 4, "ff_size": 32,
+                                                     "layer_norm": "post", "voc_min_freq": 3}),
     "joeynmt_spm_bpe": Cell("joeynmt", "SentencePiece BPE, separate vocabularies", text="spm_bpe"),
     "joeynmt_gelu_heads8_depths": Cell("joeynmt", "8 heads (d 32), gelu, 1 encoder + 3 decoder layers",
                                        {"num_heads": 8, "activation": "gelu", "encoder_layers": 1,
