@@ -80,6 +80,11 @@ CELLS: dict[str, Cell] = {
                                     "-share_decoder_embeddings",
                                     {**transformer_width(16, 4, 32), "enc_layers": 1, "dec_layers": 3,
                                      "share_decoder_embeddings": True}),
+    "opennmt_w16_shared_concat_minfreq": Cell("opennmt", "d 16, ffn 64, SinusoidalConcat, -share_vocab "
+                                              "-share_embeddings, words with min frequency 2",
+                                              {**transformer_width(16, 2, 64), "position_encoding_type":
+                                               "SinusoidalConcat", "share_vocab": True, "share_embeddings": True,
+                                               "src_words_min_frequency": 2, "tgt_words_min_frequency": 2}),
     # Joey NMT: the base is joeynmt_transformer (2+2 layers, d 32, pre-norm, scaled embeddings, tied softmax)
     "joeynmt_w64_post_depths": Cell("joeynmt", "d 64, 4 heads, ffn 128, post-norm, unscaled embeddings, 3 encoder + "
                                     "1 decoder layers",
