@@ -174,7 +174,9 @@ def subword_backend(subwords: Subwords, tokens: list[str], unk: str, specials: s
         vocab = [(token, scores.get(token, 0.0 if token in specials else UNREACHABLE_SCORE)) for token in tokens]
         backend = Tokenizer(models.Unigram(vocab, unk_id=index[unk], byte_fallback=model.byte_fallback))
     else:
-        merges = bpe_merges([piece for piece in model.pieces if piece[2] == NORMAL])
+        # merges only into pieces the vocabulary has: a tokenizers BPE refuses a merge whose result has no id, and
+        # the pieces left out (leave_out_absent) are segmented without, as the docstring says
+        merges = bpe_merges([piece for piece in model.pieces if piece[2] == NORMAL and piece[0] in index])
         backend = Tokenizer(models.BPE(vocab=index, merges=merges, unk_token=unk, fuse_unk=True,
                                        byte_fallback=model.byte_fallback))
     normalizer = sentencepiece_normalizer(model)

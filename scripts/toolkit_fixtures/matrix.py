@@ -73,6 +73,18 @@ CELLS: dict[str, Cell] = {
                                         "share_decoder_embeddings": True, "src_words_min_frequency": 3,
                                         "tgt_words_min_frequency": 3}, text="spm"),
     "opennmt_spm_bpe": Cell("opennmt", "SentencePiece BPE, separate vocabularies", text="spm_bpe"),
+    "opennmt_spm_minfreq": Cell("opennmt", "SentencePiece unigram, separate vocabularies from the corpus with min "
+                                "frequency 3", {"src_words_min_frequency": 3, "tgt_words_min_frequency": 3},
+                                text="spm"),
+    "opennmt_w16_depths_tied": Cell("opennmt", "d 16, 4 heads, ffn 32, 1 encoder + 3 decoder layers, "
+                                    "-share_decoder_embeddings",
+                                    {**transformer_width(16, 4, 32), "enc_layers": 1, "dec_layers": 3,
+                                     "share_decoder_embeddings": True}),
+    "opennmt_w16_shared_concat_minfreq": Cell("opennmt", "d 16, ffn 64, SinusoidalConcat, -share_vocab "
+                                              "-share_embeddings, words with min frequency 2",
+                                              {**transformer_width(16, 2, 64), "position_encoding_type":
+                                               "SinusoidalConcat", "share_vocab": True, "share_embeddings": True,
+                                               "src_words_min_frequency": 2, "tgt_words_min_frequency": 2}),
     # Joey NMT: the base is joeynmt_transformer (2+2 layers, d 32, pre-norm, scaled embeddings, tied softmax)
     "joeynmt_w64_post_depths": Cell("joeynmt", "d 64, 4 heads, ffn 128, post-norm, unscaled embeddings, 3 encoder + "
                                     "1 decoder layers",
@@ -80,6 +92,13 @@ CELLS: dict[str, Cell] = {
                                      "scale": False, "encoder_layers": 3, "decoder_layers": 1}),
     "joeynmt_spm_minfreq": Cell("joeynmt", "SentencePiece unigram, vocabularies with min frequency 3 "
                                 "(SetVocabulary restricts the model)", {"voc_min_freq": 3}, text="spm"),
+    "joeynmt_w16_post_minfreq": Cell("joeynmt", "d 16, 4 heads, ffn 32, post-norm, word vocabularies with min "
+                                     "frequency 3", {"width": 16, "num_heads": 4, "ff_size": 32,
+                                                     "layer_norm": "post", "voc_min_freq": 3}),
+    "joeynmt_spm_bpe": Cell("joeynmt", "SentencePiece BPE, separate vocabularies", text="spm_bpe"),
+    "joeynmt_gelu_heads8_depths": Cell("joeynmt", "8 heads (d 32), gelu, 1 encoder + 3 decoder layers",
+                                       {"num_heads": 8, "activation": "gelu", "encoder_layers": 1,
+                                        "decoder_layers": 3}),
     # fairseq: the base is fairseq_transformer (2+2 layers, d 32, post-norm, --share-decoder-input-output-embed)
     "fairseq_w64_pre_depths": Cell("fairseq", "d 64, 4 heads, ffn 128, pre-norm, 3 encoder + 1 decoder layers",
                                    ["--encoder-embed-dim", "64", "--decoder-embed-dim", "64", "--encoder-attention-heads",
