@@ -118,8 +118,23 @@ def test_int8_export_keeps_the_trained_models_greedy_tokens(trained, held_out, t
     assert all(torch.equal(weights[name], tensor) for name, tensor in model.state_dict().items())
     assert translator(float_folder).compute_type == "float32" and int8.compute_type.startswith("int8")
     expected = generated(model, held_out, max_new_tokens=MAX_NEW_TOKENS)
-    got = translate_ids(int8, held_out["input_ids"], held_out["attention_mask"], 1, MAX_NEW_TOKENS)
-    assert sum(a == b for a, b in zip(got, expected, strict=True)) >= 0.9 * len(expected)
+    # Each step's choice with the float model's output before it fed back (teacher forcing, CTranslate2's
+    # target_prefix): how often int8 picks the float model's token, before one difference carries over to the rest
+    # of a sentence. CTranslate2's int8 kernels depend on the CPU: on an AVX2-only AMD EPYC, 120 of 137 and 135 of
+    # 138 steps alike for the two models (whole outputs: 14 and 21 of 24 sentences); a broken quantization would
+    # agree by chance, about 1 in the vocabulary's size.
+    sources = [[str(token) for token, keep in zip(row, mask, strict=True) if keep]
+               for row, mask in zip(held_out["input_ids"].tolist(), held_out["attention_mask"].tolist(), strict=True)]
+    agreed = total = 0
+    for step in range(max(map(len, expected))):
+        rows = [index for index, row in enumerate(expected) if len(row) > step]
+        results = int8.translate_batch([sources[index] for index in rows], beam_size=1, max_decoding_length=step + 1,
+                                       target_prefix=[[str(token) for token in expected[index][:step]]
+                                                      for index in rows], return_end_token=True, max_input_length=0)
+        agreed += sum(int(result.hypotheses[0][step]) == expected[index][step]
+                      for index, result in zip(rows, results, strict=True))
+        total += len(rows)
+    assert agreed >= 0.85 * total, (agreed, total)
 
 
 @pytest.mark.parametrize("tie", [True, False], ids=["tied", "untied"])
