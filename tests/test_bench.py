@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from hf_s2s.benchmark import TextbookRNNSeq2Seq, count_matmul_flops, make_batches
+from hf_s2s.benchmark.serving_profile import ENGINE_THREADS, ServingProfiler
 from hf_s2s.benchmark.suites import BenchSettings, build_hf_s2s_rnn, build_textbook_rnn
 from hf_s2s.cli.bench import main as bench_command
 
@@ -227,3 +228,19 @@ def test_the_shortlist_section_times_the_shortlist_beside_marian_at_each_batch_s
     assert batches["1"]["union_tokens"] <= batches["4"]["union_tokens"]
     assert "Transformer + shortlist greedy, batch 1 >= 1.5x Marian" in report["summary"]["targets"]
     assert "**Shortlist**" in (tmp_path / "bench.md").read_text()
+
+
+def test_the_serving_profile_charges_native_threads_their_own_cpu_time():
+    """Threads without a Python stack (an engine's pool; here torch's second intra-op thread) are charged the CPU time
+    each used since the block began, read per thread: the ONNX engine's profile once read -0.16 s of engine threads,
+    the process' total of native threads at the end, some of them ended, less the total at the start."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        matrix = torch.randn(600, 600)
+        with ServingProfiler() as profile:
+            for _ in range(20):
+                matrix @ matrix
+    finally:
+        torch.set_num_threads(threads)
+    assert profile.seconds()[ENGINE_THREADS] > 0

@@ -68,10 +68,11 @@ def stage_of(frame) -> str:
     return OTHER
 
 
-def _native_cpu_seconds(skip: set[int]) -> float:
-    """CPU seconds (user + system) used so far by this process' threads whose native ids are not in ``skip``."""
+def _native_cpu_seconds(skip: set[int]) -> dict[int, float]:
+    """CPU seconds (user + system) used so far by each of this process' threads whose native ids are not in
+    ``skip``: native id -> seconds."""
     ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
+    seconds = {}
     for task in Path("/proc/self/task").iterdir():
         if int(task.name) in skip:
             continue
@@ -79,8 +80,12 @@ def _native_cpu_seconds(skip: set[int]) -> float:
             fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:  # the thread ended meanwhile
             continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
-    return total / ticks
+        seconds[int(task.name)] = (int(fields[11]) + int(fields[12])) / ticks  # utime, stime (fields 14 and 15)
+    return seconds
+
+
+# Samples between two reads of the native threads' CPU time from /proc (every 50 ms at the default interval).
+NATIVE_EVERY = 25
 
 
 class ServingProfiler:
@@ -109,8 +114,15 @@ class ServingProfiler:
         me = threading.get_ident()
         last: dict[int, float] = {}  # thread ident -> its CPU seconds at the last sample
         python_natives = {thread.native_id for thread in threading.enumerate()}
+        # each native thread's CPU seconds when the block began and when last read: a thread's own count only grows,
+        # and one that ends (an engine's pool torn down) keeps what it used until it was last read
         native_start = _native_cpu_seconds(python_natives)
+        native_seen = dict(native_start)
+        samples = 0
         while not self._stop.wait(self.interval):
+            samples += 1
+            if samples % NATIVE_EVERY == 0:
+                native_seen.update(_native_cpu_seconds(python_natives))
             frames = sys._current_frames()
             for thread in threading.enumerate():
                 ident = thread.ident
@@ -128,7 +140,9 @@ class ServingProfiler:
                         code = frames[ident].f_code
                         self.other[f"{Path(code.co_filename).name}:{code.co_name}"] += now - last[ident]
                 last[ident] = now
-        self.cpu[ENGINE_THREADS] += _native_cpu_seconds(python_natives | {threading.get_native_id()}) - native_start
+        native_seen.update(_native_cpu_seconds(python_natives | {threading.get_native_id()}))
+        self.cpu[ENGINE_THREADS] += sum(seconds - native_start.get(tid, 0.0) for tid, seconds in native_seen.items()
+                                        if tid not in python_natives)
 
     def other_functions(self, top: int = 8) -> dict[str, float]:
         """The innermost functions of the CPU time charged to no stage, most first: what :data:`STAGES` misses."""
