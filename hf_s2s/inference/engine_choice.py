@@ -2,7 +2,7 @@
 asked, and why it was picked.
 
 The engines are tried fastest first (:data:`FASTEST_FIRST`, an order measured on this project's machines:
-docs/inference.md#--engine-auto-the-fastest-engine-that-decodes-a-folder-exactly), and the first one that
+docs/inference.md#choosing-the-engine-automatically), and the first one that
 
 - is installed (CTranslate2, ONNX: their extras),
 - runs the folder's family and weight type (CTranslate2 has no RNN models; bfloat16 is torch's alone), and reads the
