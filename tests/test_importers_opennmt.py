@@ -192,7 +192,8 @@ def test_sinusoidal_concat_positions_are_checked_against_the_stored_table(tmp_pa
     checkpoint = torch.load(TRANSFORMER / "model.pt", map_location="cpu", weights_only=False)
     checkpoint["opt"].position_encoding_type = "SinusoidalConcat"
     torch.save(checkpoint, tmp_path / "declared.pt")
-    with pytest.raises(CheckpointError, match="is not the SinusoidalConcat table"):
+    with pytest.raises(CheckpointError, match="is not the position table OpenNMT-py.s -position_encoding_type "
+                                              "SinusoidalConcat computes"):
         convert("opennmt-py", tmp_path / "declared.pt", tmp_path / "refused")
     for side in ("encoder", "decoder"):
         name = f"{side}.embeddings.make_embedding.pe.pe"
