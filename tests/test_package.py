@@ -231,4 +231,4 @@ def test_every_subcommand_help_lists_its_flags_with_defaults(command, capsys):
 def test_unknown_subcommand_names_the_commands(capsys):
     assert cli_main(["trian"]) == 2
     error = capsys.readouterr().err
-    assert "unknown command 'trian'" in error and "train, translate, train-tokenizer" in error
+    assert "unknown command 'trian'" in error and "train, translate, score, train-tokenizer" in error
