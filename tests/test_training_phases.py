@@ -140,7 +140,7 @@ class ValidatingTrainer:
 
     def __init__(self, model, output_dir, best_metric, bleus):
         self.model, self.bleus = model, bleus
-        self.args = SimpleNamespace(output_dir=str(output_dir))
+        self.args = SimpleNamespace(output_dir=str(output_dir), should_save=True)  # process 0 of one machine
         self.state = SimpleNamespace(best_metric=best_metric)
         self.accelerator = SimpleNamespace(wait_for_everyone=lambda: None)
 
