@@ -248,8 +248,13 @@ class RequestCosts:
         the limits (``view``: the explorer's attention view, :func:`attention_blocks`)."""
         blocks = attention_blocks(self.shape, alignment=alignment, output_attentions=output_attentions, view=view)
         prediction = predict(lengths, options, self.shape, scores=scores, blocks=blocks)
-        self._refuse_over_limits(prediction, options, scores=scores, blocks=blocks,
-                                 output_attentions=output_attentions)
+        what = (f"{prediction.sentences} sentence{'s' if prediction.sentences > 1 else ''}, translations of up to "
+                f"{prediction.longest_translation} tokens"
+                + (f", {prediction.attention_weights:,} attention weights" if blocks else ""))
+        memory_what = (f"{what}, {options.num_beams} beam{'s' if options.num_beams > 1 else ''}"
+                       + (", scores kept for every step" if scores else ""))
+        advice = _ask_for_less(prediction, options, scores=scores, blocks=blocks, output_attentions=output_attentions)
+        self._refuse_over_limits(prediction.answer_bytes, prediction.memory, what, memory_what, advice)
         return prediction
 
     def check_scored(self, lengths: Sequence[int], target_lengths: Sequence[int], view=None) -> int:
@@ -268,34 +273,20 @@ class RequestCosts:
         what = f"{len(pairs)} translation{'s' if len(pairs) > 1 else ''}, {weights:,} numbers"
         advice = "fewer or shorter translations per request" + (" (a map only for the ones you look at)"
                                                                 if view is not None else "")
+        self._refuse_over_limits(answer_bytes, memory, what, what, advice)
+        return memory
+
+    def _refuse_over_limits(self, answer_bytes: int, memory: int, what: str, memory_what: str, advice: str) -> None:
+        """:class:`RequestTooLarge` where ``answer_bytes`` or ``memory`` passes the limits, saying what the request
+        holds (``what``; ``memory_what`` for the memory) and what to ask for instead (``advice``)."""
         if answer_bytes > self.max_answer_bytes:
             raise RequestTooLarge(
                 f"the answer to this request would be up to {_size(answer_bytes)} ({what}), and this server sends at "
                 f"most {_size(self.max_answer_bytes)} (--max-answer-bytes): ask for less: {advice}")
         if memory > self.max_memory:
             raise RequestTooLarge(
-                f"this request would take up to {_size(memory)} of memory ({what}), and this server lets one request "
-                f"take {_size(self.max_memory)} (--max-request-memory): ask for less: {advice}")
-        return memory
-
-    def _refuse_over_limits(self, prediction: Prediction, options: DecodingOptions, *, scores: bool,
-                            blocks: tuple[AttentionBlock, ...], output_attentions: bool) -> None:
-        """:class:`RequestTooLarge` where ``prediction``'s answer or memory passes the limits, saying what to ask
-        for instead."""
-        what = (f"{prediction.sentences} sentence{'s' if prediction.sentences > 1 else ''}, translations of up to "
-                f"{prediction.longest_translation} tokens"
-                + (f", {prediction.attention_weights:,} attention weights" if blocks else ""))
-        advice = _ask_for_less(prediction, options, scores=scores, blocks=blocks, output_attentions=output_attentions)
-        if prediction.answer_bytes > self.max_answer_bytes:
-            raise RequestTooLarge(
-                f"the answer to this request would be up to {_size(prediction.answer_bytes)} ({what}), and this "
-                f"server sends at most {_size(self.max_answer_bytes)} (--max-answer-bytes): ask for less: {advice}")
-        if prediction.memory > self.max_memory:
-            raise RequestTooLarge(
-                f"this request would take up to {_size(prediction.memory)} of memory ({what}, "
-                f"{options.num_beams} beam{'s' if options.num_beams > 1 else ''}"
-                + (", scores kept for every step" if scores else "") + "), and this server lets one request take "
-                f"{_size(self.max_memory)} (--max-request-memory): ask for less: {advice}")
+                f"this request would take up to {_size(memory)} of memory ({memory_what}), and this server lets one "
+                f"request take {_size(self.max_memory)} (--max-request-memory): ask for less: {advice}")
 
     def call_fits(self, lengths: Sequence[int], options: DecodingOptions, scores: bool) -> bool:
         """Whether one engine call may decode sources of ``lengths`` together: its memory (:func:`call_memory`)
