@@ -23,6 +23,9 @@ os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("WANDB_DISABLED", "true")
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:  # one of pytest-xdist's workers (pytest -n N): share the cores out
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
 
 SESSION_DIR = Path(tempfile.mkdtemp(prefix="hf_s2s_tests_"))  # in the machine's temporary folder
 SESSION_TMPDIR = SESSION_DIR / "tmp"  # what tempfile gives this run: what stays here but pytest's fails it
@@ -42,6 +45,7 @@ NOT_LEFT_BY_TESTS = {
     "torchinductor_": "torch's cache for torch.compile kernels, which torch creates under $TMPDIR by design",
     ".ses": "onnxruntime's telemetry session file (first launch time and an id), which import onnxruntime "
             "writes",
+    "hf_s2s_tests_": "the session folders of pytest-xdist's workers (pytest -n N), each checked by its own worker",
 }
 # entry of SESSION_TMPDIR -> the test after which it was first seen
 first_seen: dict[str, str] = {}
