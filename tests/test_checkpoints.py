@@ -16,6 +16,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import hf_s2s  # noqa: F401
+from hf_s2s.cli import run_command
 from hf_s2s.models.loading import ModelFolderError
 from hf_s2s.training.checkpoints import average_checkpoints, file_problem, find_checkpoints
 from tests.saved_folders import save_tiny_model_folder, separate_vocabulary_folders, tiny_tokenizer
@@ -66,32 +67,32 @@ def test_average_refuses_to_write_into_one_of_its_checkpoints_even_when_asked_to
 @pytest.mark.slow
 def test_average_script_refuses_without_a_traceback_and_overwrites_only_an_earlier_average(checkpoints,
                                                                                           trained_model_dir):
-    command = [sys.executable, str(ROOT / "scripts" / "average_checkpoints.py"), "--checkpoints",
-               str(checkpoints["first"]), str(checkpoints["second"]), "--output"]
+    """The script, run as a process, refuses a trained model's folder with an error line; the command (the same
+    code, run here in-process, where a refusal is the SystemExit that prints that line) refuses it with
+    --overwrite_output_dir too, writes an average, replaces its own average whole, and keeps a file it did not write."""
+    inputs = ["--checkpoints", str(checkpoints["first"]), str(checkpoints["second"]), "--output"]
     before = snapshot(trained_model_dir)
-    for flags in ([], ["--overwrite_output_dir"]):  # a trained model's folder is not an average to replace
-        completed = subprocess.run([*command, str(trained_model_dir), *flags], capture_output=True, text=True,
-                                   timeout=180)
-        assert completed.returncode == 1 and "Traceback" not in completed.stderr
-        assert f"error: {trained_model_dir} already holds files" in completed.stderr or (
+    completed = subprocess.run([sys.executable, str(ROOT / "scripts" / "average_checkpoints.py"), *inputs,
+                                str(trained_model_dir)], capture_output=True, text=True, timeout=180)
+    assert completed.returncode == 1 and "Traceback" not in completed.stderr
+    assert f"error: {trained_model_dir} already holds files" in completed.stderr, completed.stderr[-2000:]
+    assert snapshot(trained_model_dir) == before
+    with pytest.raises(SystemExit, match=re.escape(
             f"error: --overwrite_output_dir (overwrite=True) replaces only what hf-s2s average-checkpoints wrote into "
-            f"{trained_model_dir}, byte for byte, and it holds no hf_s2s_output.json") in completed.stderr, \
-            completed.stderr[-2000:]
-        assert snapshot(trained_model_dir) == before
+            f"{trained_model_dir}, byte for byte, and it holds no hf_s2s_output.json")):
+        run_command("average-checkpoints", [*inputs, str(trained_model_dir), "--overwrite_output_dir"])
+    assert snapshot(trained_model_dir) == before
     averaged = trained_model_dir.parent / "averaged"
     for flags in ([], ["--overwrite_output_dir"]):  # written, then replaced whole
-        completed = subprocess.run([*command, str(averaged), *flags], capture_output=True, text=True, timeout=180)
-        assert completed.returncode == 0, completed.stderr[-2000:]
+        assert run_command("average-checkpoints", [*inputs, str(averaged), *flags]) == 0
     first, second = (load_file(checkpoints[name] / "model.safetensors") for name in ("first", "second"))
     mean = load_file(averaged / "model.safetensors")
     assert set(mean) == set(first)
     for key in first:
         torch.testing.assert_close(mean[key], (first[key] + second[key]) / 2)
     (averaged / "results.json").write_text("{}")  # an evaluation of the average: the next overwrite keeps it
-    completed = subprocess.run([*command, str(averaged), "--overwrite_output_dir"], capture_output=True, text=True,
-                               timeout=180)
-    assert completed.returncode == 1 and "results.json (not written by hf-s2s average-checkpoints)" in \
-        completed.stderr
+    with pytest.raises(SystemExit, match=re.escape("results.json (not written by hf-s2s average-checkpoints)")):
+        run_command("average-checkpoints", [*inputs, str(averaged), "--overwrite_output_dir"])
     assert (averaged / "results.json").read_text() == "{}"
 
 
