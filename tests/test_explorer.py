@@ -419,7 +419,7 @@ def test_a_40_by_40_map_keeps_its_labels_and_readout_in_view_and_reads_the_users
     weights = scored["attention"]["weights"]  # the diagnostics beside the map, from the API's numbers (2 decimals)
     assert drawn["entropies"] == pytest.approx([-sum(w * math.log(w) for w in row if w > 0) for row in weights],
                                                abs=0.0051)
-    assert drawn["coverage"] == pytest.approx([sum(column) for column in zip(*weights)], abs=0.0051)
+    assert drawn["coverage"] == pytest.approx([sum(column) for column in zip(*weights, strict=True)], abs=0.0051)
     assert page.find_all("ol.nbest li.selected .yours", panel)
     for row, column in ((0, 0), (0, columns - 1), (rows - 1, 0), (rows - 1, columns - 1), (20, 20)):
         cell = page.find(f'td[data-row="{row}"][data-col="{column}"]', panel)
