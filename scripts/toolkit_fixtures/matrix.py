@@ -109,8 +109,12 @@ CELLS: dict[str, Cell] = {
                               text="moses_bpe"),
     "fairseq_shared_spm_threshold": Cell("fairseq", "--share-all-embeddings, --joined-dictionary with --thresholdsrc 3, "
                                          "SentencePiece unigram", ["--share-all-embeddings"], text="spm"),
-    "fairseq_learned_pos_gelu": Cell("fairseq", "--encoder-learned-pos --decoder-learned-pos, gelu",
-                                     ["--encoder-learned-pos", "--decoder-learned-pos", "--activation-fn", "gelu"]),
+    # learned tables have --max-*-positions + 2 rows a side (1,026 x 32 by default): 256 keeps the cell small and
+    # varies the max lengths
+    "fairseq_learned_pos_gelu": Cell("fairseq", "--encoder-learned-pos --decoder-learned-pos, gelu, "
+                                     "--max-source-positions 256 --max-target-positions 256",
+                                     ["--encoder-learned-pos", "--decoder-learned-pos", "--activation-fn", "gelu",
+                                      "--max-source-positions", "256", "--max-target-positions", "256"]),
     # width 512 with the toolkit's default 5,000-row position tables (not in git: see the module docstring)
     "opennmt_w512": Cell("opennmt", "d 512, 8 heads, ffn 128, 1 + 1 layers",
                          {**transformer_width(512, 8, 128), "enc_layers": 1, "dec_layers": 1}, wide=True),
