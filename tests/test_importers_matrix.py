@@ -4,7 +4,8 @@ converted folder's greedy output from the raw test sources, with its own generat
 own raw-text greedy output one sentence a batch (greedy_single.txt) on 100 of 100 lines.
 
 The width-512 cells are too large for git (matrix.py says why); where make.py wrote them (runs/toolkit_matrix/),
-they are checked too."""
+they are checked too. The fairseq cell trained with --tokenizer moses --bpe subword_nmt is also translated from raw
+German by hf-s2s translate and by transformers' pipeline() in a process where hf_s2s cannot be imported."""
 
 import json
 from pathlib import Path
@@ -15,6 +16,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_s2s  # noqa: F401  (registers the Auto classes)
 from hf_s2s.importers import convert
+from tests.helpers import run_without_hf_s2s, translate_command_lines
 
 REPO = Path(__file__).resolve().parents[1]
 CELLS = sorted((REPO / "tests" / "fixtures" / "toolkits" / "matrix").glob("*/greedy_single.txt")) + sorted(
@@ -87,3 +89,31 @@ def test_pieces_the_vocabulary_lacks_are_read_as_unk_and_never_generated(convert
         unk = config["unk_token_id"]
         theirs = model.get_encoder()(input_ids=torch.tensor([[unk, unk, config["eos_token_id"]]]))
     assert torch.equal(ours.last_hidden_state, theirs.last_hidden_state)
+
+
+@pytest.mark.slow
+def test_moses_bpe_raw_german_gives_fairseqs_detokenized_text_via_translate_and_pipeline_without_hf_s2s(converted,
+                                                                                                         tmp_path):
+    """fairseq --tokenizer moses --bpe subword_nmt (its IWSLT/WMT recipes): raw German in, fairseq-interactive's
+    detokenized English out (its D- lines), one sentence a batch, greedy, line for line: through ``hf-s2s translate``
+    and through ``pipeline("translation")`` where hf_s2s cannot be imported (the folder's FSMTTokenizer and remote
+    code)."""
+    cell, folder = converted
+    if not (cell / "codes.bpe").is_file():
+        pytest.skip(f"{cell.name}: not a Moses + subword-nmt cell")
+    sources, expected = read_lines(cell / "test.raw.de"), read_lines(cell / "greedy_single.txt")
+    got = translate_command_lines(folder, sources, tmp_path, "--beams", "1", "--batch-size", "1")
+    differ = [(i, a, b) for i, (a, b) in enumerate(zip(got, expected, strict=True)) if a != b]
+    print(f"{cell.name}: hf-s2s translate == fairseq-interactive on {len(expected) - len(differ)}/{len(expected)}")
+    assert not differ, differ[:3]
+    piped = run_without_hf_s2s(f"""
+        import json, torch
+        from transformers import pipeline
+        translator = pipeline("translation", model={str(folder)!r}, trust_remote_code=True)
+        assert type(translator.tokenizer).__name__ == "FSMTTokenizer", type(translator.tokenizer)
+        with torch.no_grad():
+            out = translator({sources!r}, num_beams=1, batch_size=1)
+        print(json.dumps([row["translation_text"] for row in out]))
+    """, cwd=tmp_path)
+    differ = [(i, a, b) for i, (a, b) in enumerate(zip(piped, expected, strict=True)) if a != b]
+    assert not differ, differ[:3]
