@@ -207,6 +207,28 @@ def test_sinusoidal_positions_are_fairseqs_and_stay_fixed(tmp_path):
                                atol=1e-6, rtol=0)
 
 
+@pytest.mark.skipif(not (TRANSFORMER / "checkpoint.pt").is_file(), reason="no fairseq transformer fixture")
+@pytest.mark.parametrize(("learned", "sizes", "named"), [
+    (("encoder",), (256, 1024), "--max-source-positions 256"),
+    (("decoder",), (1024, 256), "--max-target-positions 256"),
+    (("encoder", "decoder"), (1024, 256), "--max-target-positions 256")], ids=["encoder", "decoder", "both"])
+def test_a_learned_position_table_shorter_than_the_other_sides_is_refused_naming_its_option(tmp_path, learned, sizes,
+                                                                                             named):
+    """hf_s2s has one position table size for both sides: a learned table shorter than the other side's maximum
+    (--max-source-positions != --max-target-positions) is refused naming the option and both sizes, before the
+    tensors are read (it stopped with "encoder.embed_positions holds 256 positions, not 1024" where one side learned)."""
+    path = copy_with(TRANSFORMER, tmp_path, **{f"{side}_learned_pos": True for side in learned},
+                     max_source_positions=sizes[0], max_target_positions=sizes[1])
+    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    d_model = checkpoint["cfg"]["model"].encoder_embed_dim
+    for side in learned:  # fairseq's LearnedPositionalEmbedding: max positions + padding_idx + 1 rows
+        checkpoint["model"][f"{side}.embed_positions.weight"] = torch.randn(sizes[side == "decoder"] + 2, d_model)
+    torch.save(checkpoint, path)
+    with pytest.raises(CheckpointError, match=f"fairseq option {named} is not supported: .*1024"):
+        convert("fairseq", path, tmp_path / "out")
+    assert not (tmp_path / "out" / "config.json").exists()
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not (TRANSFORMER / "checkpoint.pt").is_file(), reason="no fairseq transformer fixture")
 @pytest.mark.parametrize("learned", [("encoder",), ("encoder", "decoder")], ids=["encoder", "both"])

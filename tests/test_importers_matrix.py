@@ -4,7 +4,8 @@ converted folder's greedy output from the raw test sources, with its own generat
 own raw-text greedy output one sentence a batch (greedy_single.txt) on 100 of 100 lines.
 
 The width-512 cells are too large for git (matrix.py says why); where make.py wrote them (runs/toolkit_matrix/),
-they are checked too."""
+they are checked too. The fairseq cell trained with --tokenizer moses --bpe subword_nmt is also translated from raw
+German by hf-s2s translate and by transformers' pipeline() in a process where hf_s2s cannot be imported."""
 
 import json
 from pathlib import Path
@@ -14,12 +15,15 @@ import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_s2s  # noqa: F401  (registers the Auto classes)
+from hf_s2s.cli import run_command
 from hf_s2s.importers import convert
+from tests.helpers import run_without_hf_s2s, translate_command_lines
 
 REPO = Path(__file__).resolve().parents[1]
 CELLS = sorted((REPO / "tests" / "fixtures" / "toolkits" / "matrix").glob("*/greedy_single.txt")) + sorted(
     (REPO / "runs" / "toolkit_matrix").glob("*/greedy_single.txt"))
 CELLS = [path.parent for path in CELLS]
+MOSES = [cell for cell in CELLS if (cell / "codes.bpe").is_file()]  # fairseq --tokenizer moses --bpe subword_nmt
 CHECKPOINTS = {"opennmt": ("opennmt-py", "model.pt"), "joeynmt": ("joeynmt", "model.ckpt"),
                "fairseq": ("fairseq", "checkpoint.pt")}
 pytestmark = pytest.mark.skipif(not CELLS, reason="no matrix cell")
@@ -87,3 +91,41 @@ def test_pieces_the_vocabulary_lacks_are_read_as_unk_and_never_generated(convert
         unk = config["unk_token_id"]
         theirs = model.get_encoder()(input_ids=torch.tensor([[unk, unk, config["eos_token_id"]]]))
     assert torch.equal(ours.last_hidden_state, theirs.last_hidden_state)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cell", MOSES, ids=[cell.name for cell in MOSES])
+def test_moses_bpe_raw_german_gives_fairseqs_detokenized_text_via_translate_and_pipeline_without_hf_s2s(cell, tmp_path):
+    """fairseq --tokenizer moses --bpe subword_nmt (its IWSLT/WMT recipes): raw German in, fairseq-interactive's
+    detokenized English out (its D- lines), one sentence a batch, greedy, line for line: through ``hf-s2s translate``
+    and through ``pipeline("translation")`` where hf_s2s cannot be imported (the folder's FSMTTokenizer and remote
+    code)."""
+    folder = convert_cell(cell, tmp_path / "model")
+    sources, expected = read_lines(cell / "test.raw.de"), read_lines(cell / "greedy_single.txt")
+    got = translate_command_lines(folder, sources, tmp_path, "--beams", "1", "--batch-size", "1")
+    differ = [(i, a, b) for i, (a, b) in enumerate(zip(got, expected, strict=True)) if a != b]
+    print(f"{cell.name}: hf-s2s translate == fairseq-interactive on {len(expected) - len(differ)}/{len(expected)}")
+    assert not differ, differ[:3]
+    piped = run_without_hf_s2s(f"""
+        import json, torch
+        from transformers import pipeline
+        translator = pipeline("translation", model={str(folder)!r}, trust_remote_code=True)
+        assert type(translator.tokenizer).__name__ == "FSMTTokenizer", type(translator.tokenizer)
+        with torch.no_grad():
+            out = translator({sources!r}, num_beams=1, batch_size=1)
+        print(json.dumps([row["translation_text"] for row in out]))
+    """, cwd=tmp_path)
+    differ = [(i, a, b) for i, (a, b) in enumerate(zip(piped, expected, strict=True)) if a != b]
+    assert not differ, differ[:3]
+
+
+@pytest.mark.parametrize("cell", MOSES, ids=[cell.name for cell in MOSES])
+def test_moses_bpe_codes_recorded_where_fairseq_trained_are_named_with_the_flag_to_pass(cell, tmp_path):
+    """The checkpoint names its --bpe-codes by the path they had where fairseq trained, which is gone: hf-s2s convert
+    says which option and path, and the flag to pass, and writes nothing."""
+    with pytest.raises(SystemExit) as exit_info:
+        run_command("convert", ["--from", "fairseq", str(cell / "checkpoint.pt"), str(tmp_path / "out")])
+    message = str(exit_info.value.code)
+    assert message.startswith("error: --bpe-codes /") and message.split()[2].endswith("codes.bpe"), message
+    assert "does not exist here" in message and message.endswith("pass the BPE codes with --source-subword-model")
+    assert not (tmp_path / "out").exists()

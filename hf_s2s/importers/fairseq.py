@@ -29,7 +29,7 @@ And ``--arch transformer`` (and its named variants) -> ``transformer_seq2seq``:
   (``--encoder/decoder-learned-pos``) become ``position_embedding_type="learned"`` tables whose row j is
   fairseq's position j + 2 (their table without its first ``padding_idx + 1`` rows); where only one side
   learned them, the other side's sinusoid is written as a table too (hf_s2s has one position type for both
-  sides);
+  sides); a learned table shorter than the other side's maximum is refused (hf_s2s has one table size for both);
 - the output projection (no bias) tied to the decoder embedding (``--share-decoder-input-output-embed``), or
   not; ``--share-all-embeddings`` -> ``share_encoder_decoder_embeddings``.
 
@@ -260,10 +260,16 @@ def check_transformer_options(opt: dict) -> None:
                      "alike in encoder and decoder: must equal --encoder-normalize-before")
     if opt.get("activation_fn", "relu") not in ("relu", "gelu"):
         raise refuse("activation_fn", opt.get("activation_fn"), "hf_s2s has 'relu' and 'gelu' (erf)")
-    if opt.get("encoder_learned_pos") and opt.get("decoder_learned_pos") and (
-            opt.get("max_source_positions") != opt.get("max_target_positions")):
-        raise refuse("max_source_positions", opt.get("max_source_positions"), "learned position tables of "
-                     f"different sizes: must equal --max-target-positions ({opt.get('max_target_positions')})")
+    # hf_s2s has one position table size for both sides, max(--max-source-positions, --max-target-positions): a
+    # learned table must hold that many (a sinusoidal side is computed to any length)
+    sizes = {side: opt.get(f"max_{kind}_positions") or 1024 for side, kind in (("encoder", "source"),
+                                                                               ("decoder", "target"))}
+    for side, kind in (("encoder", "source"), ("decoder", "target")):
+        if opt.get(f"{side}_learned_pos") and sizes[side] < max(sizes.values()):
+            raise refuse(f"max_{kind}_positions", sizes[side], f"the {side}'s learned position table holds "
+                         f"{sizes[side]} positions, and hf_s2s's one table size for both sides is the other side's "
+                         f"{max(sizes.values())}: convert a model trained with --max-source-positions equal to "
+                         "--max-target-positions")
 
 
 def transformer_config(opt: dict, source_vocab: list[str], target_vocab: list[str]) -> TransformerSeq2SeqConfig:

@@ -84,7 +84,11 @@ INSTALL = {
         # for field common is not allowed: use default_factory" (3.11's dataclasses refuse unhashable
         # defaults). fairseq-fixed 0.12.3.1 is 0.12.2 with that fixed and hydra-core 1.3.2 /
         # omegaconf 2.3.0; it imports as `fairseq` and reports __version__ 0.12.3.1.
-        ["fairseq-fixed==0.12.3.1"],
+        # It is a source distribution whose build requires an unpinned torch: pip's isolated build environment then
+        # downloads the newest torch with its CUDA wheels (4.4 GB, and the install never finished on 2 cores). Its
+        # build requirements go into the venv instead, and it is built against the venv's torch 2.13.
+        ["cython", "numpy", "setuptools", "wheel"],
+        ["--no-build-isolation", "fairseq-fixed==0.12.3.1"],
         # --bpe sentencepiece (fairseq/data/encoders/sentencepiece_bpe.py) imports it; fairseq does not declare it
         ["sentencepiece==0.2.1"],
         # --tokenizer moses and --bpe subword_nmt import them (fairseq/data/encoders/moses_tokenizer.py,

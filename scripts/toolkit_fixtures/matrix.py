@@ -14,28 +14,34 @@ where they exist.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from common import MATRIX_NAMES, TINY, WIDE_NAMES, make_spm_data, record_single, spm_fixture, write_fixture
-from toolkit_fairseq import FAIRSEQ_MODELS, make_moses_bpe_data, run_fairseq
+from toolkit_fairseq import FAIRSEQ_MODELS, FAIRSEQ_UPDATES, make_moses_bpe_data, run_fairseq
 from toolkit_joeynmt import JOEY_MODELS, run_joeynmt
 from toolkit_opennmt import ONMT_COMMON, ONMT_MODELS, run_opennmt
 
-UPDATES = 150  # training steps of every cell: few (the 2 CPU cores were shared with other work), outputs still vary
+UPDATES = 150  # training steps of a cell: few (the 2 CPU cores were shared with other work), outputs still vary
+# the Moses + subword-nmt cell's dictionaries keep every piece (fairseq-preprocess's default -1): cut to TINY's 1,000
+# target words, the English pieces outside them were <unk> in training and the model generated <unk> on 41 of the 100
+# test lines, text that fairseq prints and transformers' decode(skip_special_tokens=True) drops (docs/importers.md)
+EVERY_PIECE = replace(TINY, src_vocab=-1, tgt_vocab=-1)
 
 
 @dataclass(frozen=True)
 class Cell:
     """One matrix cell: ``toolkit``'s base model with ``changes``; ``text`` is how the toolkit reads text ("word":
     the tokenized slice; "spm" / "spm_bpe": raw text through its SentencePiece unigram / BPE step; "moses_bpe": raw
-    text through Moses and subword-nmt BPE); ``setting`` says in words what the cell varies (the docs table)."""
+    text through Moses and subword-nmt BPE); ``setting`` says in words what the cell varies (the docs table);
+    ``updates``: its training steps."""
 
     toolkit: str
     setting: str
     changes: dict | list = field(default_factory=dict)
     text: str = "word"
     wide: bool = False
+    updates: int = UPDATES
 
     def make(self, name: str, work: Path, data: dict[str, Path]) -> None:
         MAKERS[self.toolkit](name, self, work, data)
@@ -105,12 +111,18 @@ CELLS: dict[str, Cell] = {
                                     "4", "--decoder-attention-heads", "4", "--encoder-ffn-embed-dim", "128",
                                     "--decoder-ffn-embed-dim", "128", "--encoder-layers", "3", "--decoder-layers", "1",
                                     "--encoder-normalize-before", "--decoder-normalize-before"]),
+    # 800 updates (the base fixture's, 1.5 min): after 150 its outputs held no word of two pieces and no comma, so
+    # neither the joining of "@@" pieces nor Moses' detokenization beyond a final period was compared
     "fairseq_moses_bpe": Cell("fairseq", "--tokenizer moses --bpe subword_nmt (fairseq's IWSLT/WMT recipes)",
-                              text="moses_bpe"),
+                              text="moses_bpe", updates=FAIRSEQ_UPDATES),
     "fairseq_shared_spm_threshold": Cell("fairseq", "--share-all-embeddings, --joined-dictionary with --thresholdsrc 3, "
                                          "SentencePiece unigram", ["--share-all-embeddings"], text="spm"),
-    "fairseq_learned_pos_gelu": Cell("fairseq", "--encoder-learned-pos --decoder-learned-pos, gelu",
-                                     ["--encoder-learned-pos", "--decoder-learned-pos", "--activation-fn", "gelu"]),
+    # learned tables have --max-*-positions + 2 rows a side (1,026 x 32 by default): 256 keeps the cell small and
+    # varies the max lengths
+    "fairseq_learned_pos_gelu": Cell("fairseq", "--encoder-learned-pos --decoder-learned-pos, gelu, "
+                                     "--max-source-positions 256 --max-target-positions 256",
+                                     ["--encoder-learned-pos", "--decoder-learned-pos", "--activation-fn", "gelu",
+                                      "--max-source-positions", "256", "--max-target-positions", "256"]),
     # width 512 with the toolkit's default 5,000-row position tables (not in git: see the module docstring)
     "opennmt_w512": Cell("opennmt", "d 512, 8 heads, ffn 128, 1 + 1 layers",
                          {**transformer_width(512, 8, 128), "enc_layers": 1, "dec_layers": 1}, wide=True),
@@ -127,8 +139,8 @@ WIDE_NAMES.update(name for name, cell in CELLS.items() if cell.wide)
 
 
 def make_opennmt_cell(name: str, cell: Cell, work: Path, data: dict[str, Path]) -> None:
-    options = {**ONMT_COMMON, **ONMT_MODELS["opennmt_transformer"], **cell.changes, "train_steps": UPDATES,
-               "save_checkpoint_steps": UPDATES}
+    options = {**ONMT_COMMON, **ONMT_MODELS["opennmt_transformer"], **cell.changes, "train_steps": cell.updates,
+               "save_checkpoint_steps": cell.updates}
     if "enc_layers" in cell.changes:  # -layers would set both
         del options["layers"]
     if cell.text == "word":
@@ -159,7 +171,7 @@ def make_joeynmt_cell(name: str, cell: Cell, work: Path, data: dict[str, Path]) 
     for side, count in layers.items():
         if count is not None:
             model[side] = {**model[side], "num_layers": count}
-    training = {"updates": UPDATES, "validation_freq": UPDATES, "logging_freq": 50}  # validation_freq % logging_freq == 0
+    training = {"updates": cell.updates, "validation_freq": cell.updates, "logging_freq": 50}  # validation_freq % logging_freq == 0
     text = {"voc_min_freq": min_freq} if min_freq else {}
     if cell.text == "word":
         files, provenance = run_joeynmt(name, work, data, model, training, TINY, text or None)
@@ -181,7 +193,7 @@ def make_fairseq_cell(name: str, cell: Cell, work: Path, data: dict[str, Path]) 
     base = [option for option in FAIRSEQ_MODELS["fairseq_transformer"]
             if not (cell.changes and option == "--share-decoder-input-output-embed"
                     and "--share-all-embeddings" in cell.changes)]
-    options = override_options(base, list(cell.changes)) + ["--max-update", str(UPDATES)]
+    options = override_options(base, list(cell.changes)) + ["--max-update", str(cell.updates)]
     keep = ("checkpoint.pt", "dict.de.txt", "dict.en.txt")
     if cell.text == "word":
         files, provenance = run_fairseq(work, data, options, TINY)
@@ -190,8 +202,12 @@ def make_fairseq_cell(name: str, cell: Cell, work: Path, data: dict[str, Path]) 
         return
     if cell.text == "moses_bpe":
         prepared = make_moses_bpe_data(work / "raw")
-        options += ["--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes", str(prepared["codes"])]
-        files, provenance = run_fairseq(work, prepared["processed"], options, TINY)
+        # --source-lang / --target-lang: without them fairseq-train stops before training ("Error merging override
+        # tokenizer.source_lang=null": the task infers the languages from the data later, and MosesTokenizerConfig's
+        # fields may not be null), and they are the languages its Moses step records for fairseq-interactive
+        options += ["--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes", str(prepared["codes"]),
+                    "--source-lang", "de", "--target-lang", "en"]
+        files, provenance = run_fairseq(work, prepared["processed"], options, EVERY_PIECE)
         files["codes.bpe"] = prepared["codes"]
         provenance["commands"]["prepare"] = prepared["command"]
         spm_fixture(name, work, files, provenance, prepared["raw"], (*keep, "codes.bpe"), "fairseq",
