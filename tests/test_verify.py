@@ -359,6 +359,19 @@ def test_verify_refuses_every_entry_it_cannot_verify_as_release_code(hub_folders
     assert not (outside / "ran").exists()  # verifying reads; it runs nothing
 
 
+def remove_nested(top: Path) -> None:
+    """Remove ``top``, a chain of folders each holding the next (``d``) and files, deepest first and without recursion:
+    shutil.rmtree recurses once per level and stops at Python's recursion limit (about 1,000), and pytest's clean-up
+    of old tmp_path folders and the session's (conftest.py) use it."""
+    chain = [top]
+    while (chain[-1] / "d").is_dir():
+        chain.append(chain[-1] / "d")
+    for folder in reversed(chain):
+        for entry in folder.iterdir():
+            entry.unlink()
+        folder.rmdir()
+
+
 @pytest.mark.parametrize("depth", [40, 1200], ids=["beyond-the-bound", "beyond-the-recursion-limit"])
 def test_verify_walks_a_deep_folder_to_its_bound_and_refuses_what_lies_deeper(hub_folders, tmp_path, depth, capsys):
     """Code 20 folders down is compared like any other; a folder nested deeper than verify walks is a problem of its
@@ -372,13 +385,16 @@ def test_verify_walks_a_deep_folder_to_its_bound_and_refuses_what_lies_deeper(hu
         if level == 20:
             (path / "shallow.py").write_text("print('20 folders down')\n")
     (path / "deep.py").write_text("print('deep')\n")
-    status, out = verify(folder, capsys=capsys)
-    too_deep = "/".join("d" * (MAX_FOLDER_DEPTH + 1))
-    assert status == 1 and out.startswith(f"{folder} is not an unmodified hf_s2s release"), out
-    assert f"  {'d/' * 20}shallow.py is not a file of hf_s2s" in out
-    assert f"  {too_deep} is a folder nested deeper than the {MAX_FOLDER_DEPTH} levels verify walks: what it holds " \
-           "cannot be verified" in out.splitlines(), out
-    assert "deep.py" not in out
+    try:
+        status, out = verify(folder, capsys=capsys)
+        too_deep = "/".join("d" * (MAX_FOLDER_DEPTH + 1))
+        assert status == 1 and out.startswith(f"{folder} is not an unmodified hf_s2s release"), out
+        assert f"  {'d/' * 20}shallow.py is not a file of hf_s2s" in out
+        assert f"  {too_deep} is a folder nested deeper than the {MAX_FOLDER_DEPTH} levels verify walks: what it holds " \
+               "cannot be verified" in out.splitlines(), out
+        assert "deep.py" not in out
+    finally:
+        remove_nested(folder / "d")
 
 
 def test_push_to_hub_check_refuses_a_linked_folder_and_code_outside_the_folder(hub_folders, tmp_path):
