@@ -119,22 +119,31 @@ def test_int8_export_keeps_the_trained_models_greedy_tokens(trained, held_out, t
     assert translator(float_folder).compute_type == "float32" and int8.compute_type.startswith("int8")
     expected = generated(model, held_out, max_new_tokens=MAX_NEW_TOKENS)
     # Each step's choice with the float model's output before it fed back (teacher forcing, CTranslate2's
-    # target_prefix): how often int8 picks the float model's token, before one difference carries over to the rest
-    # of a sentence. CTranslate2's int8 kernels depend on the CPU: on an AVX2-only AMD EPYC, 120 of 137 and 135 of
-    # 138 steps alike for the two models (whole outputs: 14 and 21 of 24 sentences); a broken quantization would
-    # agree by chance, about 1 in the vocabulary's size.
+    # target_prefix), before one difference carries over to the rest of a sentence. CTranslate2's int8 kernels
+    # depend on the CPU, and these tiny models are unsure of many steps (on an AVX2-only AMD EPYC the median gap
+    # between the float model's best two tokens was 0.65 nats for one layout): int8 may pick the runner-up of a
+    # near-tie, never a token the float model rules out. There 120 of 137 and 135 of 138 steps agreed, and where
+    # they did not, int8's token was at most 0.27 and 0.94 nats below the float model's best; a broken quantization
+    # picks tokens many nats below it.
     sources = [[str(token) for token, keep in zip(row, mask, strict=True) if keep]
                for row, mask in zip(held_out["input_ids"].tolist(), held_out["attention_mask"].tolist(), strict=True)]
-    agreed = total = 0
-    for step in range(max(map(len, expected))):
+    width = max(map(len, expected))
+    prefixes = torch.tensor([[model.config.decoder_start_token_id, *row, *[PAD_ID] * (width - len(row))]
+                             for row in expected])[:, :-1]
+    with torch.no_grad():
+        log_probs = model(**held_out, decoder_input_ids=prefixes).logits.log_softmax(-1)  # (B, width, V)
+    agreed, total, gaps = 0, 0, []
+    for step in range(width):
         rows = [index for index, row in enumerate(expected) if len(row) > step]
         results = int8.translate_batch([sources[index] for index in rows], beam_size=1, max_decoding_length=step + 1,
                                        target_prefix=[[str(token) for token in expected[index][:step]]
                                                       for index in rows], return_end_token=True, max_input_length=0)
-        agreed += sum(int(result.hypotheses[0][step]) == expected[index][step]
-                      for index, result in zip(rows, results, strict=True))
-        total += len(rows)
-    assert agreed >= 0.85 * total, (agreed, total)
+        for index, result in zip(rows, results, strict=True):
+            chosen, best = int(result.hypotheses[0][step]), expected[index][step]
+            agreed += chosen == best
+            total += 1
+            gaps.append(float(log_probs[index, step, best] - log_probs[index, step, chosen]))
+    assert agreed >= 0.75 * total and max(gaps) < 1.5, (agreed, total, sorted(gaps)[-5:])
 
 
 @pytest.mark.parametrize("tie", [True, False], ids=["tied", "untied"])
