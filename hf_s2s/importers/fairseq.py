@@ -260,16 +260,24 @@ def check_transformer_options(opt: dict) -> None:
                      "alike in encoder and decoder: must equal --encoder-normalize-before")
     if opt.get("activation_fn", "relu") not in ("relu", "gelu"):
         raise refuse("activation_fn", opt.get("activation_fn"), "hf_s2s has 'relu' and 'gelu' (erf)")
-    # hf_s2s has one position table size for both sides, max(--max-source-positions, --max-target-positions): a
-    # learned table must hold that many (a sinusoidal side is computed to any length)
-    sizes = {side: opt.get(f"max_{kind}_positions") or 1024 for side, kind in (("encoder", "source"),
-                                                                               ("decoder", "target"))}
+    # hf_s2s has one position table size for both sides (position_table_size): a learned table must hold that many
+    # (a sinusoidal side is computed to any length)
     for side, kind in (("encoder", "source"), ("decoder", "target")):
-        if opt.get(f"{side}_learned_pos") and sizes[side] < max(sizes.values()):
-            raise refuse(f"max_{kind}_positions", sizes[side], f"the {side}'s learned position table holds "
-                         f"{sizes[side]} positions, and hf_s2s's one table size for both sides is the other side's "
-                         f"{max(sizes.values())}: convert a model trained with --max-source-positions equal to "
-                         "--max-target-positions")
+        if opt.get(f"{side}_learned_pos") and max_positions(opt, kind) < position_table_size(opt):
+            raise refuse(f"max_{kind}_positions", max_positions(opt, kind), f"the {side}'s learned position table "
+                         f"holds {max_positions(opt, kind)} positions, and hf_s2s's one table size for both sides is "
+                         f"the other side's {position_table_size(opt)}: convert a model trained with "
+                         "--max-source-positions equal to --max-target-positions")
+
+
+def max_positions(opt: dict, kind: str) -> int:
+    """fairseq's --max-source-positions (``kind`` "source") or --max-target-positions, 1024 where not set."""
+    return int(opt.get(f"max_{kind}_positions") or 1024)
+
+
+def position_table_size(opt: dict) -> int:
+    """hf_s2s's one position table size for both sides: the longer of fairseq's two maximums."""
+    return max(max_positions(opt, "source"), max_positions(opt, "target"))
 
 
 def transformer_config(opt: dict, source_vocab: list[str], target_vocab: list[str]) -> TransformerSeq2SeqConfig:
@@ -293,7 +301,7 @@ def transformer_config(opt: dict, source_vocab: list[str], target_vocab: list[st
         position_embedding_type="learned" if learned_positions(opt) else "sinusoidal",
         position_embedding_layout="tensor2tensor",
         position_offset=0 if learned_positions(opt) else ids["pad_token_id"] + 1,  # real tokens from padding_idx + 1
-        max_position_embeddings=max(opt.get("max_source_positions") or 1024, opt.get("max_target_positions") or 1024),
+        max_position_embeddings=position_table_size(opt),
         scale_embedding=not opt.get("no_scale_embedding"),
         share_encoder_decoder_embeddings=shared,
         tie_word_embeddings=shared or bool(opt.get("share_decoder_input_output_embed")),
@@ -515,7 +523,7 @@ def convert(checkpoint: Path, source_vocab: Path | None = None, target_vocab: Pa
              else TransformerSeq2SeqForConditionalGeneration)(config)
     load_converted(model, state)
     model.eval()
-    model.generation_config = generation_config(config, int(opt.get("max_target_positions") or 1024))
+    model.generation_config = generation_config(config, max_positions(opt, "target"))
     model._set_default_generation_length()
     if moses_bpe is not None:
         tokenizer = fsmt_tokenizer(moses_bpe, sources, targets, SPECIALS.unk, SPECIALS.pad, SPECIALS.bos, SPECIALS.eos)
