@@ -58,6 +58,21 @@ def left_in_tmpdir() -> set[str]:
             if not path.name.startswith(tuple(NOT_LEFT_BY_TESTS))}
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which turns -n N into N workers
+def pytest_cmdline_main(config):
+    """With pytest-xdist's workers (``-n auto``, as the README's command runs): a test file stays on one worker
+    (``--dist loadfile``, unless another mode is asked for), so its module-scoped fixtures (trained tiny models,
+    servers, a browser) are built once; and at most 8 workers (each takes about 1-2 GB) unless ``--maxprocesses``
+    says otherwise. Set here rather than in pyproject's addopts, which would make pytest without pytest-xdist
+    stop at "unrecognized arguments"."""
+    if not config.pluginmanager.hasplugin("xdist") or not getattr(config.option, "numprocesses", None):
+        return
+    if config.option.dist == "no":
+        config.option.dist = "loadfile"
+    if config.option.maxprocesses is None:
+        config.option.maxprocesses = 8
+
+
 def pytest_runtest_logfinish(nodeid, location):
     present = left_in_tmpdir()
     for name in present - first_seen.keys():
