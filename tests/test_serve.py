@@ -37,7 +37,7 @@ from hf_s2s.models.term_constraints import Glossary  # noqa: E402
 from hf_s2s.serving.app import create_app  # noqa: E402
 from hf_s2s.serving.config import BatchingConfig, RequestLimits  # noqa: E402
 from hf_s2s.serving.folders import check_model_folder  # noqa: E402
-from hf_s2s.serving.server import serve_in_thread  # noqa: E402
+from hf_s2s.serving.server import bind_socket, serve_in_thread  # noqa: E402
 from tests.saved_folders import TEXTS, save_tiny_model_folder  # noqa: E402
 from tests.server_process import start_server_process  # noqa: E402
 
@@ -562,6 +562,35 @@ def test_a_client_answered_by_a_batch_joins_the_requests_that_waited_during_it(f
             thread.join(timeout=60)
         assert all(answered[name].status_code == 200 for name in "abc")
         assert [sorted(call) for call in engine.calls] == [["Ein Hund."], ["Ein Mann.", "Zwei Katzen."]]
+
+
+def test_connections_the_server_accepts_send_without_waiting_for_acknowledgements():
+    """The server's listening socket names TCP, so that asyncio, which uvicorn serves on, turns Nagle's algorithm off
+    on each connection it accepts. With protocol 0 it stayed on, and an answer written in two parts (headers, then
+    body) waited for the client's delayed acknowledgement: about 40 ms between a keep-alive client's requests,
+    which split the load benchmark's closed loop into alternating half-batches."""
+
+    async def accepted_nodelay() -> int:
+        loop = asyncio.get_running_loop()
+        sock = bind_socket("127.0.0.1", 0)
+        accepted = loop.create_future()
+
+        class Accepted(asyncio.Protocol):
+            def connection_made(self, transport):
+                connection = transport.get_extra_info("socket")
+                accepted.set_result(connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+        server = await loop.create_server(Accepted, sock=sock)  # as uvicorn starts on the socket it is given
+        try:
+            _, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+            value = await asyncio.wait_for(accepted, timeout=30)
+            writer.close()
+            return value
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    assert asyncio.run(accepted_nodelay()) != 0
 
 
 def test_metrics_count_every_answer_by_the_status_the_client_received(folders):
