@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from hf_s2s.benchmark import TextbookRNNSeq2Seq, count_matmul_flops, make_batches
-from hf_s2s.benchmark.serving_profile import ENGINE_THREADS, ServingProfiler
+from hf_s2s.benchmark.serving import _profile_table
+from hf_s2s.benchmark.serving_profile import BENCHMARK, ENGINE_THREADS, ServingProfiler
 from hf_s2s.benchmark.suites import BenchSettings, build_hf_s2s_rnn, build_textbook_rnn
 from hf_s2s.cli.bench import main as bench_command
 
@@ -65,6 +66,36 @@ def test_quick_run_writes_json_and_markdown(tmp_path):
     for heading in ("Transformer training", "Generation", "Shortlist", "Cache scaling", "textbook", "RNN learning", "Batching",
                     "Training job pipeline", "Serving", "Targets"):
         assert heading in markdown
+    assert ragged_tables(markdown) == []
+
+
+def ragged_tables(markdown: str) -> list[str]:
+    """The header lines of the markdown tables whose rows have another number of cells than their header."""
+    ragged, table = [], []
+    for line in [*markdown.splitlines(), ""]:
+        if line.startswith("|"):
+            table.append(line.count("|") - 1)
+            if len(table) == 1:
+                header = line
+            elif table[-1] != table[0] and header not in ragged:
+                ragged.append(header)
+        else:
+            table = []
+    return ragged
+
+
+def test_the_serving_profile_table_has_a_cell_per_column():
+    """The profile's first column names the model and the engine in one cell (its header once had two)."""
+    cpu = dict.fromkeys(("decoding", "tokenization", BENCHMARK), 0.5)
+    serving = {"profiles": {"Transformer | torch float32 | dynamic batching": {"sentences": 10, "seconds": 2.0,
+                                                                                "cpu_seconds": cpu}},
+               "rows": {"Transformer | torch float32 | dynamic batching": {"alone_seconds": 1.0}},
+               "sentences_per_run": 10}
+    lines = _profile_table(serving)
+    assert ragged_tables("\n".join(lines)) == []
+    header, _, row = [line for line in lines if line.startswith("|")]
+    assert header.startswith("| model, engine | decoding |") and row.startswith("| Transformer, torch float32 | 50.00 |")
+    assert ragged_tables("| a | b |\n|---|---|\n| x |\n\n| c |\n|---|\n| y |") == ["| a | b |"]
 
 
 def test_linear_flops_forward_and_backward():

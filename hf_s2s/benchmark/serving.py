@@ -367,7 +367,8 @@ def serving_targets(serving: dict) -> dict[str, bool]:
                                     >= CTRANSLATE2_VS_TORCH * speed["torch float32 | dynamic batching"])
     for name, row in rows.items():
         if "served_vs_alone" in row:
-            targets[f"serving {name}: served >= {SERVED_VS_ALONE:g}x the engine alone"] = (
+            shown = name.replace(" | ", ", ")  # a cell of the targets' table
+            targets[f"serving {shown}: served >= {SERVED_VS_ALONE:g}x the engine alone"] = (
                 row["served_vs_alone"] >= SERVED_VS_ALONE)
     targets["serving: every request answered once, batched and sequential translations equal"] = (
         all(row["answered_once"] for row in rows.values())
@@ -418,7 +419,7 @@ def _profile_table(serving: dict) -> list[str]:
     if not profiles:
         return []
     stages = list(next(iter(profiles.values()))["cpu_seconds"])
-    header = ["model | engine", *stages, "server CPU, all", "wall per sentence", "engine alone (wall)"]
+    header = ["model, engine", *stages, "server CPU, all", "wall per sentence", "engine alone (wall)"]
     lines = ["", "**Where a served sentence's time goes** (one profiled run per row: the server's CPU ms per "
                  "sentence by stage, sampled per thread; engine threads: CTranslate2's, torch's and onnxruntime's "
                  "native pools)", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
