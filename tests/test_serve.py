@@ -564,6 +564,29 @@ def test_a_client_answered_by_a_batch_joins_the_requests_that_waited_during_it(f
         assert [sorted(call) for call in engine.calls] == [["Ein Hund."], ["Ein Mann.", "Zwei Katzen."]]
 
 
+def test_a_batch_leaves_at_once_when_the_clients_the_previous_one_answered_are_back(folders):
+    """A steady load does not pay the batching wait before every batch: once as many requests have arrived since the
+    previous batch ended as it answered, the next one leaves without waiting out max_wait_ms (30 s here). The first
+    request fills the token budget alone, so it leaves at once; its client's next request is then the one the
+    batcher waits for, and would have waited the whole 30 s."""
+    engine = GatedEngine(folders["tf"]).load()
+    engine.gate.set()
+    long_sentence, short_sentence = "Ein Mann mit Hut.", "Ein Hund."
+    lengths = [len(engine.tokenizer(text)["input_ids"]) for text in (long_sentence, short_sentence)]
+    assert lengths[0] > lengths[1]
+    wait_ms = 30_000
+    app = create_app({"tf": engine}, BatchingConfig(max_wait_ms=wait_ms, max_batch_tokens=lengths[0]), LIMITS)
+    with serve_in_thread(app) as url, httpx.Client(base_url=url, timeout=120) as client:
+        answers, seconds = [], []
+        for sentence in (long_sentence, short_sentence):
+            start = time.monotonic()
+            answers.append(client.post("/translate", json={"sentences": [sentence], "num_beams": 1}))
+            seconds.append(time.monotonic() - start)
+    assert [answer.status_code for answer in answers] == [200, 200], [answer.text for answer in answers]
+    assert engine.calls == [[long_sentence], [short_sentence]]
+    assert seconds[1] < wait_ms / 1000 / 2, seconds  # it did not wait out max_wait_ms
+
+
 def test_connections_the_server_accepts_send_without_waiting_for_acknowledgements():
     """The server's listening socket names TCP, so that asyncio, which uvicorn serves on, turns Nagle's algorithm off
     on each connection it accepts. With protocol 0 it stayed on, and an answer written in two parts (headers, then

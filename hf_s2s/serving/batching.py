@@ -4,10 +4,12 @@ are decoded together, then split back to their requests.
 One :class:`Batcher` per served model. Its loop takes the oldest waiting request and waits for more up to
 ``max_wait_ms`` after the later of that request's arrival and the end of the previous batch, then gathers the waiting
 requests with the same decoding options, oldest first, up to ``max_batch_tokens`` source tokens (at once when they
-fill it). Counting the wait from the end of the previous batch too lets the clients that batch answered send their
-next request in time to join: without it, clients that each wait for their answer before sending again split into two
-groups whose requests alternate on the engine, each batch holding about half of what waits (the load benchmark's 8
-clients: about 11 sentences per engine call where 20 were in flight). Their sentences are sorted by length and cut into engine calls of at most ``max_batch_tokens`` padded tokens
+fill it, or when as many requests have arrived since the previous batch ended as that batch answered). Counting the
+wait from the end of the previous batch too lets the clients that batch answered send their next request in time to
+join: without it, clients that each wait for their answer before sending again split into two groups whose requests
+alternate on the engine, each batch holding about half of what waits (the load benchmark's 8 clients: about 11
+sentences per engine call where 20 were in flight). Ending the wait once they are all back keeps a steady load from
+paying the whole wait before every batch. Their sentences are sorted by length and cut into engine calls of at most ``max_batch_tokens`` padded tokens
 (sentences x the longest), run one at a time on the batcher's own thread. Requests with other options wait for a
 later batch: options are never mixed within one.
 
@@ -98,6 +100,8 @@ class Batcher:
         self._task: asyncio.Task | None = None
         self._closing = False  # set by drain() or close(): no new request is taken
         self._batch_ended = -float("inf")  # time.monotonic() at the end of the previous batch
+        self._answered = 0  # requests the previous batch answered
+        self._returned = 0  # requests that arrived since the previous batch ended
         self._deadline: asyncio.TimerHandle | None = None  # drain()'s: fails what is still unanswered
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"hf_s2s-{name}")
 
@@ -157,6 +161,7 @@ class Batcher:
         job = _Job(sentences, lengths, encoded, options, scores, alignment or output_attentions, output_attentions,
                    forced, asyncio.get_running_loop().create_future(), memory)
         self._pending.append(job)
+        self._returned += 1
         self._queue_changed(len(sentences))
         self._arrival.set()
         watcher = asyncio.ensure_future(gone()) if gone is not None else None
@@ -208,6 +213,7 @@ class Batcher:
             finally:
                 self._decoding = []
                 self._batch_ended = time.monotonic()
+                self._answered, self._returned = len(jobs), 0
             for job, result in zip(jobs, results, strict=True):
                 if not job.future.done():  # else withdrawn (its client went away) or given up at shutdown
                     job.future.set_result(result)
@@ -221,9 +227,10 @@ class Batcher:
             first = self._pending[0]  # read again after each wait: the oldest may have been withdrawn
             jobs = self._joining(first)
             full = not self.config.batching or sum(map(sum, (job.lengths for job in jobs))) >= self.config.max_batch_tokens
+            back = 0 < self._answered <= self._returned  # as many have come since as the previous batch answered
             waiting_since = max(first.arrived, self._batch_ended)
             remaining = waiting_since + self.config.max_wait_ms / 1000 - time.monotonic()
-            if full or remaining <= 0 or self._closing:
+            if full or back or remaining <= 0 or self._closing:
                 break
             self._arrival.clear()
             try:
