@@ -68,7 +68,7 @@ def assert_same_run(output_dir: Path, results: dict, by_epoch, resumed: bool = F
     assert [c.name for c in list_checkpoints(output_dir)] == [c.name for c in list_checkpoints(expected_dir)] == [
         "checkpoint-8", "checkpoint-16", "checkpoint-24"]
     assert not list(output_dir.glob(f"*/{TIMED_CHECKPOINT_MARKER}"))
-    own = {"train_tokens", "train_loss"} if resumed else set()
+    own = {"train_tokens", "train_loss", "resumed_from_step"} if resumed else set()
     assert {key: value for key, value in compared(results).items() if key not in own} == \
         {key: value for key, value in compared(expected_results).items() if key not in own}
     assert results["checkpoint_averaging"]["checkpoints"] == ["checkpoint-16", "checkpoint-24"]
@@ -108,6 +108,13 @@ def test_a_run_resumed_from_a_timed_checkpoint_ends_as_the_uninterrupted_one(tmp
     resumed = run(*tiny_args(tmp_path, "transformer_seq2seq", *EPOCHS, *EVERY_STEP,
                              "--resume_from_checkpoint", str(tmp_path / "checkpoint-10")))
     assert_same_run(tmp_path, resumed, by_epoch, resumed=True)
+    # its times are this session's: the validations of the log before step 10 (epoch 1's) ran in the first one
+    log = json.loads((list_checkpoints(tmp_path)[-1] / "trainer_state.json").read_text())["log_history"]
+    ours = sum(entry["eval_runtime"] for entry in log if "eval_runtime" in entry and entry["step"] > 10)
+    assert any("eval_runtime" in entry and entry["step"] <= 10 for entry in log)
+    assert resumed["resumed_from_step"] == 10 and resumed["train_seconds"] > 0
+    assert resumed["validation_seconds"] == pytest.approx(ours, abs=0.06)
+    assert "resumed_from_step" not in by_epoch[0]
 
 
 def test_save_interval_minutes_must_be_a_number_of_minutes(tmp_path):

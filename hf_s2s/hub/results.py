@@ -101,7 +101,7 @@ class EMASelection(_Record):
 
 # Fields added after 0.2.0 that a run without them does not write, so that earlier results.json files read and
 # write back byte for byte.
-WRITTEN_WHEN_SET = ("corpus_filters",)
+WRITTEN_WHEN_SET = ("corpus_filters", "resumed_from_step")
 
 
 @dataclass(kw_only=True)
@@ -122,6 +122,9 @@ class RunResults:
     validation_seconds: float | None = None  # the validations during training, s
     train_tokens: int | None = None  # source + target tokens trained on, padding excluded, all processes
     train_tokens_per_second: float | None = None
+    # the step the run's last session resumed from (--resume_from_checkpoint): the times and tokens above are that
+    # session's; None: trained in one session
+    resumed_from_step: int | None = None
     epochs: float | None = None  # epochs trained (fractional when stopped by --max_steps)
     train_loss: float | None = None  # mean training loss
     best_validation_bleu: float | None = None  # the saved model's validation BLEU
@@ -210,7 +213,8 @@ def summary_line(results: RunResults | dict) -> str:
     parts = [f"{key}: BLEU {scores.bleu:.2f} (lowercased {scores.bleu_lowercase:.2f}), chrF {scores.chrf:.2f}"
              for key, scores in results.test.items()]
     minutes = (math.nan if results.train_seconds is None else results.train_seconds) / 60
-    return f"test {' | '.join(parts)}; trained in {minutes:.1f} min; {results.num_parameters:,} parameters"
+    session = "" if results.resumed_from_step is None else f" since step {results.resumed_from_step}"
+    return f"test {' | '.join(parts)}; trained in {minutes:.1f} min{session}; {results.num_parameters:,} parameters"
 
 
 def _family_label(results: RunResults) -> str:
@@ -239,7 +243,8 @@ def results_table(runs: list[RunResults | dict]) -> str:
             row += [f"{value:.2f}" for value in (scores.bleu, scores.bleu_lowercase, scores.chrf)] if scores \
                 else ["-"] * 3
         minutes = ((results.train_seconds or 0) + (results.validation_seconds or 0)) / 60
-        row += [f"{results.epochs or 0:g}", f"{minutes:.0f} min",
+        session = "" if results.resumed_from_step is None else f" (the session resumed at step {results.resumed_from_step})"
+        row += [f"{results.epochs or 0:g}", f"{minutes:.0f} min{session}",
                 f"{results.hardware}, {results.torch_threads} thread(s)"]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)

@@ -8,6 +8,7 @@ prepares reaches every machine); the phases from saving on (the model folder, th
 written at the end) happen on the main process only.
 """
 
+import json
 import logging
 import os
 import platform
@@ -314,6 +315,7 @@ class Training:
 
     seconds: float  # the training steps only: the validations during training are left out
     validation_seconds: float
+    resumed_from_step: int | None  # --resume_from_checkpoint's step: the times and tokens are this session's
     tokens: int  # source + target tokens trained on, padding excluded, every process together
     epochs: float
     loss: float  # mean training loss
@@ -321,6 +323,7 @@ class Training:
 
 def train(trainer: CountingSeq2SeqTrainer, selection_args: SelectionArguments) -> Training:
     """Train (resuming from ``--resume_from_checkpoint``); a full disk is named with the checkpoints left intact."""
+    resumed_from_step = _checkpoint_step(trainer.args.resume_from_checkpoint)
     start = time.perf_counter()
     with naming_a_full_disk(trainer.args.output_dir, selection_args.ema_folder):  # checkpoints, ema/ at the end, logs
         try:
@@ -328,11 +331,22 @@ def train(trainer: CountingSeq2SeqTrainer, selection_args: SelectionArguments) -
         except KeyboardInterrupt:
             close_progress_bars(trainer)  # what the command prints next starts a line of its own, and stays last
             raise
-    # Validation (generation + BLEU each epoch) is timed by Trainer; training speed leaves it out.
-    validation_seconds = sum(entry.get("eval_runtime", 0.0) for entry in trainer.state.log_history)
+    # Validation (generation + BLEU each epoch) is timed by Trainer; training speed leaves it out. A resumed run's
+    # log holds the earlier sessions' validations too: only this session's count against this session's time.
+    validation_seconds = sum(entry.get("eval_runtime", 0.0) for entry in trainer.state.log_history
+                             if entry.get("step", 0) > (resumed_from_step or 0))
     return Training(seconds=time.perf_counter() - start - validation_seconds, validation_seconds=validation_seconds,
+                    resumed_from_step=resumed_from_step,
                     tokens=trainer.all_processes_train_tokens(), epochs=trainer.state.epoch,
                     loss=result.training_loss)
+
+
+def _checkpoint_step(checkpoint) -> int | None:
+    """The global step of the checkpoint a run resumes from (``--resume_from_checkpoint``: a folder), or None."""
+    if not isinstance(checkpoint, (str, Path)) or not checkpoint:
+        return None
+    state = Path(checkpoint) / "trainer_state.json"
+    return json.loads(state.read_text())["global_step"] if state.is_file() else None
 
 
 # --- save ---------------------------------------------------------------------------------------------------------
@@ -434,6 +448,7 @@ def collect_results(trainer, num_parameters: int, training: Training, selection:
         num_parameters=num_parameters,
         train_seconds=round(training.seconds, 1), validation_seconds=round(training.validation_seconds, 1),
         train_tokens=training.tokens, train_tokens_per_second=round(training.tokens / training.seconds, 1),
+        resumed_from_step=training.resumed_from_step,
         epochs=training.epochs, train_loss=training.loss, best_validation_bleu=selection.validation_bleu,
         checkpoint_averaging=selection.averaging, ema=selection.ema, test=test, device=str(trainer.args.device),
         machine=describe_machine(), torch_threads=torch.get_num_threads(), world_size=training_args.world_size,
