@@ -119,6 +119,27 @@ def test_checkpoints_saved_by_another_hf_s2s_release_average_like_one_run(checkp
     assert (tmp_path / "averaged" / "model.safetensors").is_file()
 
 
+@pytest.mark.parametrize("value, averages", [(None, True), (0, True), (2, False)])
+def test_a_field_added_by_a_later_release_reads_as_its_default(checkpoints, tmp_path, value, averages):
+    """A run resumed after an upgrade that added a config field (source_unk_aliases, default 0) has checkpoints
+    whose config.json lacks it and checkpoints that hold it: the missing field is the class' default, so they
+    average as one run; a value other than the default is still another model."""
+    older, newer = (shutil.copytree(checkpoints[name], tmp_path / name) for name in ("first", "second"))
+    config = json.loads((older / "config.json").read_text())
+    assert config.get("source_unk_aliases", 0) == 0
+    (older / "config.json").write_text(json.dumps({k: v for k, v in config.items() if k != "source_unk_aliases"}))
+    if value is not None:
+        newer_config = json.loads((newer / "config.json").read_text())
+        unk = {"unk_token_id": newer_config.get("unk_token_id") or 1} if value else {}  # what aliases read as
+        (newer / "config.json").write_text(json.dumps({**newer_config, "source_unk_aliases": value, **unk}))
+    if averages:
+        average_checkpoints([older, newer], tmp_path / "averaged")
+        assert (tmp_path / "averaged" / "model.safetensors").is_file()
+    else:
+        with pytest.raises(ValueError, match=re.escape("differ in source_unk_aliases (0 vs 2)")):
+            average_checkpoints([older, newer], tmp_path / "averaged")
+
+
 def test_average_refuses_weights_of_a_different_size_under_an_equal_config(checkpoints, tmp_path):
     second = shutil.copytree(checkpoints["second"], tmp_path / "second")
     shutil.copyfile(checkpoints["wider"] / "model.safetensors", second / "model.safetensors")

@@ -106,10 +106,17 @@ def _check_same_vocabulary(checkpoints: list[Path]) -> None:
 
 def _check_same_model(checkpoints: list[Path]) -> None:
     """Refuse checkpoints of different models: any config field that differs (an activation or an embedding
-    scale changes what the weights mean even when every shape agrees), named with its values."""
+    scale changes what the weights mean even when every shape agrees), named with its values. A field one
+    config.json does not hold reads as the value its config class gives it: a run resumed after an upgrade that
+    added a field has checkpoints with and without it, and they are still one model."""
     reference = _config(checkpoints[0])
     for ckpt in checkpoints[1:]:
         config = _config(ckpt)
+        for missing_from, other in ((reference, config), (config, reference)):
+            absent = set(other) - set(missing_from)
+            if absent:
+                loaded = load_config(checkpoints[0] if missing_from is reference else ckpt)
+                missing_from.update({k: getattr(loaded, k) for k in absent if hasattr(loaded, k)})
         differing = sorted(k for k in set(reference) | set(config) if reference.get(k) != config.get(k))
         if differing:
             details = ", ".join(f"{k} ({reference.get(k)!r} vs {config.get(k)!r})" for k in differing)
