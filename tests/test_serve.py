@@ -37,6 +37,7 @@ from hf_s2s.models.term_constraints import Glossary  # noqa: E402
 from hf_s2s.serving.app import create_app  # noqa: E402
 from hf_s2s.serving.config import BatchingConfig, RequestLimits  # noqa: E402
 from hf_s2s.serving.folders import check_model_folder  # noqa: E402
+from hf_s2s.serving.schemas import TranslateResponse  # noqa: E402
 from hf_s2s.serving.server import bind_socket, serve_in_thread  # noqa: E402
 from tests.saved_folders import TEXTS, save_tiny_model_folder  # noqa: E402
 from tests.server_process import start_server_process  # noqa: E402
@@ -313,6 +314,19 @@ BAD_REQUESTS = {
     "an attention kind that is none": ({"sentences": ["a"], "attention": {"kind": "decoder"}}, 422,
                                        "attention.kind: Input should be 'cross' or 'encoder'"),
 }
+
+
+def test_the_search_of_an_answer_without_a_length_bound_fits_the_schema(server):
+    """With no_length_bound the search has no max_len_a / max_len_b, and the answer leaves them out: the schema lets
+    it (schemathesis found an answer that /openapi.json declared invalid, when they were required)."""
+    url, _ = server
+    answer = post(url, {"sentences": ["Ein Hund.", ""], "num_beams": 1, "no_length_bound": True, "scores": True})
+    assert answer.status_code == 200
+    search = answer.json()["search"]
+    assert "max_len_a" not in search and "max_len_b" not in search and search["max_new_tokens"] > 0
+    TranslateResponse.model_validate(answer.json())
+    required = httpx.get(f"{url}/openapi.json").json()["components"]["schemas"]["Search"]["required"]
+    assert "max_len_a" not in required and "max_len_b" not in required
 
 
 @pytest.mark.parametrize("case", list(BAD_REQUESTS))

@@ -119,8 +119,9 @@ class Search(BaseModel):
     num_beams: int
     num_return_sequences: int
     length_penalty: float
-    max_len_a: float | None
-    max_len_b: int | None
+    # the source-relative length bound (max_len_a x source tokens + max_len_b); absent from an answer without one
+    max_len_a: float | None = None
+    max_len_b: int | None = None
     max_new_tokens: int
     score: str = Field(description="what a score is: the sum of the token log-probabilities (greedy search), or that "
                                    "sum divided by length ** length_penalty (beam search)")
