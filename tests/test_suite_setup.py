@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # starts pytest as processes
-
 ROOT = Path(__file__).resolve().parents[1]
 THIS_FILE = str(Path(__file__).relative_to(ROOT))
 
@@ -23,7 +21,7 @@ def run_pytest(*args: str, plugin_dir: Path | None = None) -> subprocess.Complet
                            THIS_FILE, *args], cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
 
 
-def test_pytest_without_xdist_runs_the_suite():
+def test_pytest_without_xdist_runs_the_suite():  # one pytest process, collecting one file
     """pyproject names no pytest-xdist option: without the plugin, pytest collects instead of stopping at
     "unrecognized arguments" (exit 4)."""
     result = run_pytest("-p", "no:xdist")
@@ -31,6 +29,7 @@ def test_pytest_without_xdist_runs_the_suite():
     assert "test_pytest_without_xdist_runs_the_suite" in result.stdout
 
 
+@pytest.mark.slow  # a pytest process per case, with its workers
 @pytest.mark.parametrize("args, expected", [
     (["-n", "2"], "dist=loadfile maxprocesses=8 workers=2"),
     (["-n", "2", "--dist", "load"], "dist=load maxprocesses=8 workers=2"),

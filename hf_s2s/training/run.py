@@ -315,10 +315,10 @@ class Training:
 
     seconds: float  # the training steps only: the validations during training are left out
     validation_seconds: float
-    resumed_from_step: int | None  # --resume_from_checkpoint's step: the times and tokens are this session's
     tokens: int  # source + target tokens trained on, padding excluded, every process together
     epochs: float
     loss: float  # mean training loss
+    resumed_from_step: int | None = None  # --resume_from_checkpoint's step: the times and tokens are this session's
 
 
 def train(trainer: CountingSeq2SeqTrainer, selection_args: SelectionArguments) -> Training:
