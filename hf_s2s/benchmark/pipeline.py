@@ -131,9 +131,12 @@ def _pipeline_memory_probe(settings, name: str) -> dict:
     tokenizer, train_dataset = pipeline_dataset(settings)
     with tempfile.TemporaryDirectory() as output_dir:
         trainer = pipeline_trainer(name, settings, tokenizer, train_dataset, output_dir)
-        setup_peak, before = status_mb("VmHWM"), status_mb("VmRSS")
+        setup_peak = status_mb("VmHWM")
         with open("/proc/self/clear_refs", "w") as clear_refs:
             clear_refs.write("5")  # Linux: reset the peak resident set (VmHWM) to the current one
+        # the resident set at the reset, read as the reset left it: VmRSS read before it could be higher than the
+        # mark after it (memory freed in between), and the training peak then read below "before"
+        before = status_mb("VmHWM")
         trainer.train()
         training_peak = status_mb("VmHWM")
     return {"rss_before_training_mb": before, "peak_rss_training_mb": training_peak,
