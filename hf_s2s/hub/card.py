@@ -136,9 +136,7 @@ def _training_rows(results: RunResults) -> list[tuple[str, object]]:
         ("epochs trained", results.epochs),
         ("final training loss", _fmt(results.train_loss, 4)),
         ("best validation BLEU", _fmt(results.best_validation_bleu, 2)),
-        ("training time (validation excluded)", f"{results.train_seconds} s" + (
-            "" if results.resumed_from_step is None else
-            f" (the last session, resumed from step {results.resumed_from_step})")),
+        ("training time (validation excluded)", f"{results.train_seconds} s{results.session_note}"),
         ("training speed", f"{results.train_tokens_per_second} source+target tokens/s"),
         ("hardware", f"{results.hardware}, {results.torch_threads} torch thread(s), world size {results.world_size}"),
     ]

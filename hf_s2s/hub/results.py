@@ -178,6 +178,12 @@ class RunResults:
         """The machine in words, or the device where an earlier release did not record the machine."""
         return f"{self.machine or self.device}"
 
+    @property
+    def session_note(self) -> str:
+        """What a resumed run's times and tokens cover, to follow them where they are shown; "" for a run trained in
+        one session."""
+        return "" if self.resumed_from_step is None else f" (the last session, resumed from step {self.resumed_from_step})"
+
 
 def read_results(path: str | Path, required: tuple[str, ...] = ("model_type",)) -> RunResults:
     """The results a training run wrote in ``path``; ``required``: the keys the caller reads, which every training run
@@ -213,8 +219,8 @@ def summary_line(results: RunResults | dict) -> str:
     parts = [f"{key}: BLEU {scores.bleu:.2f} (lowercased {scores.bleu_lowercase:.2f}), chrF {scores.chrf:.2f}"
              for key, scores in results.test.items()]
     minutes = (math.nan if results.train_seconds is None else results.train_seconds) / 60
-    session = "" if results.resumed_from_step is None else f" since step {results.resumed_from_step}"
-    return f"test {' | '.join(parts)}; trained in {minutes:.1f} min{session}; {results.num_parameters:,} parameters"
+    return (f"test {' | '.join(parts)}; trained in {minutes:.1f} min{results.session_note}; "
+            f"{results.num_parameters:,} parameters")
 
 
 def _family_label(results: RunResults) -> str:
@@ -243,8 +249,7 @@ def results_table(runs: list[RunResults | dict]) -> str:
             row += [f"{value:.2f}" for value in (scores.bleu, scores.bleu_lowercase, scores.chrf)] if scores \
                 else ["-"] * 3
         minutes = ((results.train_seconds or 0) + (results.validation_seconds or 0)) / 60
-        session = "" if results.resumed_from_step is None else f" (the session resumed at step {results.resumed_from_step})"
-        row += [f"{results.epochs or 0:g}", f"{minutes:.0f} min{session}",
+        row += [f"{results.epochs or 0:g}", f"{minutes:.0f} min{results.session_note}",
                 f"{results.hardware}, {results.torch_threads} thread(s)"]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)

@@ -60,7 +60,7 @@ from .arguments import (
     tokenizer_arguments,
 )
 from .callbacks import SlowdownWarning, TimedCheckpoints
-from .checkpoints import AVERAGE_COMMAND
+from .checkpoints import AVERAGE_COMMAND, TRAINER_STATE
 from .checks import check_arguments, check_tokenizer_covers_corpus, needed_splits
 from .ema import EMA_FOLDER, EMACallback
 from .generation_settings import GenerationSettings, settle_generation_configs
@@ -345,7 +345,7 @@ def _checkpoint_step(checkpoint) -> int | None:
     """The global step of the checkpoint a run resumes from (``--resume_from_checkpoint``: a folder), or None."""
     if not isinstance(checkpoint, (str, Path)) or not checkpoint:
         return None
-    state = Path(checkpoint) / "trainer_state.json"
+    state = Path(checkpoint) / TRAINER_STATE
     return json.loads(state.read_text())["global_step"] if state.is_file() else None
 
 
