@@ -9,8 +9,8 @@ wait from the end of the previous batch too lets the clients that batch answered
 join: without it, clients that each wait for their answer before sending again split into two groups whose requests
 alternate on the engine, each batch holding about half of what waits (the load benchmark's 8 clients: about 11
 sentences per engine call where 20 were in flight). Ending the wait once they are all back keeps a steady load from
-paying the whole wait before every batch. Their sentences are sorted by length and cut into engine calls of at most ``max_batch_tokens`` padded tokens
-(sentences x the longest), run one at a time on the batcher's own thread. Requests with other options wait for a
+paying the whole wait before every batch. Their sentences are sorted by length and cut into engine calls of at most
+``max_batch_tokens`` padded tokens (sentences x the longest), run one at a time on the batcher's own thread. Requests with other options wait for a
 later batch: options are never mixed within one.
 
 A request's translations equal the ones it gets alone wherever the engine is batch-invariant (float32 torch,

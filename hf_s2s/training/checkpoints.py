@@ -109,14 +109,15 @@ def _check_same_model(checkpoints: list[Path]) -> None:
     scale changes what the weights mean even when every shape agrees), named with its values. A field one
     config.json does not hold reads as the value its config class gives it: a run resumed after an upgrade that
     added a field has checkpoints with and without it, and they are still one model."""
-    reference = _config(checkpoints[0])
-    for ckpt in checkpoints[1:]:
-        config = _config(ckpt)
-        for missing_from, other in ((reference, config), (config, reference)):
-            absent = set(other) - set(missing_from)
-            if absent:
-                loaded = load_config(checkpoints[0] if missing_from is reference else ckpt)
-                missing_from.update({k: getattr(loaded, k) for k in absent if hasattr(loaded, k)})
+    written = [_config(ckpt) for ckpt in checkpoints]
+    fields = set().union(*written)
+    for ckpt, config in zip(checkpoints, written, strict=True):
+        absent = fields - set(config)
+        if absent:  # loaded once, only for a checkpoint that lacks a field another one holds
+            loaded = load_config(ckpt)
+            config.update({k: getattr(loaded, k) for k in absent if hasattr(loaded, k)})
+    reference = written[0]
+    for ckpt, config in zip(checkpoints[1:], written[1:], strict=True):
         differing = sorted(k for k in set(reference) | set(config) if reference.get(k) != config.get(k))
         if differing:
             details = ", ".join(f"{k} ({reference.get(k)!r} vs {config.get(k)!r})" for k in differing)
